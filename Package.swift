@@ -1,0 +1,51 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "BackgroundTransfer",
+    products: [
+        .library(name: "BackgroundTransfer", targets: ["BackgroundTransfer"]),
+        .library(name: "TransferContainer", targets: ["TransferContainer"]),
+        .library(name: "TransferEngine", targets: ["TransferEngine"]),
+        .library(name: "LoopbackServer", targets: ["LoopbackServer"]),
+        .executable(name: "transferd", targets: ["transferd"]),
+        .executable(name: "host-app", targets: ["host-app"]),
+        .executable(name: "share-extension", targets: ["share-extension"]),
+        .executable(name: "fetch-extension", targets: ["fetch-extension"]),
+        .executable(name: "bgtransfer", targets: ["bgtransfer"]),
+    ],
+    targets: [
+        // Typed C wrappers around libcurl (variadic setopt/getinfo cannot be called from Swift).
+        .target(
+            name: "CCurl",
+            linkerSettings: [.linkedLibrary("curl")]
+        ),
+        // The shared container: layout, identifiers, durable records, file locks, the session
+        // coordinator, the wire protocol, thin POSIX wrappers. Used by every executable.
+        .target(name: "TransferContainer", dependencies: ["CPOSIX"]),
+        // The few GNU/Linux calls Glibc's Swift module hides (SO_PEERCRED, accept4, O_PATH, setsid spawn).
+        .target(name: "CPOSIX"),
+        // The daemon's engine: event loop, socket server, durable task store, scheduler,
+        // libcurl transport, relauncher.
+        .target(name: "TransferEngine", dependencies: ["TransferContainer", "CCurl"]),
+        // The client API with Apple's names (URLSession, URLSessionConfiguration, delegates).
+        .target(name: "BackgroundTransfer", dependencies: ["TransferContainer"]),
+        // A small HTTP/1.1 server on POSIX sockets for tests, the demo and the benchmark.
+        .target(name: "LoopbackServer"),
+        // What the stand-in app and extensions share: identities, command lines, Downloads/.
+        .target(name: "StandInSupport", dependencies: ["BackgroundTransfer"]),
+
+        .executableTarget(name: "transferd", dependencies: ["TransferEngine"]),
+        .executableTarget(name: "host-app", dependencies: ["StandInSupport"]),
+        .executableTarget(name: "share-extension", dependencies: ["StandInSupport"]),
+        .executableTarget(name: "fetch-extension", dependencies: ["StandInSupport"]),
+        // The developer tool; it depends on the other executables so that `swift run bgtransfer demo` builds them.
+        .executableTarget(name: "bgtransfer", dependencies: ["TransferContainer", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
+
+        .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer"]),
+        .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer"]),
+        .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "LoopbackServer"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

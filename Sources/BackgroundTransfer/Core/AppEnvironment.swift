@@ -1,0 +1,71 @@
+@_exported import Foundation
+@_exported import FoundationNetworking
+@_exported import TransferContainer
+
+/// Who this process is and which container it lives in: the stand-in for `Bundle.main`, its
+/// entitlements and the device's file system. Set once at start-up by the executable
+/// (`AppEnvironment.bootstrap`); read by every session. Thread-safe.
+public enum AppEnvironment {
+    struct State: Sendable {
+        var identity: AppIdentity
+        var layout: ContainerLayout
+        var isForeground: Bool
+        var log: TransferLog
+    }
+
+    private static let state = Locked<State?>(nil)
+
+    /// Declares the process's identity and container. Call before opening any session.
+    /// - Parameter isForeground: whether the user launched the process (false for an app
+    ///   launched for background events, and for extensions, which run in the background).
+    public static func bootstrap(identity: AppIdentity, layout: ContainerLayout, isForeground: Bool) {
+        let process = (ProcessSpawner.currentExecutable as NSString).lastPathComponent
+        try? layout.prepare()
+        let log = TransferLog(layout: layout, process: process, subsystem: "com.example.BackgroundTransfer")
+        state.withLock { $0 = State(identity: identity, layout: layout, isForeground: isForeground, log: log) }
+    }
+
+    static var current: State {
+        guard let value = state.withLock({ $0 }) else {
+            preconditionFailure("AppEnvironment.bootstrap(identity:layout:isForeground:) must be called before using background sessions")
+        }
+        return value
+    }
+
+    static var isBootstrapped: Bool { state.withLock { $0 != nil } }
+
+    public static var identity: AppIdentity { current.identity }
+    public static var layout: ContainerLayout { current.layout }
+    public static var log: TransferLog { current.log }
+
+    /// The app group's container, as `FileManager.containerURL(forSecurityApplicationGroupIdentifier:)`
+    /// returns it on iOS: `<root>/AppGroups/<group>/`, or nil when this bundle is not entitled to the group.
+    public static func containerURL(forSecurityApplicationGroupIdentifier group: String) -> URL? {
+        guard let bundle = try? BundleIdentifier(group), current.identity.appGroups.contains(bundle) else { return nil }
+        let url = current.layout.appGroup(bundle)
+        try? DurableFile.makeDirectory(url.path)
+        return url
+    }
+}
+
+extension FileManager {
+    /// The shared container of an app group this process is entitled to (Apple's name).
+    public func containerURL(forSecurityApplicationGroupIdentifier groupIdentifier: String) -> URL? {
+        AppEnvironment.containerURL(forSecurityApplicationGroupIdentifier: groupIdentifier)
+    }
+}
+
+/// A value behind a lock: the one way this library shares mutable state between threads.
+final class Locked<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+
+    init(_ value: Value) { self.value = value }
+
+    @discardableResult
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}

@@ -1,0 +1,220 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import TransferContainer
+
+/// This process's connection to `transferd`: one per process and container, shared by all
+/// sessions. Requests wait for their reply; pushes (events, progress) are routed to the
+/// session they name. If no daemon answers, it starts one (as launchd would); if the daemon
+/// dies, it reconnects and reopens every session, which replays undelivered events.
+///
+/// Thread-safe: the socket's writes and all state are behind one lock; a reader thread owns reads.
+final class DaemonConnection: @unchecked Sendable {
+    /// What a session registers to hear from the daemon.
+    struct Subscriber: Sendable {
+        var onPush: @Sendable (DaemonPush) -> Void
+        /// Called after a reconnect, to open the session again in the new daemon.
+        var onReconnect: @Sendable () -> Void
+    }
+
+    private struct State {
+        var descriptor: FileDescriptor?
+        var nextRequestID: UInt64 = 1
+        var waiters: [UInt64: Waiter] = [:]
+        var subscribers: [SessionIdentifier: Subscriber] = [:]
+        var generation = 0
+    }
+
+    private final class Waiter: @unchecked Sendable {
+        let semaphore = DispatchSemaphore(value: 0)
+        var reply: DaemonReply?
+    }
+
+    private static let connections = Locked<[URL: DaemonConnection]>([:])
+
+    let layout: ContainerLayout
+    private let state = Locked(State())
+    private let writeLock = NSLock()
+    private let log: TransferLog
+    /// How long a request waits for its reply before failing.
+    static let requestTimeout: TimeInterval = 30
+
+    private init(layout: ContainerLayout, log: TransferLog) {
+        self.layout = layout
+        self.log = log
+    }
+
+    /// The process's connection for the current environment's container, connecting (and
+    /// starting the daemon) on first use.
+    static func shared() throws(TransferFailure) -> DaemonConnection {
+        let environment = AppEnvironment.current
+        let connection = connections.withLock { all in
+            if let existing = all[environment.layout.root] { return existing }
+            let created = DaemonConnection(layout: environment.layout, log: environment.log)
+            all[environment.layout.root] = created
+            return created
+        }
+        try connection.connectIfNeeded()
+        return connection
+    }
+
+    // MARK: Connecting
+
+    private func connectIfNeeded() throws(TransferFailure) {
+        if state.withLock({ $0.descriptor != nil }) { return }
+        try connect()
+    }
+
+    private func connect() throws(TransferFailure) {
+        let fd = try Self.openSocket(layout: layout, log: log)
+        let generation = state.withLock { state -> Int in
+            state.descriptor = fd
+            state.generation += 1
+            return state.generation
+        }
+        let reader = Thread { [self] in readLoop(fd, generation: generation) }
+        reader.name = "BackgroundTransfer.DaemonConnection"
+        reader.start()
+        let environment = AppEnvironment.current
+        let hello = ClientHello(identity: environment.identity, executablePath: ProcessSpawner.currentExecutable, processName: environment.log.process, isForeground: environment.isForeground)
+        _ = try request(.hello(hello))
+    }
+
+    /// Connects to the daemon's socket, starting `transferd` if none answers.
+    private static func openSocket(layout: ContainerLayout, log: TransferLog) throws(TransferFailure) -> FileDescriptor {
+        let path = layout.daemonSocket.path
+        if let fd = try? UnixSocket.connect(to: path) { return fd }
+        let daemon = daemonExecutable()
+        do {
+            let pid = try ProcessSpawner.spawn(daemon, arguments: ["--container", layout.root.path, "--exit-when-idle", "30"], newSession: true, outputPath: layout.logsDirectory.appendingPathComponent("transferd.out").path)
+            log.notice("connection", "no daemon answered; started \(daemon) (pid \(pid))")
+        } catch {
+            throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "cannot start the transfer daemon \(daemon): \(error)", subject: daemon)
+        }
+        // The daemon binds its socket within milliseconds; wait for it with a deadline.
+        let deadline = Date().addingTimeInterval(10)
+        var lastError: Errno?
+        while Date() < deadline {
+            do { return try UnixSocket.connect(to: path) } catch { lastError = error }
+            usleep(10_000)
+        }
+        throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "the transfer daemon did not answer at \(path): \(lastError.map { "\($0)" } ?? "timeout")", subject: path)
+    }
+
+    /// `transferd` beside this executable (they are built together), or `BGTRANSFER_TRANSFERD`.
+    static func daemonExecutable() -> String {
+        if let explicit = ProcessInfo.processInfo.environment["BGTRANSFER_TRANSFERD"], !explicit.isEmpty { return explicit }
+        return ((ProcessSpawner.currentExecutable as NSString).deletingLastPathComponent as NSString).appendingPathComponent("transferd")
+    }
+
+    // MARK: Requests
+
+    /// Sends a request and waits for its reply; a `.failure` reply is thrown.
+    @discardableResult
+    func request(_ request: DaemonRequest) throws(TransferFailure) -> DaemonReply {
+        let waiter = Waiter()
+        let (id, fd) = state.withLock { state -> (UInt64, FileDescriptor?) in
+            let id = state.nextRequestID
+            state.nextRequestID += 1
+            state.waiters[id] = waiter
+            return (id, state.descriptor)
+        }
+        guard let fd else {
+            _ = state.withLock { $0.waiters.removeValue(forKey: id) }
+            throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "not connected to the transfer daemon")
+        }
+        do {
+            let frame = try Frame.encode(RequestFrame(id: id, request: request))
+            writeLock.lock()
+            defer { writeLock.unlock() }
+            try UnixSocket.sendAll(fd, frame)
+        } catch {
+            _ = state.withLock { $0.waiters.removeValue(forKey: id) }
+            throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "cannot send to the transfer daemon: \(error)")
+        }
+        if waiter.semaphore.wait(timeout: .now() + Self.requestTimeout) == .timedOut {
+            _ = state.withLock { $0.waiters.removeValue(forKey: id) }
+            throw TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")
+        }
+        switch waiter.reply {
+        case .failure(let failure): throw failure
+        case .some(let reply): return reply
+        case .none: throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "the transfer daemon went away before answering")
+        }
+    }
+
+    func subscribe(_ identifier: SessionIdentifier, _ subscriber: Subscriber) {
+        state.withLock { $0.subscribers[identifier] = subscriber }
+    }
+
+    func unsubscribe(_ identifier: SessionIdentifier) {
+        _ = state.withLock { $0.subscribers.removeValue(forKey: identifier) }
+    }
+
+    // MARK: Reading
+
+    private func readLoop(_ fd: FileDescriptor, generation: Int) {
+        var decoder = FrameDecoder()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        readLoop: while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd.rawValue, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            buffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            do {
+                while let body = try decoder.next() {
+                    dispatch(try Frame.decode(DaemonFrame.self, from: body))
+                }
+            } catch {
+                log.error("connection", "unreadable frame from the daemon: \(error)")
+                break readLoop
+            }
+        }
+        connectionLost(fd, generation: generation)
+    }
+
+    private func dispatch(_ frame: DaemonFrame) {
+        switch frame {
+        case .reply(let id, let reply):
+            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.reply = reply
+            waiter?.semaphore.signal()
+        case .push(let push):
+            let identifier: SessionIdentifier
+            switch push {
+            case .event(let session, _), .progress(let session, _), .backlogDelivered(let session, _), .invalidated(let session, _):
+                identifier = session
+            }
+            let subscriber = state.withLock { $0.subscribers[identifier] }
+            subscriber?.onPush(push)
+        }
+    }
+
+    /// The daemon went away (killed, restarted): fail waiting requests, reconnect, reopen sessions.
+    private func connectionLost(_ fd: FileDescriptor, generation: Int) {
+        let (waiters, subscribers) = state.withLock { state -> ([Waiter], [Subscriber]) in
+            guard state.generation == generation else { return ([], []) }
+            state.descriptor = nil
+            let waiters = Array(state.waiters.values)
+            state.waiters.removeAll()
+            return (waiters, Array(state.subscribers.values))
+        }
+        fd.close()
+        waiters.forEach { $0.semaphore.signal() }
+        guard !subscribers.isEmpty else { return }
+        log.notice("connection", "lost the transfer daemon; reconnecting")
+        var delay: UInt32 = 50_000
+        for _ in 0..<40 {
+            do {
+                try connect()
+                subscribers.forEach { $0.onReconnect() }
+                return
+            } catch {
+                usleep(delay)
+                delay = min(delay * 2, 1_000_000)
+            }
+        }
+        log.error("connection", "cannot reach the transfer daemon again; sessions stay detached")
+    }
+}

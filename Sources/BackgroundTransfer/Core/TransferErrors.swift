@@ -1,0 +1,37 @@
+import Foundation
+import FoundationNetworking
+import TransferContainer
+
+/// Apple's `userInfo` keys for background transfer errors.
+public let NSURLErrorBackgroundTaskCancelledReasonKey = "NSURLErrorBackgroundTaskCancelledReasonKey"
+public let NSURLSessionDownloadTaskResumeData = "NSURLSessionDownloadTaskResumeData"
+public let NSURLSessionUploadTaskResumeData = "NSURLSessionUploadTaskResumeData"
+/// The identifier or path an error is about (ours; Apple has no such key).
+public let BackgroundTransferErrorSubjectKey = "BackgroundTransferErrorSubject"
+
+/// Misuse that Apple reports by raising an exception (S1.2, S2.1): here a thrown error with
+/// Apple's message.
+public struct BackgroundSessionMisuse: Error, CustomStringConvertible, Equatable, Sendable {
+    public let message: String
+    public var description: String { message }
+
+    public static let completionHandlersUnsupported = BackgroundSessionMisuse(message: "Completion handler blocks are not supported in background sessions. Use a delegate instead.")
+    public static let uploadFromDataUnsupported = BackgroundSessionMisuse(message: "Upload tasks from NSData are not supported in background sessions.")
+    public static let uploadFromStreamUnsupported = BackgroundSessionMisuse(message: "Upload tasks in background sessions must be from a file")
+    public static let sessionInvalidated = BackgroundSessionMisuse(message: "Attempted to create a task in a session that has been invalidated")
+}
+
+extension TransferFailure {
+    /// The error handed to delegates: a `URLError` with Apple's code and userInfo keys.
+    func urlError(failingURL: String? = nil) -> URLError {
+        var userInfo: [String: Any] = [NSLocalizedDescriptionKey: message]
+        if let failingURL {
+            userInfo["NSErrorFailingURLStringKey"] = failingURL
+            if let url = URL(string: failingURL) { userInfo[NSURLErrorFailingURLErrorKey] = url }
+        }
+        if let reason = backgroundTaskCancelledReason { userInfo[NSURLErrorBackgroundTaskCancelledReasonKey] = reason }
+        if let resumeData { userInfo[NSURLSessionDownloadTaskResumeData] = resumeData }
+        if let subject { userInfo[BackgroundTransferErrorSubjectKey] = subject }
+        return URLError(URLError.Code(rawValue: code) ?? .unknown, userInfo: userInfo)
+    }
+}

@@ -1,0 +1,43 @@
+import Foundation
+
+/// Session-level events (Apple's `URLSessionDelegate`). Called on the session's delegate queue.
+public protocol URLSessionDelegate: AnyObject, Sendable {
+    /// The session is invalid: after `finishTasksAndInvalidate`/`invalidateAndCancel` (error
+    /// nil), or because it could not be opened (-995, -996, a refused identifier).
+    func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?)
+    /// Every event waiting for a session the app was launched for has been delivered (S3.2).
+    func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession)
+}
+
+/// Task-level events (Apple's `URLSessionTaskDelegate`).
+public protocol URLSessionTaskDelegate: URLSessionDelegate {
+    /// The task ended. An HTTP error status is not an error here (S2.5).
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?)
+    func urlSession(_ session: URLSession, taskIsWaitingForConnectivity task: URLSessionTask)
+    func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64)
+}
+
+/// Download-task events (Apple's `URLSessionDownloadDelegate`).
+public protocol URLSessionDownloadDelegate: URLSessionTaskDelegate {
+    /// The download finished. The file at `location` exists only until this method returns:
+    /// move it or open it now (S3.3).
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL)
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64)
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64)
+}
+
+extension URLSessionDelegate {
+    public func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?) {}
+    public func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {}
+}
+
+extension URLSessionTaskDelegate {
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {}
+    public func urlSession(_ session: URLSession, taskIsWaitingForConnectivity task: URLSessionTask) {}
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
+}
+
+extension URLSessionDownloadDelegate {
+    public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {}
+    public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {}
+}

@@ -1,0 +1,353 @@
+import Foundation
+import FoundationNetworking
+import TransferContainer
+
+/// One background session open in this process: its attachment to the daemon, its task
+/// objects, and the in-order, exactly-once delivery of its events to the delegate.
+///
+/// Built once per identifier and cached by `SessionCoordinator` (S1.3). Pushes arrive on the
+/// connection's reader thread and are handed, in order, to `deliveryQueue` (serial), which
+/// runs each delegate call on the delegate queue and waits for it: the delegate sees events
+/// one at a time, in event-number order (S3.5). State shared between threads is in `state`.
+final class SessionCore: @unchecked Sendable {
+    let identifier: SessionIdentifier
+    let configuration: URLSessionConfiguration
+    let delegate: URLSessionDelegate?
+    let delegateQueue: OperationQueue
+    /// The first `URLSession` built for this identifier: the one delegates are given.
+    private(set) weak var primary: URLSession?
+    private var strongPrimary: URLSession?
+    private let deliveryQueue: DispatchQueue
+    private let layout: ContainerLayout
+    private let family: BundleIdentifier
+    private let log: TransferLog
+    private let recordConfiguration: SessionConfiguration
+
+    private struct State {
+        var connection: DaemonConnection?
+        var tasks: [Int: URLSessionTask] = [:]
+        /// The highest event number the delegate has seen (durable in `delivered.json`).
+        var deliveredThrough: UInt64 = 0
+        /// The highest event number received from the daemon (delivered or a duplicate).
+        var receivedThrough: UInt64 = 0
+        var acknowledgedThrough: UInt64 = 0
+        /// True while the app, launched for this session's events, has not called the
+        /// completion handler: events are then acknowledged only by that call (S3.2, S3.4).
+        var acknowledgesOnCompletionHandler = false
+        var finishEventsDelivered = false
+        var invalidated = false
+        var invalidating = false
+    }
+
+    private let state = Locked(State())
+    /// Signalled when the events waiting at open have all been handed to the delegate.
+    private let backlogCondition = NSCondition()
+    private var backlogHandled = false
+
+    /// `Sessions/<family>/<identifier>/delivered.json`: which events the delegate has seen,
+    /// so that a process killed before acknowledging never shows one twice (S3.4).
+    private struct DeliveryRecord: Codable {
+        var version = 1
+        var deliveredThrough: UInt64
+    }
+
+    private var deliveryRecordPath: String {
+        layout.sessionDirectory(family: family, identifier: identifier).appendingPathComponent("delivered.json").path
+    }
+
+    init(identifier: SessionIdentifier, configuration: URLSessionConfiguration, recordConfiguration: SessionConfiguration, delegate: URLSessionDelegate?, delegateQueue: OperationQueue?) {
+        self.identifier = identifier
+        self.configuration = configuration
+        self.recordConfiguration = recordConfiguration
+        self.delegate = delegate
+        if let delegateQueue {
+            self.delegateQueue = delegateQueue
+        } else {
+            let queue = OperationQueue()
+            queue.maxConcurrentOperationCount = 1
+            queue.name = "BackgroundTransfer.delegate.\(identifier)"
+            self.delegateQueue = queue
+        }
+        self.deliveryQueue = DispatchQueue(label: "BackgroundTransfer.delivery.\(identifier)")
+        let environment = AppEnvironment.current
+        self.layout = environment.layout
+        self.family = environment.identity.family
+        self.log = environment.log
+        let delivered = (try? RecordCoding.read(DeliveryRecord.self, from: deliveryRecordPath))?.deliveredThrough ?? 0
+        let launchedForEvents = BackgroundLaunch.isLaunched(for: identifier)
+        state.withLock {
+            $0.deliveredThrough = delivered
+            $0.acknowledgesOnCompletionHandler = launchedForEvents
+        }
+    }
+
+    func adopt(primary session: URLSession) {
+        primary = session
+        strongPrimary = session // the system keeps a session alive until it is invalidated
+    }
+
+    // MARK: Attaching
+
+    /// Opens the session in the daemon and subscribes to its pushes.
+    func attach() throws(TransferFailure) {
+        let connection = try DaemonConnection.shared()
+        connection.subscribe(identifier, .init(
+            onPush: { [weak self] push in self?.received(push) },
+            onReconnect: { [weak self] in self?.reattach() }))
+        state.withLock { $0.connection = connection }
+        try open(on: connection)
+        log.notice("session", "opened background session (\(state.withLock { $0.tasks.count }) unfinished tasks)", session: identifier.rawValue)
+    }
+
+    private func open(on connection: DaemonConnection) throws(TransferFailure) {
+        let launched = BackgroundLaunch.isLaunched(for: identifier)
+        let reply = try connection.request(.openSession(identifier: identifier, configuration: recordConfiguration, launchedForEvents: launched))
+        guard case .sessionOpened(let records) = reply else { return }
+        for record in records { _ = taskObject(for: record) }
+    }
+
+    /// After the daemon restarted: open again; undelivered events are replayed (and deduplicated).
+    private func reattach() {
+        guard let connection = state.withLock({ $0.invalidated ? nil : $0.connection }) else { return }
+        do {
+            try open(on: connection)
+            log.notice("session", "reattached after the daemon restarted", session: identifier.rawValue)
+        } catch {
+            log.error("session", "cannot reattach: \(error)", session: identifier.rawValue)
+        }
+    }
+
+    private func connection() throws(TransferFailure) -> DaemonConnection {
+        guard let connection = state.withLock({ $0.connection }) else {
+            throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "session \(identifier) is not attached to the transfer daemon", subject: identifier.rawValue)
+        }
+        return connection
+    }
+
+    var isInvalidated: Bool { state.withLock { $0.invalidated || $0.invalidating } }
+
+    // MARK: Tasks
+
+    /// The one task object for a daemon task (created on first sight, e.g. after relaunch).
+    func taskObject(for record: TaskRecord) -> URLSessionTask {
+        state.withLock { state in
+            if let existing = state.tasks[record.taskIdentifier] {
+                return existing
+            }
+            let task: URLSessionTask = record.kind == .download ? URLSessionDownloadTask(record: record, core: self) : URLSessionUploadTask(record: record, core: self)
+            if record.state != .completed { state.tasks[record.taskIdentifier] = task }
+            return task
+        }
+    }
+
+    func createTask(_ creation: TaskCreation) throws(TransferFailure) -> URLSessionTask {
+        let reply = try connection().request(.createTask(session: identifier, creation))
+        guard case .task(let record) = reply else {
+            throw TransferFailure(code: TransferFailure.unknown, message: "unexpected reply to createTask")
+        }
+        return taskObject(for: record)
+    }
+
+    func resume(_ task: URLSessionTask) {
+        perform(.resumeTask(session: identifier, task: task.taskIdentifier), on: task)
+    }
+
+    func suspend(_ task: URLSessionTask) {
+        perform(.suspendTask(session: identifier, task: task.taskIdentifier), on: task)
+    }
+
+    func cancel(_ task: URLSessionTask) {
+        guard task.state != .completed else { return }
+        task.setState(.canceling)
+        perform(.cancelTask(session: identifier, task: task.taskIdentifier), on: task)
+    }
+
+    func setDescription(_ description: String?, of task: URLSessionTask) {
+        guard task.state != .completed else { return }
+        perform(.setTaskDescription(session: identifier, task: task.taskIdentifier, description: description), on: task)
+    }
+
+    private func perform(_ request: DaemonRequest, on task: URLSessionTask) {
+        do {
+            let reply = try connection().request(request)
+            if case .task(let record) = reply { task.update(record) }
+        } catch {
+            log.error("session", "\(request) failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier)
+        }
+    }
+
+    func allTasks() -> [URLSessionTask] {
+        do {
+            let reply = try connection().request(.getAllTasks(session: identifier))
+            guard case .tasks(let records) = reply else { return [] }
+            return records.map { record in
+                let task = taskObject(for: record)
+                task.update(record)
+                return task
+            }
+        } catch {
+            log.error("session", "getAllTasks failed: \(error)", session: identifier.rawValue)
+            return state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
+        }
+    }
+
+    // MARK: Delivery
+
+    private func received(_ push: DaemonPush) {
+        switch push {
+        case .event(_, let event):
+            deliveryQueue.async { self.deliver(event) }
+        case .progress(_, let progress):
+            guard let task = state.withLock({ $0.tasks[progress.taskIdentifier] }) else { return }
+            task.update(progress)
+            deliveryQueue.async {
+                guard let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate else { return }
+                self.onDelegateQueue { session in
+                    delegate.urlSession(session, downloadTask: download, didWriteData: progress.bytesWritten, totalBytesWritten: progress.totalBytesWritten, totalBytesExpectedToWrite: progress.totalBytesExpectedToWrite)
+                }
+            }
+        case .backlogDelivered:
+            deliveryQueue.async { self.backlogDelivered() }
+        case .invalidated(_, let failure):
+            deliveryQueue.async { self.finishInvalidation(failure) }
+        }
+    }
+
+    /// Hands one event to the delegate, unless it already saw it (S3.4), then records and acknowledges it.
+    private func deliver(_ event: EventRecord) {
+        let (alreadySeen, _) = state.withLock { state -> (Bool, Void) in
+            state.receivedThrough = max(state.receivedThrough, event.number)
+            return (event.number <= state.deliveredThrough, ())
+        }
+        if alreadySeen {
+            log.info("delivery", "event \(event.number) already delivered; not shown again", session: identifier.rawValue, task: event.task.taskIdentifier)
+        } else {
+            let task = taskObject(for: event.task)
+            task.update(event.task)
+            let error = event.error.map { $0.urlError(failingURL: event.task.originalRequest.url) }
+            task.finish(with: error)
+            state.withLock { _ = $0.tasks.removeValue(forKey: event.task.taskIdentifier) }
+
+            if let path = event.downloadedFile, event.error == nil, let download = task as? URLSessionDownloadTask {
+                if FileManager.default.fileExists(atPath: path) {
+                    if let delegate = delegate as? URLSessionDownloadDelegate {
+                        onDelegateQueue { session in
+                            delegate.urlSession(session, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: path))
+                        }
+                    }
+                    // The file exists only during the call (S3.3).
+                    try? FileManager.default.removeItem(atPath: path)
+                } else {
+                    log.error("delivery", "downloaded file \(path) is gone; didFinishDownloadingTo skipped", session: identifier.rawValue, task: task.taskIdentifier)
+                }
+            }
+            if let delegate = delegate as? URLSessionTaskDelegate {
+                onDelegateQueue { session in delegate.urlSession(session, task: task, didCompleteWithError: error) }
+            }
+            state.withLock { $0.deliveredThrough = event.number }
+            do {
+                try RecordCoding.write(DeliveryRecord(deliveredThrough: event.number), to: deliveryRecordPath, syncDirectory: false)
+            } catch {
+                log.error("delivery", "cannot record delivery of event \(event.number): \(error)", session: identifier.rawValue)
+            }
+        }
+        if !state.withLock({ $0.acknowledgesOnCompletionHandler }) {
+            acknowledge(through: event.number)
+        }
+    }
+
+    /// Every event waiting at open was sent: if the app was launched for them, tell it (once).
+    private func backlogDelivered() {
+        defer {
+            backlogCondition.lock()
+            backlogHandled = true
+            backlogCondition.broadcast()
+            backlogCondition.unlock()
+        }
+        let shouldTell = state.withLock { state -> Bool in
+            guard state.acknowledgesOnCompletionHandler, !state.finishEventsDelivered else { return false }
+            state.finishEventsDelivered = true
+            return true
+        }
+        guard shouldTell else { return }
+        onDelegateQueue { session in self.delegate?.urlSessionDidFinishEvents(forBackgroundURLSession: session) }
+    }
+
+    /// The app called the completion handler it was given at launch: every event it has
+    /// received counts as delivered.
+    func completionHandlerCalled() {
+        deliveryQueue.sync {
+            let through = state.withLock { state -> UInt64 in
+                state.acknowledgesOnCompletionHandler = false
+                return state.receivedThrough
+            }
+            acknowledge(through: through)
+        }
+    }
+
+    private func acknowledge(through number: UInt64) {
+        guard number > state.withLock({ $0.acknowledgedThrough }) else { return }
+        do {
+            try connection().request(.acknowledge(session: identifier, through: number))
+            state.withLock { $0.acknowledgedThrough = max($0.acknowledgedThrough, number) }
+        } catch {
+            log.error("delivery", "cannot acknowledge events through \(number): \(error)", session: identifier.rawValue)
+        }
+    }
+
+    /// Runs a delegate call on the delegate queue and waits for it, keeping events in order.
+    private func onDelegateQueue(_ call: @escaping @Sendable (URLSession) -> Void) {
+        guard let session = primary else { return }
+        let operation = BlockOperation { call(session) }
+        delegateQueue.addOperations([operation], waitUntilFinished: true)
+    }
+
+    /// Waits until the events that were waiting when the session was opened have been handed
+    /// to the delegate; false on timeout.
+    func waitForBacklog(timeout: TimeInterval) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        backlogCondition.lock()
+        defer { backlogCondition.unlock() }
+        while !backlogHandled {
+            if !backlogCondition.wait(until: deadline) { return backlogHandled }
+        }
+        return true
+    }
+
+    /// Waits until every push received so far has been handed to the delegate.
+    func drainDeliveries() {
+        deliveryQueue.sync {}
+    }
+
+    // MARK: Invalidation
+
+    func invalidate(cancelTasks: Bool) {
+        let proceed = state.withLock { state -> Bool in
+            guard !state.invalidating && !state.invalidated else { return false }
+            state.invalidating = true
+            return true
+        }
+        guard proceed else { return }
+        do {
+            try connection().request(.invalidate(session: identifier, cancelTasks: cancelTasks))
+        } catch {
+            log.error("session", "invalidate failed: \(error)", session: identifier.rawValue)
+            deliveryQueue.async { self.finishInvalidation(nil) }
+        }
+    }
+
+    private func finishInvalidation(_ failure: TransferFailure?) {
+        let first = state.withLock { state -> Bool in
+            guard !state.invalidated else { return false }
+            state.invalidated = true
+            return true
+        }
+        guard first else { return }
+        state.withLock { $0.connection }?.unsubscribe(identifier)
+        onDelegateQueue { session in self.delegate?.urlSession(session, didBecomeInvalidWithError: failure?.urlError()) }
+        // Only now is it safe to open the identifier again (S1.3).
+        SessionCoordinator.shared.release(layout: layout, family: family, identifier: identifier)
+        log.notice("session", "invalidated", session: identifier.rawValue)
+        strongPrimary = nil
+    }
+}

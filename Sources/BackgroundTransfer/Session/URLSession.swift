@@ -1,0 +1,196 @@
+import Foundation
+import FoundationNetworking
+import TransferContainer
+
+/// A background session (Apple's `URLSession` made from a background configuration): the
+/// handle an app holds. The work is done by `transferd`; this object's `SessionCore` is
+/// shared by every handle opened for the same identifier in this process (S1.3).
+///
+/// Import `BackgroundTransfer` (and not `FoundationNetworking` directly): this module's
+/// `URLSession`, `URLSessionConfiguration` and delegate protocols then shadow Foundation's,
+/// so iOS code reads the same.
+open class URLSession: @unchecked Sendable {
+    public let configuration: URLSessionConfiguration
+    public let delegateQueue: OperationQueue
+    public var sessionDescription: String?
+    let core: SessionCore?
+    /// Why this session could not be opened (ours; Apple reports it only through
+    /// `didBecomeInvalidWithError`): -995, -996, a refused identifier, no daemon.
+    public let invalidationError: Error?
+
+    public var delegate: URLSessionDelegate? { core?.delegate }
+
+    /// Opens (or reopens) the background session named by `configuration.identifier`.
+    /// Problems are reported as Apple does, by invalidating the session:
+    /// `didBecomeInvalidWithError` with -995 (extension without a shared container), -996
+    /// (another process holds the identifier), or a refusal naming the bad identifier.
+    public init(configuration: URLSessionConfiguration, delegate: URLSessionDelegate?, delegateQueue queue: OperationQueue?) {
+        let configuration = configuration.copy()
+        let environment = AppEnvironment.current
+        let log = environment.log
+        var opened: SessionCore?
+        var failure: TransferFailure?
+        do {
+            guard let name = configuration.identifier else {
+                throw TransferFailure(code: TransferFailure.requestRefused, message: "a background session needs an identifier")
+            }
+            let identifier: SessionIdentifier
+            do { identifier = try SessionIdentifier(name) } catch {
+                throw TransferFailure(code: TransferFailure.requestRefused, message: error.description, subject: name)
+            }
+            if delegate == nil {
+                log.error("session", "a background session needs a delegate (S1.2); events will be dropped", session: name)
+            }
+            let record: SessionConfiguration
+            do { record = try configuration.record() } catch {
+                throw TransferFailure(code: TransferFailure.requestRefused, message: error.description, subject: error.identifier)
+            }
+            if environment.identity.kind == .appExtension && record.sharedContainerIdentifier == nil {
+                throw TransferFailure(code: TransferFailure.backgroundSessionRequiresSharedContainer, message: "background session \(name) in app extension \(environment.identity.bundleIdentifier) needs a sharedContainerIdentifier", subject: name)
+            }
+            if let group = record.sharedContainerIdentifier, !environment.identity.appGroups.contains(group) {
+                throw TransferFailure(code: TransferFailure.requestRefused, message: "\(environment.identity.bundleIdentifier) is not entitled to app group \(group)", subject: group.rawValue)
+            }
+            let claim: SessionCoordinator.Claim<SessionCore>
+            do {
+                claim = try SessionCoordinator.shared.claim(layout: environment.layout, family: environment.identity.family, identifier: identifier) {
+                    SessionCore(identifier: identifier, configuration: configuration, recordConfiguration: record, delegate: delegate, delegateQueue: queue)
+                }
+            } catch let error as CoordinatorError {
+                if case .inUseByAnotherProcess = error {
+                    throw TransferFailure(code: TransferFailure.backgroundSessionInUseByAnotherProcess, message: error.description, subject: name)
+                }
+                throw TransferFailure(code: TransferFailure.cannotCreateFile, message: error.description, subject: name)
+            }
+            switch claim {
+            case .existing(let core):
+                log.notice("session", "A background URLSession with identifier \(name) already exists!", session: name)
+                opened = core
+            case .opened(let core):
+                opened = core
+            }
+        } catch let error as TransferFailure {
+            failure = error
+        } catch {
+            failure = TransferFailure(code: TransferFailure.unknown, message: "\(error)")
+        }
+
+        self.configuration = configuration
+        self.core = opened
+        self.delegateQueue = opened?.delegateQueue ?? queue ?? OperationQueue()
+        self.invalidationError = failure.map { $0.urlError() }
+
+        if let core = opened, core.primary == nil {
+            core.adopt(primary: self)
+            do {
+                try core.attach()
+            } catch {
+                log.error("session", "cannot open the session in the daemon: \(error)", session: configuration.identifier)
+            }
+        }
+        if let failure {
+            log.error("session", "background session invalid: \(failure.message)", session: configuration.identifier)
+            let error = failure.urlError()
+            if let delegate {
+                let queue = self.delegateQueue
+                queue.addOperation { delegate.urlSession(self, didBecomeInvalidWithError: error) }
+            }
+        }
+    }
+
+    private func requireOpenCore() -> SessionCore {
+        guard let core, !core.isInvalidated else {
+            preconditionFailure(BackgroundSessionMisuse.sessionInvalidated.message)
+        }
+        return core
+    }
+
+    // MARK: Tasks
+
+    /// A download task for `url`, suspended until `resume()` (S2.4).
+    open func downloadTask(with url: URL) -> URLSessionDownloadTask {
+        downloadTask(with: URLRequest(url: url))
+    }
+
+    open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
+        let core = requireOpenCore()
+        let creation = TaskCreation(kind: .download, request: Self.record(of: request))
+        do {
+            guard let task = try core.createTask(creation) as? URLSessionDownloadTask else { preconditionFailure("daemon returned a task of another kind") }
+            return task
+        } catch {
+            preconditionFailure("the transfer daemon refused the task: \(error)")
+        }
+    }
+
+    /// Refused in background sessions (S1.2).
+    open func downloadTask(with url: URL, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) throws(BackgroundSessionMisuse) -> URLSessionDownloadTask {
+        throw .completionHandlersUnsupported
+    }
+
+    /// Refused in background sessions (S1.2).
+    open func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) throws(BackgroundSessionMisuse) -> URLSessionDownloadTask {
+        throw .completionHandlersUnsupported
+    }
+
+    /// Refused in background sessions (S1.2).
+    open func download(from url: URL) async throws -> (URL, URLResponse) {
+        throw BackgroundSessionMisuse.completionHandlersUnsupported
+    }
+
+    /// Refused in background sessions (S1.2).
+    open func data(from url: URL) async throws -> (Data, URLResponse) {
+        throw BackgroundSessionMisuse.completionHandlersUnsupported
+    }
+
+    /// Refused in background sessions (S2.1).
+    open func uploadTask(with request: URLRequest, from bodyData: Data) throws(BackgroundSessionMisuse) -> URLSessionUploadTask {
+        throw .uploadFromDataUnsupported
+    }
+
+    /// Refused in background sessions (S2.1).
+    open func uploadTask(withStreamedRequest request: URLRequest) throws(BackgroundSessionMisuse) -> URLSessionUploadTask {
+        throw .uploadFromStreamUnsupported
+    }
+
+    /// The session's unfinished tasks, as the daemon knows them (S7.2), on the delegate queue.
+    open func getAllTasks(completionHandler: @escaping @Sendable ([URLSessionTask]) -> Void) {
+        guard let core else {
+            delegateQueue.addOperation { completionHandler([]) }
+            return
+        }
+        DispatchQueue.global().async {
+            let tasks = core.allTasks()
+            self.delegateQueue.addOperation { completionHandler(tasks) }
+        }
+    }
+
+    /// The session's unfinished tasks (S7.2).
+    open var allTasks: [URLSessionTask] {
+        get async { core?.allTasks() ?? [] }
+    }
+
+    /// Waits until every event that was waiting when the session was opened has been handed
+    /// to the delegate (ours, not Apple's: a user-launched command-line app needs to know
+    /// when it has caught up). False on timeout or for an invalid session.
+    public func waitForPendingEvents(timeout: TimeInterval) -> Bool {
+        core?.waitForBacklog(timeout: timeout) ?? false
+    }
+
+    // MARK: Invalidation
+
+    /// No new tasks; running ones finish; then `didBecomeInvalidWithError(nil)` (S1.4).
+    open func finishTasksAndInvalidate() {
+        core?.invalidate(cancelTasks: false)
+    }
+
+    /// Every task ends with -999 — in the daemon too — then invalidation (S1.4).
+    open func invalidateAndCancel() {
+        core?.invalidate(cancelTasks: true)
+    }
+
+    static func record(of request: URLRequest) -> RequestRecord {
+        let headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HeaderField(name: $0.key, value: $0.value) }
+        return RequestRecord(url: request.url?.absoluteString ?? "", httpMethod: request.httpMethod ?? "GET", headers: headers, timeoutInterval: nil)
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import TransferContainer
+
+/// A background session's configuration, with Apple's names and defaults (S5 table).
+/// Copied when a session is created, as Apple does. Thread-safe for reading once handed over.
+open class URLSessionConfiguration: @unchecked Sendable {
+    /// The background session identifier (S1.1).
+    public private(set) var identifier: String?
+    public var sharedContainerIdentifier: String?
+    public var sessionSendsLaunchEvents = true
+    public var isDiscretionary = false
+    public var allowsCellularAccess = true
+    public var allowsExpensiveNetworkAccess = true
+    public var allowsConstrainedNetworkAccess = true
+    /// Ignored: background sessions always wait for connectivity (S5.3).
+    public var waitsForConnectivity = false
+    public var timeoutIntervalForRequest: TimeInterval = 60
+    public var timeoutIntervalForResource: TimeInterval = 7 * 24 * 3600
+    public var httpMaximumConnectionsPerHost = 6
+    public var httpAdditionalHeaders: [String: String]?
+
+    private init(identifier: String?) {
+        self.identifier = identifier
+    }
+
+    /// A configuration for a background session with this identifier.
+    open class func background(withIdentifier identifier: String) -> URLSessionConfiguration {
+        URLSessionConfiguration(identifier: identifier)
+    }
+
+    func copy() -> URLSessionConfiguration {
+        let copy = URLSessionConfiguration(identifier: identifier)
+        copy.sharedContainerIdentifier = sharedContainerIdentifier
+        copy.sessionSendsLaunchEvents = sessionSendsLaunchEvents
+        copy.isDiscretionary = isDiscretionary
+        copy.allowsCellularAccess = allowsCellularAccess
+        copy.allowsExpensiveNetworkAccess = allowsExpensiveNetworkAccess
+        copy.allowsConstrainedNetworkAccess = allowsConstrainedNetworkAccess
+        copy.waitsForConnectivity = waitsForConnectivity
+        copy.timeoutIntervalForRequest = timeoutIntervalForRequest
+        copy.timeoutIntervalForResource = timeoutIntervalForResource
+        copy.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost
+        copy.httpAdditionalHeaders = httpAdditionalHeaders
+        return copy
+    }
+
+    /// The daemon's form, with identifiers checked.
+    func record() throws(IdentifierError) -> SessionConfiguration {
+        var record = SessionConfiguration()
+        if let group = sharedContainerIdentifier {
+            do { record.sharedContainerIdentifier = try BundleIdentifier(group) } catch {
+                throw IdentifierError(group, kind: "app group identifier", reason: error.reason)
+            }
+        }
+        record.sessionSendsLaunchEvents = sessionSendsLaunchEvents
+        record.isDiscretionary = isDiscretionary
+        record.allowsCellularAccess = allowsCellularAccess
+        record.allowsExpensiveNetworkAccess = allowsExpensiveNetworkAccess
+        record.allowsConstrainedNetworkAccess = allowsConstrainedNetworkAccess
+        record.timeoutIntervalForRequest = timeoutIntervalForRequest
+        record.timeoutIntervalForResource = timeoutIntervalForResource
+        record.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost
+        record.httpAdditionalHeaders = httpAdditionalHeaders
+        return record
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import FoundationNetworking
+import TransferContainer
+
+/// A task of a background session (Apple's `URLSessionTask`): a view of the daemon's task,
+/// kept up to date by the session's events and progress. Thread-safe (one lock).
+open class URLSessionTask: @unchecked Sendable {
+    /// Apple's task states.
+    public enum State: Int, Sendable {
+        case running = 0
+        case suspended = 1
+        case canceling = 2
+        case completed = 3
+    }
+
+    /// Unique within its session only, assigned by the daemon, stable across relaunch (S7.1).
+    public let taskIdentifier: Int
+    public let originalRequest: URLRequest?
+    weak var core: SessionCore?
+    private let snapshot: Locked<TaskRecord>
+    private let failure = Locked<Error?>(nil)
+    /// `progress`, as Apple offers it.
+    public let progress: Progress
+
+    init(record: TaskRecord, core: SessionCore) {
+        self.taskIdentifier = record.taskIdentifier
+        self.originalRequest = URLSessionTask.request(from: record.originalRequest)
+        self.core = core
+        self.snapshot = Locked(record)
+        self.progress = Progress(totalUnitCount: max(record.countOfBytesExpectedToReceive, 0))
+        self.progress.completedUnitCount = record.countOfBytesReceived
+    }
+
+    // MARK: Properties with Apple's names
+
+    public var currentRequest: URLRequest? {
+        let record = snapshot.withLock { $0 }
+        guard let current = record.currentURL, var request = originalRequest else { return originalRequest }
+        request.url = URL(string: current)
+        return request
+    }
+
+    public var response: URLResponse? {
+        guard let response = snapshot.withLock({ $0.response }), let url = URL(string: response.url) else { return nil }
+        return HTTPURLResponse(url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1", headerFields: response.headers)
+    }
+
+    public var state: State { State(rawValue: snapshot.withLock { $0.state.rawValue }) ?? .completed }
+    public var error: Error? { failure.withLock { $0 } }
+    public var countOfBytesReceived: Int64 { snapshot.withLock { $0.countOfBytesReceived } }
+    public var countOfBytesExpectedToReceive: Int64 { snapshot.withLock { $0.countOfBytesExpectedToReceive } }
+    public var countOfBytesSent: Int64 { snapshot.withLock { $0.countOfBytesSent } }
+    public var countOfBytesExpectedToSend: Int64 { snapshot.withLock { $0.countOfBytesExpectedToSend } }
+    public var earliestBeginDate: Date? { snapshot.withLock { $0.earliestBeginDate } }
+    public var priority: Float { snapshot.withLock { $0.priority } }
+
+    /// The app's own string, persisted by the daemon, never interpreted.
+    public var taskDescription: String? {
+        get { snapshot.withLock { $0.taskDescription } }
+        set {
+            snapshot.withLock { $0.taskDescription = newValue }
+            core?.setDescription(newValue, of: self)
+        }
+    }
+
+    // MARK: Control
+
+    /// Starts or continues the task (tasks start suspended, S2.4).
+    open func resume() {
+        core?.resume(self)
+    }
+
+    open func suspend() {
+        core?.suspend(self)
+    }
+
+    /// Cancels the task; the delegate gets `didCompleteWithError` with -999.
+    open func cancel() {
+        core?.cancel(self)
+    }
+
+    // MARK: Updates from the session
+
+    var record: TaskRecord { snapshot.withLock { $0 } }
+
+    func update(_ record: TaskRecord) {
+        snapshot.withLock { $0 = record }
+        updateProgress(received: record.countOfBytesReceived, expected: record.countOfBytesExpectedToReceive)
+    }
+
+    func update(_ progress: TaskProgress) {
+        snapshot.withLock { record in
+            record.countOfBytesReceived = progress.totalBytesWritten
+            record.countOfBytesExpectedToReceive = progress.totalBytesExpectedToWrite
+            record.state = progress.state
+            if let url = progress.currentURL { record.currentURL = url }
+            if let response = progress.response { record.response = response }
+        }
+        updateProgress(received: progress.totalBytesWritten, expected: progress.totalBytesExpectedToWrite)
+    }
+
+    func setState(_ state: TaskState) {
+        snapshot.withLock { $0.state = state }
+    }
+
+    func finish(with error: Error?) {
+        failure.withLock { $0 = error }
+    }
+
+    private func updateProgress(received: Int64, expected: Int64) {
+        if expected >= 0 { progress.totalUnitCount = expected }
+        progress.completedUnitCount = received
+    }
+
+    static func request(from record: RequestRecord) -> URLRequest? {
+        guard let url = URL(string: record.url) else { return nil }
+        var request = URLRequest(url: url)
+        request.httpMethod = record.httpMethod
+        for header in record.headers { request.addValue(header.value, forHTTPHeaderField: header.name) }
+        if let timeout = record.timeoutInterval { request.timeoutInterval = timeout }
+        return request
+    }
+}
+
+/// A download task (Apple's `URLSessionDownloadTask`).
+open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {}
+
+/// An upload task from a file (Apple's `URLSessionUploadTask`).
+open class URLSessionUploadTask: URLSessionTask, @unchecked Sendable {}

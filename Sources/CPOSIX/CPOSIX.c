@@ -1,0 +1,27 @@
+#define _GNU_SOURCE
+#include "CPOSIX.h"
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/socket.h>
+
+int cposix_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct ucred credentials;
+    socklen_t length = sizeof(credentials);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+    *pid = credentials.pid;
+    *uid = credentials.uid;
+    *gid = credentials.gid;
+    return 0;
+}
+
+int cposix_accept_nonblocking(int fd) {
+    return accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+}
+
+int cposix_open_directory_path(const char *path) {
+    return open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+short cposix_spawn_setsid_flag(void) {
+    return POSIX_SPAWN_SETSID;
+}

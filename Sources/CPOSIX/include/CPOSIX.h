@@ -1,0 +1,15 @@
+// The few Linux/GNU interfaces that Glibc's Swift module does not expose without
+// _GNU_SOURCE: SO_PEERCRED credentials, accept4, O_PATH, POSIX_SPAWN_SETSID.
+#ifndef CPOSIX_H
+#define CPOSIX_H
+#include <sys/types.h>
+
+/// Fills pid, uid and gid of the peer of a Unix-domain socket; returns 0 or -1 (errno set).
+int cposix_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+/// accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK).
+int cposix_accept_nonblocking(int fd);
+/// open(path, O_PATH | O_DIRECTORY | O_CLOEXEC).
+int cposix_open_directory_path(const char *path);
+/// The POSIX_SPAWN_SETSID flag.
+short cposix_spawn_setsid_flag(void);
+#endif

@@ -1,0 +1,117 @@
+import Foundation
+import Glibc
+
+/// Serves one accepted connection: reads requests one after another (keep-alive), reads
+/// or drains each body, records the request and writes the response.
+///
+/// Runs entirely on the connection's own thread, which alone reads and writes the socket.
+/// The socket's entry in the server's registry (under the server lock) exists only so
+/// `stop()` can shut it down; `ServerCore.connectionEnded` closes it when `run` returns.
+final class Connection {
+    /// Largest request head accepted; longer ones get 431.
+    static let headLimit = 64 * 1024
+    /// An idle keep-alive connection is closed after this long without a request.
+    static let idleTimeoutSeconds = 120
+
+    private let id: Int
+    private let socket: SocketFD
+    private let core: ServerCore
+    private let reader: SocketReader
+    private let writer: HTTPResponseWriter
+
+    init(id: Int, socket: SocketFD, core: ServerCore) {
+        self.id = id
+        self.socket = socket
+        self.core = core
+        self.reader = SocketReader(socket: socket)
+        self.writer = HTTPResponseWriter(socket: socket, core: core)
+    }
+
+    func run() {
+        socket.setNoDelay()
+        socket.setReceiveTimeout(seconds: Self.idleTimeoutSeconds)
+        while serveOneRequest() {}
+    }
+
+    /// Handles one request; returns whether the connection stays open for another.
+    private func serveOneRequest() -> Bool {
+        let head: RequestHead
+        do {
+            guard let bytes = try reader.readHead(limit: Self.headLimit) else { return false }
+            head = try HTTPRequestParser.parseHead(bytes)
+        } catch SocketReader.ReadError.tooLarge {
+            return refuse(431)
+        } catch let error as HTTPParseError {
+            return refuse(error.status)
+        } catch {
+            return false  // peer went away mid-head or the socket failed: nobody to answer
+        }
+
+        let framing: RequestBodyFraming
+        do {
+            framing = try RequestBodyFraming(head)
+        } catch {
+            return refuse(error.status)
+        }
+        let bodyLength: Int64
+        do {
+            bodyLength = try readBody(of: head, framing: framing)
+        } catch is RequestBodyReader.MalformedChunk {
+            return refuse(400)
+        } catch SocketReader.ReadError.tooLarge {
+            return refuse(400)
+        } catch {
+            return false
+        }
+
+        core.record(RecordedRequest(method: head.method, target: head.target, path: head.path,
+                                    query: head.query, httpVersion: head.version.description,
+                                    headers: head.headers, bodyLength: bodyLength,
+                                    connectionID: id, time: Date()))
+
+        var plan = RequestHandler(core: core).plan(for: head)
+        let keepAlive = head.wantsKeepAlive && !plan.closeConnection && !core.isStopping
+        if !keepAlive {
+            plan.head.add("Connection", "close")
+        } else if head.version.minor == 0 {
+            plan.head.add("Connection", "keep-alive")
+        }
+        return write(plan, headOnly: head.method == "HEAD") && keepAlive
+    }
+
+    /// Reads the request body in full, even when nothing uses it, so the next request on
+    /// this connection starts where it should. Upload routes will hook their sink in here.
+    private func readBody(of head: RequestHead, framing: RequestBodyFraming) throws -> Int64 {
+        guard framing != .none else { return 0 }
+        if head.expectsContinue { try writer.writeContinue() }
+        return try RequestBodyReader.read(framing, from: reader)
+    }
+
+    /// Writes the response; returns whether the connection is still in a usable state.
+    private func write(_ plan: ResponsePlan, headOnly: Bool) -> Bool {
+        let sendsBody = !headOnly && plan.body != nil && (!plan.range.isEmpty || plan.framing == .chunked)
+        do {
+            try writer.writeHead(plan.head, bodyFollows: sendsBody)
+            guard sendsBody, let body = plan.body else { return true }
+            return try writer.writeBody(body, range: plan.range, framing: plan.framing,
+                                        pacing: plan.pacing) == .complete
+        } catch {
+            return false
+        }
+    }
+
+    /// Answers a request that cannot be served with `status`, then closes gracefully:
+    /// half-close, and read what the client still sends for a moment, because closing
+    /// with unread input makes the kernel reset the connection and the client may lose
+    /// the answer.
+    private func refuse(_ status: Int) -> Bool {
+        var plan = ResponsePlan.text(status)
+        plan.head.add("Connection", "close")
+        if write(plan, headOnly: false) {
+            socket.shutdown(Int32(SHUT_WR))
+            socket.setReceiveTimeout(seconds: 1)
+            reader.discardRemaining(limit: 1 << 20)
+        }
+        return false
+    }
+}

@@ -1,0 +1,224 @@
+import Foundation
+import Glibc
+
+/// A small HTTP/1.1 server on 127.0.0.1 for end-to-end tests, the demo and the benchmark.
+///
+/// `init` binds a free port and starts serving at once: an accept thread plus one thread
+/// per connection. Register what paths serve with `serve(_:file:options:)` /
+/// `serve(_:data:options:)`; inspect traffic with `requests` and `bytesSent`.
+/// All methods may be called from any thread; shared state sits behind one lock (see
+/// `ServerCore`). `stop()` (also run by `deinit`) closes everything and waits for the
+/// server's threads to finish.
+public final class LoopbackServer: Sendable {
+    private let core: ServerCore
+
+    /// Binds 127.0.0.1 on a kernel-chosen port and starts accepting connections.
+    public init() throws {
+        core = try ServerCore()
+        core.start()
+    }
+
+    deinit {
+        core.stop()
+    }
+
+    public var port: UInt16 { core.port }
+
+    /// `http://127.0.0.1:PORT`
+    public var baseURL: URL { core.baseURL }
+
+    /// The URL of `path` on this server. Paths are plain text (`/a b.bin`); they are
+    /// percent-encoded here. A `?query` is passed through as is.
+    public func url(for path: String) -> URL {
+        core.url(for: path)
+    }
+
+    /// Serves the file at `path`, streamed from disk for each request (never loaded whole).
+    /// Size, mtime and the derived validators are read when each request is answered.
+    public func serve(_ path: String, file: URL, options: RouteOptions = .init()) {
+        core.setRoute(.file(file, options: options), for: path)
+    }
+
+    /// Serves `data` at `path`.
+    public func serve(_ path: String, data: Data, options: RouteOptions = .init()) {
+        core.setRoute(.data(data, options: options), for: path)
+    }
+
+    /// Stops serving `path` (it answers 404 afterwards).
+    public func remove(_ path: String) {
+        core.removeRoute(for: path)
+    }
+
+    /// Closes the listener and every connection and waits for the server's threads to
+    /// end. Idempotent.
+    public func stop() {
+        core.stop()
+    }
+
+    /// Every request seen, in arrival order.
+    public var requests: [RecordedRequest] {
+        core.state.withLock { $0.log.requests }
+    }
+
+    /// Response body bytes written so far, over all connections (heads and chunk framing
+    /// not included). Bytes count as soon as they are handed to the kernel, so once a
+    /// client has read them they are included.
+    public var bytesSent: Int64 {
+        core.state.withLock { $0.log.bodyBytesSent }
+    }
+
+    /// Waits until at least `count` requests have been recorded or `timeout` passes;
+    /// returns whether they were. Blocks on a condition variable, no polling.
+    public func waitForRequests(count: Int, timeout: TimeInterval) -> Bool {
+        core.state.wait(until: Date(timeIntervalSinceNow: timeout)) { $0.log.requests.count >= count }
+    }
+}
+
+/// The server's engine: the listening socket, the shared state and the threads' entry
+/// points. Shared by the façade, the accept thread and every connection thread (which
+/// keep it alive until they end). Its only mutable state is `state`, behind one lock.
+final class ServerCore: Sendable {
+    let listener: SocketFD
+    let port: UInt16
+    let baseURL: URL
+    let state = Locked(ServerState())
+
+    init() throws {
+        Self.ignoreSIGPIPE
+        (listener, port) = try SocketFD.listenOnLoopback()
+        baseURL = URL(string: "http://127.0.0.1:\(port)")!
+    }
+
+    /// sendfile(2) has no MSG_NOSIGNAL: writing to a connection the client has closed would
+    /// otherwise kill the process with SIGPIPE. Done once per process.
+    private static let ignoreSIGPIPE: Void = {
+        _ = signal(SIGPIPE, SIG_IGN)
+    }()
+
+    // MARK: Lifecycle
+
+    func start() {
+        state.withLock { $0.acceptLoopRunning = true }
+        let thread = Thread { [self] in acceptLoop() }
+        thread.name = "LoopbackServer accept :\(port)"
+        thread.start()
+    }
+
+    /// Accepts connections until `stop()` shuts the listener down, giving each its own thread.
+    private func acceptLoop() {
+        defer { state.withLock(notify: true) { $0.acceptLoopRunning = false } }
+        while true {
+            switch listener.accept() {
+            case .connection(let socket):
+                let id: Int? = state.withLock { state in
+                    guard !state.stopping else { return nil }
+                    let id = state.nextConnectionID
+                    state.nextConnectionID += 1
+                    state.connections[id] = ConnectionRecord(socket: socket)
+                    return id
+                }
+                guard let id else {
+                    socket.close()
+                    return
+                }
+                let thread = Thread { [self] in
+                    state.withLock { $0.connections[id]?.thread = pthread_self() }
+                    Connection(id: id, socket: socket, core: self).run()
+                    connectionEnded(id)
+                }
+                thread.name = "LoopbackServer connection \(id)"
+                thread.start()
+            case .retry:
+                continue
+            case .failed(let code):
+                if isStopping { return }
+                // Out of descriptors or memory: back off briefly (waking early on stop), retry.
+                guard [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(code) else { return }
+                _ = pause(until: Date(timeIntervalSinceNow: 0.05))
+            }
+        }
+    }
+
+    /// Called on a connection's thread as it ends. Closing under the lock means `stop()`
+    /// never shuts down a descriptor number that has been reused.
+    private func connectionEnded(_ id: Int) {
+        state.withLock(notify: true) { state in
+            state.connections.removeValue(forKey: id)?.socket.close()
+        }
+    }
+
+    /// Shuts the listener and every connection down, waits for the accept thread and all
+    /// connection threads to finish, then closes the listener. Later calls wait for the
+    /// first to finish.
+    func stop() {
+        let me = pthread_self()
+        let first = state.withLock(notify: true) { state -> Bool in
+            guard !state.stopping else { return false }
+            state.stopping = true
+            listener.shutdown()  // wakes accept()
+            for connection in state.connections.values {
+                connection.socket.shutdown()  // wakes recv/send/sendfile
+            }
+            return true
+        }
+        // A connection thread calling stop() must not wait for itself.
+        let othersEnded: (ServerState) -> Bool = { state in
+            !state.acceptLoopRunning && state.connections.values.allSatisfy { $0.thread.map { pthread_equal($0, me) != 0 } ?? false }
+        }
+        if first {
+            _ = state.wait(until: nil, for: othersEnded)
+            state.withLock(notify: true) { state in
+                listener.close()
+                state.stopped = true
+            }
+        } else {
+            _ = state.wait(until: nil) { $0.stopped || othersEnded($0) }
+        }
+    }
+
+    var isStopping: Bool {
+        state.withLock { $0.stopping }
+    }
+
+    /// Waits until `deadline` (used to throttle bodies). Returns false early if the
+    /// server is stopping.
+    func pause(until deadline: Date) -> Bool {
+        !state.wait(until: deadline) { $0.stopping }
+    }
+
+    // MARK: Routes and records
+
+    func url(for path: String) -> URL {
+        let full = path.hasPrefix("/") ? path : "/" + path
+        let pathPart = full.prefix { $0 != "?" }
+        let query = full.firstIndex(of: "?").map { full[$0...] } ?? ""
+        let encoded = pathPart.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? String(pathPart)
+        return URL(string: baseURL.absoluteString + encoded + query)!
+    }
+
+    /// Routes are keyed by the plain path without any query.
+    private static func routeKey(_ path: String) -> String {
+        let full = path.hasPrefix("/") ? path : "/" + path
+        return String(full.prefix { $0 != "?" })
+    }
+
+    func setRoute(_ route: Route, for path: String) {
+        state.withLock { $0.routes[Self.routeKey(path)] = route }
+    }
+
+    func removeRoute(for path: String) {
+        state.withLock { $0.routes[Self.routeKey(path)] = nil }
+    }
+
+    func route(for requestPath: String) -> Route? {
+        state.withLock { $0.routes[requestPath] }
+    }
+
+    func record(_ request: RecordedRequest) {
+        state.withLock(notify: true) { $0.log.append(request) }
+    }
+
+    func countBodyBytes(_ count: Int) {
+        state.withLock { $0.log.bodyBytesSent += Int64(count) }
+    }
+}

@@ -1,0 +1,103 @@
+import BackgroundTransfer
+
+/// `download URL [--description TEXT] [--session ID] [--wait]`: the command line shared by
+/// the host app and the extensions.
+public struct DownloadCommand {
+    public var url: String
+    public var taskDescription: String?
+    /// Overrides the bundle-derived session identifier (to try identifiers out).
+    public var sessionIdentifier: String?
+    public var wait = false
+
+    public static let usage = "download URL [--description TEXT] [--session IDENTIFIER] [--wait]"
+
+    public init(arguments: [String]) throws(UsageError) {
+        var rest = arguments[...]
+        guard let url = rest.popFirst() else { throw UsageError("download needs a URL") }
+        self.url = url
+        while let option = rest.popFirst() {
+            switch option {
+            case "--description": taskDescription = try Self.value(for: option, &rest)
+            case "--session": sessionIdentifier = try Self.value(for: option, &rest)
+            case "--wait": wait = true
+            default: throw UsageError("unknown option \(option)")
+            }
+        }
+    }
+
+    private static func value(for option: String, _ rest: inout ArraySlice<String>) throws(UsageError) -> String {
+        guard let value = rest.popFirst() else { throw UsageError("\(option) needs a value") }
+        return value
+    }
+}
+
+/// A command line that cannot be understood.
+public struct UsageError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// What the stand-in executables do; each `main.swift` calls one of these.
+public enum StandInProgram {
+    /// Prints to stderr with the program's name.
+    public static func complain(_ text: String) {
+        let name = (CommandLine.arguments.first.map { ($0 as NSString).lastPathComponent }) ?? "stand-in"
+        FileHandle.standardError.write(Data("\(name): \(text)\n".utf8))
+    }
+
+    /// The background configuration the stand-ins use: their bundle's identifier, the app group.
+    static func configuration(identifier: String) -> URLSessionConfiguration {
+        let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
+        configuration.sharedContainerIdentifier = StandInIdentities.appGroup.rawValue
+        return configuration
+    }
+
+    /// Opens a session, creates and resumes a download, prints its task identifier.
+    /// Returns the session and task, or nil after printing why not.
+    static func startDownload(_ command: DownloadCommand, delegate: StandInDelegate) -> (URLSession, URLSessionDownloadTask)? {
+        guard let url = URL(string: command.url), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false else {
+            complain("refusing \"\(command.url)\": background sessions download http and https URLs only")
+            return nil
+        }
+        let identifier = command.sessionIdentifier ?? AppEnvironment.identity.defaultSessionIdentifier.rawValue
+        let session = URLSession(configuration: configuration(identifier: identifier), delegate: delegate, delegateQueue: nil)
+        if let error = session.invalidationError {
+            complain("cannot open background session: \(error.localizedDescription) (\((error as NSError).code))")
+            return nil
+        }
+        let task = session.downloadTask(with: url)
+        if let description = command.taskDescription { task.taskDescription = description }
+        task.resume()
+        print(task.taskIdentifier)
+        AppEnvironment.log.notice("app", "started download task \(task.taskIdentifier) for \(url.absoluteString)", session: identifier, task: task.taskIdentifier)
+        return (session, task)
+    }
+
+    /// An extension: `download URL` starts a transfer in its own session and exits at once.
+    public static func runExtension(_ identity: AppIdentity) -> Never {
+        let application: BackgroundApplication
+        do { application = try BackgroundApplication(identity: identity) } catch {
+            complain("\(error)")
+            exit(64)
+        }
+        let arguments = application.arguments
+        guard arguments.first == "download" else {
+            complain("usage: \(DownloadCommand.usage)")
+            exit(64)
+        }
+        do {
+            let command = try DownloadCommand(arguments: Array(arguments.dropFirst()))
+            let delegate = StandInDelegate(echo: true)
+            guard let (_, task) = startDownload(command, delegate: delegate) else { exit(2) }
+            if command.wait {
+                let outcome = delegate.waitForCompletion(of: task.taskIdentifier, timeout: 600)
+                exit(outcome.finished && outcome.error == nil ? 0 : 1)
+            }
+            // Extensions exit as soon as their work is handed over.
+            exit(0)
+        } catch {
+            complain("\(error); usage: \(DownloadCommand.usage)")
+            exit(64)
+        }
+    }
+}

@@ -1,0 +1,38 @@
+import BackgroundTransfer
+
+/// `<root>/AppGroups/group.com.example.transfers/Downloads/`: where the host keeps finished
+/// downloads. Names come from the server or the URL and are never allowed to leave the folder.
+public enum DownloadsFolder {
+    public static func url() -> URL {
+        let group = FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: StandInIdentities.appGroup.rawValue)!
+        return group.appendingPathComponent("Downloads")
+    }
+
+    /// A safe file name: the server's suggested name, else the URL's last path component,
+    /// stripped of any directory part, leading dots and control characters.
+    public static func fileName(suggested: String?, url: URL?) -> String {
+        for candidate in [suggested, url?.lastPathComponent] {
+            guard let candidate else { continue }
+            var name = candidate.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
+            name = String(name.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.map(Character.init))
+            while name.hasPrefix(".") { name.removeFirst() }
+            name = name.trimmingCharacters(in: .whitespaces)
+            if name.utf8.count > 200 { name = String(name.prefix(200)) }
+            if !name.isEmpty { return name }
+        }
+        return "download"
+    }
+
+    /// Moves a delivered file into the folder, replacing an earlier file of the same name.
+    public static func adopt(_ location: URL, name: String) throws -> URL {
+        let folder = url()
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let destination = folder.appendingPathComponent(name)
+        guard destination.deletingLastPathComponent().standardizedFileURL.path == folder.standardizedFileURL.path else {
+            throw UsageError("download name \"\(name)\" would leave \(folder.path)")
+        }
+        try? FileManager.default.removeItem(at: destination)
+        try FileManager.default.moveItem(at: location, to: destination)
+        return destination
+    }
+}

@@ -1,0 +1,150 @@
+import BackgroundTransfer
+
+/// The containing app: relaunched for a session's events, launched by the user, or told to
+/// start a download.
+public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
+    private let application: BackgroundApplication
+    private var sessions: [URLSession] = []
+
+    /// How long a background launch may take before giving up (the daemon may kill it sooner).
+    static let backgroundLaunchLimit: TimeInterval = 120
+
+    init(application: BackgroundApplication) {
+        self.application = application
+    }
+
+    public static func main() -> Never {
+        let application: BackgroundApplication
+        do { application = try BackgroundApplication(identity: StandInIdentities.host) } catch {
+            StandInProgram.complain("\(error)")
+            exit(64)
+        }
+        let app = HostApp(application: application)
+        if application.isLaunchedForBackgroundEvents {
+            application.deliverBackgroundLaunch(to: app)
+            DispatchQueue.main.asyncAfter(deadline: .now() + backgroundLaunchLimit) {
+                StandInProgram.complain("events were not finished within \(Int(backgroundLaunchLimit)) s")
+                exit(1)
+            }
+            dispatchMain()
+        }
+        let arguments = application.arguments
+        if arguments.first == "download" {
+            app.download(Array(arguments.dropFirst()))
+        }
+        guard arguments.isEmpty else {
+            StandInProgram.complain("usage: host-app [\(DownloadCommand.usage)] | --handle-events-for-background-session IDENTIFIER")
+            exit(64)
+        }
+        app.userLaunch()
+    }
+
+    // MARK: Relaunch for events (S3.2)
+
+    public func application(_ application: BackgroundApplication, handleEventsForBackgroundURLSession identifier: String, completionHandler: @escaping @Sendable () -> Void) {
+        // Store the handler, rebuild the session through the coordinator, wait for the events.
+        let delegate = StandInDelegate(echo: true)
+        delegate.onFinishEvents = {
+            DispatchQueue.main.async {
+                completionHandler()
+                exit(0)
+            }
+        }
+        let session = URLSession(configuration: StandInProgram.configuration(identifier: identifier), delegate: delegate, delegateQueue: nil)
+        if let error = session.invalidationError {
+            StandInProgram.complain("cannot rebuild session \(identifier): \(error.localizedDescription)")
+            exit(2)
+        }
+        sessions.append(session)
+    }
+
+    // MARK: Launched by the user
+
+    /// Opens its own session and every extension session with events waiting, takes the
+    /// events, prints the tasks still running, exits.
+    func userLaunch() -> Never {
+        let delegate = StandInDelegate(echo: true)
+        var identifiers = [StandInIdentities.host.defaultSessionIdentifier.rawValue]
+        identifiers += extensionSessionsWithEvents()
+        var failed = false
+        for identifier in identifiers {
+            let session = URLSession(configuration: StandInProgram.configuration(identifier: identifier), delegate: delegate, delegateQueue: nil)
+            if let error = session.invalidationError {
+                StandInProgram.complain("cannot open session \(identifier): \(error.localizedDescription) (\((error as NSError).code))")
+                failed = true
+                continue
+            }
+            if !session.waitForPendingEvents(timeout: 60) {
+                StandInProgram.complain("session \(identifier): events not delivered within 60 s")
+                failed = true
+            }
+            let tasks = Self.allTasks(of: session)
+            print("session \(identifier): \(tasks.count) unfinished tasks")
+            for task in tasks {
+                print("  task \(task.taskIdentifier) \(Self.stateName(task.state)) \(task.originalRequest?.url?.absoluteString ?? "") \(task.countOfBytesReceived)/\(task.countOfBytesExpectedToReceive)\(task.taskDescription.map { " \"\($0)\"" } ?? "")")
+            }
+            sessions.append(session)
+        }
+        exit(failed ? 1 : 0)
+    }
+
+    /// Extension sessions of this app family that have undelivered events on disk.
+    private func extensionSessionsWithEvents() -> [String] {
+        let family = AppEnvironment.layout.sessionsDirectory.appendingPathComponent(StandInIdentities.hostBundle.rawValue)
+        let own = StandInIdentities.host.defaultSessionIdentifier.rawValue
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: family.path)) ?? []
+        return names.sorted().filter { name in
+            guard name != own else { return false }
+            let events = family.appendingPathComponent(name).appendingPathComponent("events")
+            return ((try? FileManager.default.contentsOfDirectory(atPath: events.path)) ?? []).contains { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
+        }
+    }
+
+    // MARK: download URL
+
+    func download(_ arguments: [String]) -> Never {
+        do {
+            let command = try DownloadCommand(arguments: arguments)
+            let delegate = StandInDelegate(echo: true)
+            guard let (session, task) = StandInProgram.startDownload(command, delegate: delegate) else { exit(2) }
+            sessions.append(session)
+            if command.wait {
+                let outcome = delegate.waitForCompletion(of: task.taskIdentifier, timeout: 600)
+                exit(outcome.finished && outcome.error == nil ? 0 : 1)
+            }
+            exit(0)
+        } catch {
+            StandInProgram.complain("\(error); usage: host-app \(DownloadCommand.usage)")
+            exit(64)
+        }
+    }
+
+    static func allTasks(of session: URLSession) -> [URLSessionTask] {
+        let done = DispatchSemaphore(value: 0)
+        let result = LockedBox<[URLSessionTask]>([])
+        session.getAllTasks { tasks in
+            result.set(tasks)
+            done.signal()
+        }
+        _ = done.wait(timeout: .now() + 30)
+        return result.get().sorted { $0.taskIdentifier < $1.taskIdentifier }
+    }
+
+    static func stateName(_ state: URLSessionTask.State) -> String {
+        switch state {
+        case .running: "running"
+        case .suspended: "suspended"
+        case .canceling: "canceling"
+        case .completed: "completed"
+        }
+    }
+}
+
+/// A value handed from a callback to a waiting thread.
+final class LockedBox<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+    init(_ value: Value) { self.value = value }
+    func set(_ newValue: Value) { lock.lock(); value = newValue; lock.unlock() }
+    func get() -> Value { lock.lock(); defer { lock.unlock() }; return value }
+}

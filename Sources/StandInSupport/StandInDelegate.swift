@@ -1,0 +1,70 @@
+import BackgroundTransfer
+
+/// The session delegate of the stand-in app and extensions: moves finished downloads into
+/// the app group's `Downloads/`, logs every delegate call (tests read the order from the
+/// log), and tells its owner when tasks end and when events are finished.
+/// Called on the session's serial delegate queue; its own state is behind a lock.
+public final class StandInDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var completed: [Int: Error?] = [:]
+    private let completedCondition = NSCondition()
+    /// Called after `urlSessionDidFinishEvents` (the app then calls its completion handler).
+    public var onFinishEvents: (@Sendable () -> Void)?
+    public let echo: Bool
+
+    public init(echo: Bool) {
+        self.echo = echo
+    }
+
+    private func say(_ text: String, session: URLSession, task: Int? = nil) {
+        AppEnvironment.log.notice("delegate", text, session: session.configuration.identifier, task: task)
+        if echo { print(text) }
+    }
+
+    public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        let http = downloadTask.response as? HTTPURLResponse
+        // Foundation answers "Unknown" when the server suggests nothing: only a Content-Disposition counts.
+        let suggested = http?.value(forHTTPHeaderField: "Content-Disposition") != nil ? http?.suggestedFilename : nil
+        let name = DownloadsFolder.fileName(suggested: suggested, url: downloadTask.originalRequest?.url)
+        do {
+            let destination = try DownloadsFolder.adopt(location, name: name)
+            say("didFinishDownloadingTo: task \(downloadTask.taskIdentifier) moved to Downloads/\(destination.lastPathComponent)", session: session, task: downloadTask.taskIdentifier)
+        } catch {
+            say("didFinishDownloadingTo: task \(downloadTask.taskIdentifier) could not be moved: \(error)", session: session, task: downloadTask.taskIdentifier)
+        }
+    }
+
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        let status = (task.response as? HTTPURLResponse)?.statusCode
+        if let error {
+            say("didCompleteWithError: task \(task.taskIdentifier) failed: \(error.localizedDescription) (\((error as NSError).code))", session: session, task: task.taskIdentifier)
+        } else {
+            say("didCompleteWithError(nil): task \(task.taskIdentifier), HTTP \(status.map(String.init) ?? "-")", session: session, task: task.taskIdentifier)
+        }
+        completedCondition.lock()
+        completed[task.taskIdentifier] = error
+        completedCondition.broadcast()
+        completedCondition.unlock()
+    }
+
+    public func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {
+        say("urlSessionDidFinishEvents(forBackgroundURLSession: \(session.configuration.identifier ?? "?"))", session: session)
+        onFinishEvents?()
+    }
+
+    public func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?) {
+        say("didBecomeInvalidWithError: \(error.map { "\($0.localizedDescription) (\(($0 as NSError).code))" } ?? "nil")", session: session)
+    }
+
+    /// Waits until the task has completed; returns its error (nil for success) or times out.
+    public func waitForCompletion(of taskIdentifier: Int, timeout: TimeInterval) -> (finished: Bool, error: Error?) {
+        let deadline = Date().addingTimeInterval(timeout)
+        completedCondition.lock()
+        defer { completedCondition.unlock() }
+        while completed[taskIdentifier] == nil {
+            if !completedCondition.wait(until: deadline) { break }
+        }
+        guard let outcome = completed[taskIdentifier] else { return (false, nil) }
+        return (true, outcome)
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+
+/// Where everything lives inside one shared container root (the stand-in for a device's
+/// file system). Every path the project uses is built here, from checked identifiers only,
+/// so nothing can be named outside the root. Immutable; any thread.
+///
+/// The layout is documented in `SharedContainer/README.md`.
+public struct ContainerLayout: Sendable, Equatable {
+    public let root: URL
+
+    public init(root: URL) {
+        self.root = root.standardizedFileURL
+    }
+
+    /// The root chosen by `--container PATH`, else `BGTRANSFER_CONTAINER`, else `./SharedContainer`.
+    /// Removes `--container PATH` from `arguments`.
+    public static func resolve(arguments: inout [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws(ContainerError) -> ContainerLayout {
+        var chosen: String?
+        if let index = arguments.firstIndex(of: "--container") {
+            guard index + 1 < arguments.count else { throw .missingArgument("--container needs a PATH") }
+            chosen = arguments[index + 1]
+            arguments.removeSubrange(index...(index + 1))
+        } else if let index = arguments.firstIndex(where: { $0.hasPrefix("--container=") }) {
+            chosen = String(arguments[index].dropFirst("--container=".count))
+            arguments.remove(at: index)
+        }
+        if chosen == nil, let fromEnvironment = environment["BGTRANSFER_CONTAINER"], !fromEnvironment.isEmpty {
+            chosen = fromEnvironment
+        }
+        let path = chosen ?? "SharedContainer"
+        guard !path.isEmpty else { throw .missingArgument("the container path is empty") }
+        let url = path.hasPrefix("/") ? URL(fileURLWithPath: path) : URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(path)
+        return ContainerLayout(root: url)
+    }
+
+    // MARK: App groups and private containers
+
+    /// `<root>/AppGroups/<group>/`: what `containerURL(forSecurityApplicationGroupIdentifier:)` returns.
+    public func appGroup(_ group: BundleIdentifier) -> URL {
+        root.appendingPathComponent("AppGroups").appendingPathComponent(group.rawValue)
+    }
+
+    /// `<root>/Apps/<bundle>/`: the private container of one app or extension.
+    public func privateContainer(_ bundle: BundleIdentifier) -> URL {
+        root.appendingPathComponent("Apps").appendingPathComponent(bundle.rawValue)
+    }
+
+    // MARK: Sessions
+
+    /// `<root>/Sessions/`: one folder per app family (a containing app and its extensions).
+    public var sessionsDirectory: URL { root.appendingPathComponent("Sessions") }
+
+    /// `<root>/Sessions/<family>/<identifier>/`: everything the daemon and the holding
+    /// process keep about one background session. Identifiers are unique per app family.
+    public func sessionDirectory(family: BundleIdentifier, identifier: SessionIdentifier) -> URL {
+        sessionsDirectory.appendingPathComponent(family.rawValue).appendingPathComponent(identifier.rawValue)
+    }
+
+    public func sessionLock(family: BundleIdentifier, identifier: SessionIdentifier) -> URL {
+        sessionDirectory(family: family, identifier: identifier).appendingPathComponent("session.lock")
+    }
+
+    /// Where a session's partial and finished downloads live: inside the app group when the
+    /// session has a shared container (S3.3), else in the owner's private container.
+    public func downloadsDirectory(sharedContainer: BundleIdentifier?, owner: BundleIdentifier, identifier: SessionIdentifier) -> URL {
+        let base = sharedContainer.map(appGroup) ?? privateContainer(owner)
+        return base.appendingPathComponent("Library/Caches/BackgroundTransfer").appendingPathComponent(identifier.rawValue)
+    }
+
+    // MARK: The daemon
+
+    public var daemonDirectory: URL { root.appendingPathComponent("Daemon") }
+    public var daemonLock: URL { daemonDirectory.appendingPathComponent("transferd.lock") }
+    public var daemonSocket: URL { daemonDirectory.appendingPathComponent("transferd.sock") }
+    public var appRegistry: URL { daemonDirectory.appendingPathComponent("apps.json") }
+
+    // MARK: Logs
+
+    public var logsDirectory: URL { root.appendingPathComponent("Logs") }
+    public var logFile: URL { logsDirectory.appendingPathComponent("transfer.log") }
+
+    /// Creates the top-level folders (0700).
+    public func prepare() throws(Errno) {
+        for directory in [root, root.appendingPathComponent("AppGroups"), root.appendingPathComponent("Apps"), sessionsDirectory, daemonDirectory, logsDirectory] {
+            try DurableFile.makeDirectory(directory.path)
+        }
+    }
+}
+
+/// A container that cannot be used as asked.
+public enum ContainerError: Error, CustomStringConvertible, Sendable {
+    case missingArgument(String)
+    case notEntitled(bundle: String, appGroup: String)
+
+    public var description: String {
+        switch self {
+        case .missingArgument(let text): text
+        case .notEntitled(let bundle, let group): "\(bundle) is not entitled to app group \(group)"
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+
+/// What `bgtransfer inspect` shows, read from the container alone (the daemon may be
+/// stopped): the daemon, the apps, the sessions with their tasks and pending events, and the
+/// files in each app group. Encoded as the stable JSON documented in the README.
+public struct ContainerSnapshot: Codable, Sendable {
+    public struct Daemon: Codable, Sendable {
+        public var running: Bool
+        public var pid: Int32?
+    }
+
+    public struct App: Codable, Sendable {
+        public var bundleIdentifier: String
+        public var kind: String
+        public var containingApp: String
+        public var executable: String?
+        public var appGroups: [String]
+    }
+
+    public struct PendingEvent: Codable, Sendable {
+        public var number: UInt64
+        public var kind: String
+        public var taskIdentifier: Int
+        public var url: String
+        public var statusCode: Int?
+        public var error: TransferFailure?
+        public var downloadedFile: String?
+    }
+
+    public struct Session: Codable, Sendable {
+        public var identifier: String
+        public var family: String
+        public var owner: String
+        public var holderPID: Int32?
+        public var configuration: SessionConfiguration
+        public var tasks: [TaskRecord]
+        public var pendingEvents: [PendingEvent]
+        /// Records that could not be read (kept on disk as they are).
+        public var unreadableRecords: [String]
+    }
+
+    public struct AppGroupFile: Codable, Sendable {
+        public var path: String
+        public var size: Int64
+    }
+
+    public struct AppGroup: Codable, Sendable {
+        public var identifier: String
+        public var files: [AppGroupFile]
+    }
+
+    public var version = 1
+    public var container: String
+    public var daemon: Daemon
+    public var apps: [App]
+    public var sessions: [Session]
+    public var appGroups: [AppGroup]
+
+    /// Reads the container; a `sessionFilter` keeps one session identifier.
+    public static func read(_ layout: ContainerLayout, sessionFilter: String? = nil) -> ContainerSnapshot {
+        let fm = FileManager.default
+        let daemonRunning = FileLock.isHeld(layout.daemonLock.path)
+        let daemon = Daemon(running: daemonRunning, pid: daemonRunning ? FileLock.holderPID(layout.daemonLock.path) : nil)
+
+        var apps: [App] = []
+        if let data = fm.contents(atPath: layout.appRegistry.path),
+           let registry = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+           let entries = registry["apps"] as? [String: [String: Any]] {
+            for (bundle, entry) in entries.sorted(by: { $0.key < $1.key }) {
+                let identity = entry["identity"] as? [String: Any] ?? [:]
+                apps.append(App(bundleIdentifier: bundle, kind: identity["kind"] as? String ?? "?", containingApp: identity["containingApp"] as? String ?? "?", executable: entry["executablePath"] as? String, appGroups: identity["appGroups"] as? [String] ?? []))
+            }
+        }
+
+        var sessions: [Session] = []
+        for family in sortedNames(layout.sessionsDirectory) {
+            for identifier in sortedNames(layout.sessionsDirectory.appendingPathComponent(family)) {
+                if let filter = sessionFilter, filter != identifier { continue }
+                let directory = layout.sessionsDirectory.appendingPathComponent(family).appendingPathComponent(identifier)
+                guard let record = try? RecordCoding.read(SessionRecord.self, from: directory.appendingPathComponent("session.json").path) else { continue }
+                var unreadable: [String] = []
+                var tasks: [TaskRecord] = []
+                for name in sortedNames(directory.appendingPathComponent("tasks")) where name.hasSuffix(".json") {
+                    do { tasks.append(try RecordCoding.read(TaskRecord.self, from: directory.appendingPathComponent("tasks/\(name)").path)) } catch { unreadable.append("tasks/\(name)") }
+                }
+                var events: [PendingEvent] = []
+                for name in sortedNames(directory.appendingPathComponent("events")) where name.hasSuffix(".json") {
+                    do {
+                        let event = try RecordCoding.read(EventRecord.self, from: directory.appendingPathComponent("events/\(name)").path)
+                        events.append(PendingEvent(number: event.number, kind: event.kind.rawValue, taskIdentifier: event.task.taskIdentifier, url: event.task.originalRequest.url, statusCode: event.task.response?.statusCode, error: event.error, downloadedFile: event.downloadedFile))
+                    } catch { unreadable.append("events/\(name)") }
+                }
+                let lock = directory.appendingPathComponent("session.lock").path
+                let holder = FileLock.isHeld(lock) ? FileLock.holderPID(lock) : nil
+                sessions.append(Session(identifier: identifier, family: family, owner: record.owner.rawValue, holderPID: holder, configuration: record.configuration,
+                                        tasks: tasks.sorted { $0.taskIdentifier < $1.taskIdentifier }, pendingEvents: events.sorted { $0.number < $1.number }, unreadableRecords: unreadable))
+            }
+        }
+
+        var groups: [AppGroup] = []
+        let groupsDirectory = layout.root.appendingPathComponent("AppGroups")
+        for group in sortedNames(groupsDirectory) {
+            let base = groupsDirectory.appendingPathComponent(group)
+            var files: [AppGroupFile] = []
+            if let enumerator = fm.enumerator(atPath: base.path) {
+                while let relative = enumerator.nextObject() as? String {
+                    let attributes = try? fm.attributesOfItem(atPath: base.appendingPathComponent(relative).path)
+                    guard attributes?[.type] as? FileAttributeType == .typeRegular else { continue }
+                    files.append(AppGroupFile(path: relative, size: (attributes?[.size] as? NSNumber)?.int64Value ?? 0))
+                }
+            }
+            groups.append(AppGroup(identifier: group, files: files.sorted { $0.path < $1.path }))
+        }
+        return ContainerSnapshot(container: layout.root.path, daemon: daemon, apps: apps, sessions: sessions, appGroups: groups)
+    }
+
+    private static func sortedNames(_ directory: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+    }
+}

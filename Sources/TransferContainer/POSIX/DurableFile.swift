@@ -1,0 +1,135 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// Crash-safe file writes: temporary file, fsync, rename, fsync of the directory.
+///
+/// After `write` returns, the new contents survive a `SIGKILL` or a power cut; before it
+/// returns, readers see the old contents or none, never a torn file. Stateless.
+public enum DurableFile {
+    /// Replaces `path` with `data` atomically and durably (mode 0600).
+    public static func write(_ data: Data, to path: String, syncDirectory: Bool = true) throws(Errno) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let temporary = "\(directory)/.\((path as NSString).lastPathComponent).\(getpid()).tmp"
+        let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
+        do {
+            try fd.writeAll(data)
+            try fd.sync()
+        } catch {
+            fd.close()
+            unlink(temporary)
+            throw error
+        }
+        fd.close()
+        guard rename(temporary, path) == 0 else {
+            let error = Errno.current("rename", path: path)
+            unlink(temporary)
+            throw error
+        }
+        if syncDirectory { try Self.syncDirectory(directory) }
+    }
+
+    /// Makes a rename or unlink inside `directory` durable.
+    public static func syncDirectory(_ directory: String) throws(Errno) {
+        let fd = try FileDescriptor.open(directory, O_RDONLY | O_DIRECTORY)
+        defer { fd.close() }
+        try fd.sync()
+    }
+
+    /// Removes a file durably; a missing file is not an error.
+    public static func remove(_ path: String, syncDirectory: Bool = true) throws(Errno) {
+        if unlink(path) != 0 && errno != ENOENT { throw .current("unlink", path: path) }
+        if syncDirectory { try Self.syncDirectory((path as NSString).deletingLastPathComponent) }
+    }
+
+    /// Creates a directory and its parents with mode 0700 (the container is private to the user).
+    public static func makeDirectory(_ path: String) throws(Errno) {
+        var partial = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            partial += "/" + component
+            if mkdir(partial, 0o700) != 0 && errno != EEXIST { throw .current("mkdir", path: partial) }
+        }
+    }
+}
+
+/// JSON encoding and decoding of the container's records, in one place so that every
+/// record on disk has the same, human-readable form (sorted keys, ISO 8601 dates).
+public enum RecordCoding {
+    public static func encoder(pretty: Bool = true) -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = pretty ? [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601withFraction
+        return encoder
+    }
+
+    public static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601withFraction
+        return decoder
+    }
+
+    /// Writes a record durably as JSON.
+    public static func write<T: Encodable>(_ value: T, to path: String, syncDirectory: Bool = true) throws {
+        try DurableFile.write(encoder().encode(value), to: path, syncDirectory: syncDirectory)
+    }
+
+    /// Reads a record; throws `RecordError` naming the path when it is missing, truncated or corrupt.
+    public static func read<T: Decodable>(_ type: T.Type, from path: String) throws(RecordError) -> T {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch { throw .unreadable(path: path, reason: "\(error.localizedDescription)") }
+        do { return try decoder().decode(T.self, from: data) } catch { throw .corrupt(path: path, reason: "\(error)") }
+    }
+}
+
+/// A record on disk that cannot be used.
+public enum RecordError: Error, CustomStringConvertible, Sendable {
+    case unreadable(path: String, reason: String)
+    case corrupt(path: String, reason: String)
+    case unsupportedVersion(path: String, version: Int)
+
+    public var description: String {
+        switch self {
+        case .unreadable(let path, let reason): "record \(path) cannot be read: \(reason)"
+        case .corrupt(let path, let reason): "record \(path) is corrupt: \(reason)"
+        case .unsupportedVersion(let path, let version): "record \(path) has unsupported version \(version)"
+        }
+    }
+}
+
+extension JSONEncoder.DateEncodingStrategy {
+    /// ISO 8601 with milliseconds, so that event times keep their order when read back.
+    static var iso8601withFraction: JSONEncoder.DateEncodingStrategy {
+        .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(ISO8601Format.string(from: date))
+        }
+    }
+}
+
+extension JSONDecoder.DateDecodingStrategy {
+    static var iso8601withFraction: JSONDecoder.DateDecodingStrategy {
+        .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = ISO8601Format.date(from: text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an ISO 8601 date: \(text)")
+            }
+            return date
+        }
+    }
+}
+
+/// ISO 8601 timestamps with fractional seconds, UTC.
+public enum ISO8601Format {
+    private static let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!)
+
+    public static func string(from date: Date) -> String {
+        style.format(date)
+    }
+
+    public static func date(from text: String) -> Date? {
+        if let d = try? style.parse(text) { return d }
+        return try? Date.ISO8601FormatStyle().parse(text)
+    }
+}

@@ -1,0 +1,88 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// An owned file descriptor: a typed handle around the raw `Int32`, closed explicitly.
+///
+/// Not thread-safe by itself; each owner keeps it on one thread or behind its own lock.
+public struct FileDescriptor: Hashable, Sendable {
+    public let rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// Opens `path` with the given flags; new files get `mode` (0600 by default: the container is private).
+    public static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o600) throws(Errno) -> FileDescriptor {
+        let fd = retryingOnInterrupt { Glibc.open(path, flags | O_CLOEXEC, mode) }
+        guard fd >= 0 else { throw .current("open", path: path) }
+        return FileDescriptor(rawValue: fd)
+    }
+
+    public func close() {
+        _ = Glibc.close(rawValue)
+    }
+
+    /// Reads up to `buffer.count` bytes; 0 means end of file.
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        let n = retryingOnInterrupt { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
+        guard n >= 0 else { throw .current("read") }
+        return n
+    }
+
+    /// Writes every byte, looping over short writes.
+    public func writeAll(_ bytes: UnsafeRawBufferPointer) throws(Errno) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = retryingOnInterrupt { Glibc.write(rawValue, bytes.baseAddress! + offset, bytes.count - offset) }
+            guard n >= 0 else { throw .current("write") }
+            offset += n
+        }
+    }
+
+    public func writeAll(_ data: Data) throws(Errno) {
+        let result = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Errno? in
+            do { try writeAll(raw) } catch let error as Errno { return error } catch { return Errno(EIO, "write") }
+            return nil
+        }
+        if let result { throw result }
+    }
+
+    /// Reads the whole file from the current offset.
+    public func readToEnd(limit: Int = 64 << 20) throws(Errno) -> Data {
+        var result = Data()
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = try chunk.withUnsafeMutableBytes { raw -> Result<Int, Errno> in
+                do { return .success(try read(into: raw)) } catch let error as Errno { return .failure(error) } catch { return .failure(Errno(EIO, "read")) }
+            }.get()
+            if n == 0 { return result }
+            result.append(contentsOf: chunk[0..<n])
+            if result.count > limit { throw Errno(EFBIG, "read") }
+        }
+    }
+
+    public func sync() throws(Errno) {
+        guard fsync(rawValue) == 0 else { throw .current("fsync") }
+    }
+
+    public func truncate(to length: Int64) throws(Errno) {
+        guard ftruncate(rawValue, off_t(length)) == 0 else { throw .current("ftruncate") }
+    }
+
+    @discardableResult
+    public func seek(to offset: Int64) throws(Errno) -> Int64 {
+        let r = lseek(rawValue, off_t(offset), SEEK_SET)
+        guard r >= 0 else { throw .current("lseek") }
+        return Int64(r)
+    }
+
+    public func size() throws(Errno) -> Int64 {
+        var st = stat()
+        guard fstat(rawValue, &st) == 0 else { throw .current("fstat") }
+        return Int64(st.st_size)
+    }
+
+    public func setNonBlocking() {
+        let flags = fcntl(rawValue, F_GETFL)
+        _ = fcntl(rawValue, F_SETFL, flags | O_NONBLOCK)
+    }
+}

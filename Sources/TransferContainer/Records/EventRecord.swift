@@ -1,0 +1,73 @@
+import Foundation
+
+/// An error as it crosses the socket and lies on disk: an `NSURLErrorDomain` code (the
+/// `URLError` codes Apple uses), a message, and what Apple puts in `userInfo`.
+public struct TransferFailure: Error, Codable, Sendable, Equatable, CustomStringConvertible {
+    public var code: Int
+    public var message: String
+    /// `NSURLErrorBackgroundTaskCancelledReasonKey`: 0 force quit, 1 background updates disabled, 2 insufficient resources.
+    public var backgroundTaskCancelledReason: Int?
+    /// `NSURLSessionDownloadTaskResumeData`, when the transfer can be resumed.
+    public var resumeData: Data?
+    /// The identifier, path or URL the error is about, when there is one.
+    public var subject: String?
+
+    public init(code: Int, message: String, subject: String? = nil, backgroundTaskCancelledReason: Int? = nil, resumeData: Data? = nil) {
+        self.code = code
+        self.message = message
+        self.subject = subject
+        self.backgroundTaskCancelledReason = backgroundTaskCancelledReason
+        self.resumeData = resumeData
+    }
+
+    public var description: String { "\(message) (\(code))" }
+
+    // The codes this project uses, with Apple's values (SPEC "Error codes to use").
+    public static let cancelled = -999
+    public static let badURL = -1000
+    public static let timedOut = -1001
+    public static let unsupportedURL = -1002
+    public static let cannotConnectToHost = -1004
+    public static let networkConnectionLost = -1005
+    public static let fileDoesNotExist = -1100
+    public static let backgroundSessionRequiresSharedContainer = -995
+    public static let backgroundSessionInUseByAnotherProcess = -996
+    public static let backgroundSessionWasDisconnected = -997
+    public static let unknown = -1
+    public static let cannotCreateFile = -3000
+    public static let cannotWriteToFile = -3002
+    /// Not a URL error: a request the daemon refused (bad input, not allowed).
+    public static let requestRefused = -1011
+}
+
+/// What an event tells the app.
+public enum EventKind: String, Codable, Sendable {
+    /// A task finished: for a successful download, `didFinishDownloadingTo` and then
+    /// `didCompleteWithError(nil)`; otherwise `didCompleteWithError`.
+    case taskCompleted
+}
+
+/// `Sessions/<family>/<identifier>/events/<number>.json`: one undelivered event, kept until
+/// the client acknowledges it. Numbers grow by one per session, from 1.
+public struct EventRecord: Codable, Sendable, Equatable {
+    public static let currentVersion = 1
+
+    public var version: Int = EventRecord.currentVersion
+    public var number: UInt64
+    public var kind: EventKind
+    public var createdAt: Date
+    /// The task as it ended.
+    public var task: TaskRecord
+    /// For a successful download: the finished file, to hand to `didFinishDownloadingTo`.
+    public var downloadedFile: String?
+    public var error: TransferFailure?
+
+    public init(number: UInt64, kind: EventKind, createdAt: Date = Date(), task: TaskRecord, downloadedFile: String? = nil, error: TransferFailure? = nil) {
+        self.number = number
+        self.kind = kind
+        self.createdAt = createdAt
+        self.task = task
+        self.downloadedFile = downloadedFile
+        self.error = error
+    }
+}

@@ -1,0 +1,128 @@
+import Foundation
+
+/// What kind of transfer a task is.
+public enum TaskKind: String, Codable, Sendable {
+    case download
+    case upload
+}
+
+/// A task's state, with Apple's raw values (`URLSessionTask.State`).
+public enum TaskState: Int, Codable, Sendable {
+    case running = 0
+    case suspended = 1
+    case canceling = 2
+    case completed = 3
+
+    public var name: String {
+        switch self {
+        case .running: "running"
+        case .suspended: "suspended"
+        case .canceling: "canceling"
+        case .completed: "completed"
+        }
+    }
+}
+
+/// One header field, order preserved.
+public struct HeaderField: Codable, Sendable, Equatable {
+    public var name: String
+    public var value: String
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// The request a task was created with.
+public struct RequestRecord: Codable, Sendable, Equatable {
+    public var url: String
+    public var httpMethod: String
+    public var headers: [HeaderField]
+    public var timeoutInterval: Double?
+
+    public init(url: String, httpMethod: String = "GET", headers: [HeaderField] = [], timeoutInterval: Double? = nil) {
+        self.url = url
+        self.httpMethod = httpMethod
+        self.headers = headers
+        self.timeoutInterval = timeoutInterval
+    }
+}
+
+/// The final HTTP response of a task (after redirects).
+public struct ResponseRecord: Codable, Sendable, Equatable {
+    public var url: String
+    public var statusCode: Int
+    public var headers: [String: String]
+
+    public init(url: String, statusCode: Int, headers: [String: String]) {
+        self.url = url
+        self.statusCode = statusCode
+        self.headers = headers
+    }
+
+    /// A header by case-insensitive name.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+}
+
+/// The validator a download first saw, against which a resumed request sends `If-Range`.
+public struct Validator: Codable, Sendable, Equatable {
+    public var entityTag: String?
+    public var lastModified: String?
+
+    public init(entityTag: String?, lastModified: String?) {
+        self.entityTag = entityTag
+        self.lastModified = lastModified
+    }
+
+    /// The value for `If-Range`: the strong ETag if there is one, else the date (weak ETags never match a range).
+    public var ifRangeValue: String? {
+        if let tag = entityTag, !tag.hasPrefix("W/") { return tag }
+        return lastModified
+    }
+}
+
+/// `Sessions/<family>/<identifier>/tasks/<taskIdentifier>.json`: one task not yet finished.
+/// Written by the daemon only; also the snapshot of a task sent to clients.
+public struct TaskRecord: Codable, Sendable, Equatable {
+    public static let currentVersion = 1
+
+    public var version: Int = TaskRecord.currentVersion
+    /// Unique within its session, assigned by the daemon, stable across relaunch (S7.1).
+    public var taskIdentifier: Int
+    public var kind: TaskKind
+    public var originalRequest: RequestRecord
+    /// The URL after redirects (`currentRequest`).
+    public var currentURL: String?
+    public var taskDescription: String?
+    public var priority: Float = 0.5
+    public var earliestBeginDate: Date?
+    public var state: TaskState = .suspended
+    public var countOfBytesReceived: Int64 = 0
+    /// -1 (`NSURLSessionTransferSizeUnknown`) until the server says.
+    public var countOfBytesExpectedToReceive: Int64 = -1
+    public var countOfBytesSent: Int64 = 0
+    public var countOfBytesExpectedToSend: Int64 = -1
+    public var countOfBytesClientExpectsToReceive: Int64 = -1
+    public var countOfBytesClientExpectsToSend: Int64 = -1
+    public var validator: Validator?
+    public var response: ResponseRecord?
+    /// For uploads: the file the body is read from.
+    public var uploadFile: String?
+    public var createdAt: Date
+    /// Whether the creating process was in the background (such tasks are discretionary).
+    public var createdInBackground: Bool = false
+    /// Why the task cannot run (a refused URL): it fails with this error when resumed, as
+    /// Apple's tasks for unsupported URLs do.
+    public var pendingFailure: TransferFailure?
+    public var retryCount: Int = 0
+    public var lastError: String?
+
+    public init(taskIdentifier: Int, kind: TaskKind, originalRequest: RequestRecord, createdAt: Date = Date()) {
+        self.taskIdentifier = taskIdentifier
+        self.kind = kind
+        self.originalRequest = originalRequest
+        self.createdAt = createdAt
+    }
+}

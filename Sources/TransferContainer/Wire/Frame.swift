@@ -1,0 +1,70 @@
+import Foundation
+
+/// The framing on the daemon's socket: a 4-byte big-endian length, then that many bytes of
+/// JSON. Frames larger than `maximumSize` are refused, so a peer cannot make the other side
+/// buffer without bound.
+public enum Frame {
+    public static let maximumSize = 4 << 20
+
+    /// Encodes one message as a frame.
+    public static func encode<T: Encodable>(_ message: T) throws -> Data {
+        let body = try RecordCoding.encoder(pretty: false).encode(message)
+        guard body.count <= maximumSize else { throw FrameError.oversized(body.count) }
+        var frame = Data(capacity: body.count + 4)
+        let length = UInt32(body.count).bigEndian
+        withUnsafeBytes(of: length) { frame.append(contentsOf: $0) }
+        frame.append(body)
+        return frame
+    }
+
+    public static func decode<T: Decodable>(_ type: T.Type, from body: Data) throws(FrameError) -> T {
+        do { return try RecordCoding.decoder().decode(T.self, from: body) } catch { throw .malformed("\(error)") }
+    }
+}
+
+/// A frame that cannot be accepted.
+public enum FrameError: Error, CustomStringConvertible, Sendable, Equatable {
+    case oversized(Int)
+    case malformed(String)
+
+    public var description: String {
+        switch self {
+        case .oversized(let size): "frame of \(size) bytes exceeds the limit of \(Frame.maximumSize)"
+        case .malformed(let reason): "malformed frame: \(reason)"
+        }
+    }
+}
+
+/// Cuts a byte stream into frame bodies. Owned by whoever reads the socket.
+public struct FrameDecoder: Sendable {
+    private var buffer: [UInt8] = []
+    private var start = 0
+
+    public init() {}
+
+    /// Bytes received but not yet part of a complete frame.
+    public var pendingByteCount: Int { buffer.count - start }
+
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        if start > 0 && start == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The next complete frame body, nil if more bytes are needed.
+    public mutating func next() throws(FrameError) -> Data? {
+        guard buffer.count - start >= 4 else { return nil }
+        let length = Int(buffer[start]) << 24 | Int(buffer[start + 1]) << 16 | Int(buffer[start + 2]) << 8 | Int(buffer[start + 3])
+        guard length <= Frame.maximumSize else { throw .oversized(length) }
+        guard buffer.count - start - 4 >= length else { return nil }
+        let body = Data(buffer[(start + 4)..<(start + 4 + length)])
+        start += 4 + length
+        if start > 1 << 20 {
+            buffer.removeSubrange(0..<start)
+            start = 0
+        }
+        return body
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+
+/// What a process tells the daemon about itself when it connects; the daemon fills its app
+/// registry from it (bundle → executable, containing app, app groups).
+public struct ClientHello: Codable, Sendable {
+    public var identity: AppIdentity
+    /// The executable behind the process (`/proc/self/exe`).
+    public var executablePath: String
+    public var processName: String
+    /// `true` when the process was launched by the user (foreground), `false` when launched
+    /// by the system for events or when it is an extension.
+    public var isForeground: Bool
+
+    public init(identity: AppIdentity, executablePath: String, processName: String, isForeground: Bool) {
+        self.identity = identity
+        self.executablePath = executablePath
+        self.processName = processName
+        self.isForeground = isForeground
+    }
+}
+
+/// A task to create, as the client library asks for it.
+public struct TaskCreation: Codable, Sendable {
+    public var kind: TaskKind
+    public var request: RequestRecord
+    public var taskDescription: String?
+    public var priority: Float
+    public var earliestBeginDate: Date?
+    public var uploadFile: String?
+
+    public init(kind: TaskKind, request: RequestRecord, taskDescription: String? = nil, priority: Float = 0.5, earliestBeginDate: Date? = nil, uploadFile: String? = nil) {
+        self.kind = kind
+        self.request = request
+        self.taskDescription = taskDescription
+        self.priority = priority
+        self.earliestBeginDate = earliestBeginDate
+        self.uploadFile = uploadFile
+    }
+}
+
+/// Client → daemon. Each request gets exactly one `DaemonReply` with the same id.
+public enum DaemonRequest: Codable, Sendable {
+    case hello(ClientHello)
+    /// Attach to (or create) a session; the daemon then replays its undelivered events.
+    case openSession(identifier: SessionIdentifier, configuration: SessionConfiguration, launchedForEvents: Bool)
+    /// Creates a task, durable before the reply (suspended, S2.4).
+    case createTask(session: SessionIdentifier, TaskCreation)
+    case resumeTask(session: SessionIdentifier, task: Int)
+    case suspendTask(session: SessionIdentifier, task: Int)
+    case cancelTask(session: SessionIdentifier, task: Int)
+    case setTaskDescription(session: SessionIdentifier, task: Int, description: String?)
+    case getAllTasks(session: SessionIdentifier)
+    /// Every event numbered up to `through` was handled; the daemon may forget it.
+    case acknowledge(session: SessionIdentifier, through: UInt64)
+    /// `finishTasksAndInvalidate` (cancelTasks false) or `invalidateAndCancel` (true).
+    case invalidate(session: SessionIdentifier, cancelTasks: Bool)
+    /// Detach from the session without invalidating it.
+    case closeSession(session: SessionIdentifier)
+    case ping
+}
+
+/// A request on the wire: the id pairs it with its reply.
+public struct RequestFrame: Codable, Sendable {
+    public var id: UInt64
+    public var request: DaemonRequest
+    public init(id: UInt64, request: DaemonRequest) {
+        self.id = id
+        self.request = request
+    }
+}
+
+/// Daemon → client, the answer to one request.
+public enum DaemonReply: Codable, Sendable {
+    case ok
+    case welcome(daemonPID: Int32)
+    /// The session is attached; `tasks` are its unfinished tasks (S1.7).
+    case sessionOpened(tasks: [TaskRecord])
+    case task(TaskRecord)
+    case tasks([TaskRecord])
+    case failure(TransferFailure)
+}
+
+/// Daemon → client, unasked.
+public enum DaemonPush: Codable, Sendable {
+    /// A durable event: the client acknowledges it once handled.
+    case event(session: SessionIdentifier, EventRecord)
+    /// Progress of a running task; not durable, rate-limited, only to an attached client (S7.3).
+    case progress(session: SessionIdentifier, TaskProgress)
+    /// Every event that was waiting when the session was opened has been sent (up to `through`).
+    case backlogDelivered(session: SessionIdentifier, through: UInt64)
+    /// The daemon finished invalidating the session.
+    case invalidated(session: SessionIdentifier, TransferFailure?)
+}
+
+/// Progress of one task.
+public struct TaskProgress: Codable, Sendable, Equatable {
+    public var taskIdentifier: Int
+    public var bytesWritten: Int64
+    public var totalBytesWritten: Int64
+    public var totalBytesExpectedToWrite: Int64
+    public var state: TaskState
+    public var currentURL: String?
+    public var response: ResponseRecord?
+
+    public init(taskIdentifier: Int, bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64, state: TaskState, currentURL: String? = nil, response: ResponseRecord? = nil) {
+        self.taskIdentifier = taskIdentifier
+        self.bytesWritten = bytesWritten
+        self.totalBytesWritten = totalBytesWritten
+        self.totalBytesExpectedToWrite = totalBytesExpectedToWrite
+        self.state = state
+        self.currentURL = currentURL
+        self.response = response
+    }
+}
+
+/// One frame from the daemon.
+public enum DaemonFrame: Codable, Sendable {
+    case reply(id: UInt64, DaemonReply)
+    case push(DaemonPush)
+}

@@ -1,0 +1,111 @@
+internal import Glibc
+import Foundation
+import TransferContainer
+
+/// One process connected to the daemon's socket: its kernel credentials, what it said it
+/// is, the sessions it holds, and its bytes in and out. Owned by the event loop.
+final class ClientConnection {
+    let id: Int
+    let descriptor: FileDescriptor
+    let credentials: UnixSocket.PeerCredentials?
+    var hello: ClientHello?
+    /// Sessions this client has open (attached), by identifier.
+    var attachedSessions: Set<SessionKey> = []
+    private var decoder = FrameDecoder()
+    private var outbox: [Data] = []
+    private var outboxOffset = 0
+    private(set) var outboxBytes = 0
+    private(set) var isClosed = false
+
+    /// A client that stops reading is cut off past this much queued output.
+    static let outboxLimit = 64 << 20
+
+    init(id: Int, descriptor: FileDescriptor) {
+        self.id = id
+        self.descriptor = descriptor
+        self.credentials = UnixSocket.peerCredentials(descriptor)
+    }
+
+    var pid: Int32? { credentials?.pid }
+    var label: String {
+        let who = hello.map { $0.identity.bundleIdentifier.rawValue } ?? "unidentified"
+        return "\(who)[\(pid.map(String.init) ?? "?")]"
+    }
+
+    /// What reading produced.
+    enum Input {
+        case frames([Data])
+        /// The peer hung up (possibly mid-frame) or sent something that cannot be framed.
+        case closed(reason: String?)
+    }
+
+    /// Reads everything available without blocking and cuts it into frames.
+    func readAvailable() -> Input {
+        var frames: [Data] = []
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(descriptor.rawValue, $0.baseAddress, $0.count, 0) }
+            if n > 0 {
+                buffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                do {
+                    while let frame = try decoder.next() { frames.append(frame) }
+                } catch {
+                    return .closed(reason: "\(error)")
+                }
+                continue
+            }
+            if n == 0 {
+                let partial = decoder.pendingByteCount > 0 ? "disconnected mid-frame (\(decoder.pendingByteCount) bytes pending)" : nil
+                return frames.isEmpty ? .closed(reason: partial) : .frames(frames)
+            }
+            if errno == EINTR { continue }
+            if errno == EAGAIN || errno == EWOULDBLOCK { return .frames(frames) }
+            return .closed(reason: Errno.current("recv").description)
+        }
+    }
+
+    /// Queues a frame; returns false if the client is too far behind (it will be dropped).
+    @discardableResult
+    func send(_ frame: DaemonFrame) -> Bool {
+        guard !isClosed, let data = try? Frame.encode(frame) else { return false }
+        if outboxBytes + data.count > Self.outboxLimit { return false }
+        outbox.append(data)
+        outboxBytes += data.count
+        flush()
+        return true
+    }
+
+    var hasPendingOutput: Bool { !outbox.isEmpty }
+
+    /// Writes as much queued output as the socket takes now.
+    func flush() {
+        while let first = outbox.first {
+            let n = first.withUnsafeBytes { raw in
+                Glibc.send(descriptor.rawValue, raw.baseAddress! + outboxOffset, raw.count - outboxOffset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return // EAGAIN: wait for POLLOUT; other errors surface as a hangup on read.
+            }
+            outboxOffset += n
+            if outboxOffset == first.count {
+                outbox.removeFirst()
+                outboxBytes -= first.count
+                outboxOffset = 0
+            }
+        }
+    }
+
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        descriptor.close()
+    }
+}
+
+/// A session in the daemon's namespace: the app family and the identifier (S1.1).
+struct SessionKey: Hashable, CustomStringConvertible {
+    var family: BundleIdentifier
+    var identifier: SessionIdentifier
+    var description: String { "\(family)/\(identifier)" }
+}

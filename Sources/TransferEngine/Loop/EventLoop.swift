@@ -1,0 +1,89 @@
+internal import Glibc
+import Foundation
+import TransferContainer
+
+/// The daemon's one thread of control: it waits in `curl_multi_poll` on libcurl's sockets
+/// and on the daemon's own descriptors (listener, clients, signal pipe) at once, then lets
+/// libcurl move bytes, then runs the handlers of descriptors that became ready and the
+/// timers that are due. Everything in the engine runs on this thread; nothing else touches
+/// engine state, so the engine needs no locks.
+final class EventLoop {
+    /// What the loop does when a descriptor is ready.
+    struct Watch {
+        var wantsWrite: () -> Bool
+        var onReadable: () -> Void
+        var onWritable: () -> Void
+    }
+
+    let multi: CurlMulti
+    private var watches: [Int32: Watch] = [:]
+    private var timers: [(due: Date, id: Int, action: () -> Void)] = []
+    private var nextTimerID = 0
+    private(set) var isStopping = false
+    /// Called with each transfer libcurl finished.
+    var onTransferCompleted: ((CurlEasy, Result<Void, CurlError>) -> Void)?
+    /// Called once per turn, after handlers and timers (housekeeping).
+    var onTurn: (() -> Void)?
+
+    init() throws {
+        multi = try CurlMulti()
+    }
+
+    func watch(_ fd: FileDescriptor, _ watch: Watch) {
+        watches[fd.rawValue] = watch
+    }
+
+    func unwatch(_ fd: FileDescriptor) {
+        watches.removeValue(forKey: fd.rawValue)
+    }
+
+    /// Runs `action` on the loop after `delay` seconds.
+    @discardableResult
+    func schedule(after delay: TimeInterval, _ action: @escaping () -> Void) -> Int {
+        nextTimerID += 1
+        timers.append((Date().addingTimeInterval(max(0, delay)), nextTimerID, action))
+        return nextTimerID
+    }
+
+    func cancelTimer(_ id: Int) {
+        timers.removeAll { $0.id == id }
+    }
+
+    func stop() {
+        isStopping = true
+        multi.wakeup()
+    }
+
+    /// Turns until `stop()`.
+    func run() {
+        while !isStopping {
+            turn(maximumWait: 0.25)
+        }
+    }
+
+    /// One turn: wait (at most `maximumWait`, less if a timer is due), move bytes, dispatch.
+    func turn(maximumWait: TimeInterval) {
+        var requests = watches.map { fd, watch in CurlMulti.PollRequest(fd: fd, wantsRead: true, wantsWrite: watch.wantsWrite()) }
+        var wait = maximumWait
+        if let soonest = timers.map(\.due).min() { wait = min(wait, max(0, soonest.timeIntervalSinceNow)) }
+        do {
+            try multi.poll(extra: &requests, timeout: .milliseconds(Int(wait * 1000)))
+            _ = try multi.perform()
+        } catch {
+            // A multi-level failure is a bug in our use of libcurl; keep turning so clients are served.
+        }
+        while let (easy, result) = multi.nextCompletion() {
+            onTransferCompleted?(easy, result)
+        }
+        for request in requests {
+            guard let watch = watches[request.fd] else { continue }
+            if request.writable { watch.onWritable() }
+            if request.readable, watches[request.fd] != nil { watch.onReadable() }
+        }
+        let now = Date()
+        let due = timers.filter { $0.due <= now }
+        timers.removeAll { $0.due <= now }
+        for timer in due.sorted(by: { $0.due < $1.due }) { timer.action() }
+        onTurn?()
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import TransferContainer
+
+/// A containing app the daemon launched to take a session's events.
+struct Launch {
+    var pid: Int32
+    var identifier: SessionIdentifier
+    var at: Date
+}
+
+/// The resume rate limiter of one app (S6.5): each background relaunch doubles the delay
+/// before the next; a user launch, or a quiet period as long as the delay, resets it.
+struct RelaunchLimiter {
+    var delay: TimeInterval
+    var lastLaunch: Date
+
+    func allowsLaunch(at now: Date) -> Bool { now.timeIntervalSince(lastLaunch) >= delay }
+}
+
+/// Relaunching containing apps when events wait (S3.1, S1.6).
+extension TransferDaemon {
+    /// A session wants its app launched when events wait, nobody holds it, no task of it
+    /// still runs, and it asked for launch events.
+    func wantsRelaunch(_ session: DaemonSession) -> Bool {
+        session.holder == nil && !session.events.isEmpty
+            && session.record.configuration.sessionSendsLaunchEvents
+            && !session.tasks.values.contains { $0.state == .running }
+    }
+
+    func relaunchWhereNeeded(now: Date) {
+        for session in sessions.values.sorted(by: { $0.key.identifier.rawValue < $1.key.identifier.rawValue }) where wantsRelaunch(session) {
+            let family = session.key.family
+            guard launches[family] == nil else { continue } // one launch of an app at a time
+            if let limiter = relaunchLimiter[family] {
+                if now.timeIntervalSince(limiter.lastLaunch) >= 2 * limiter.delay {
+                    relaunchLimiter[family] = nil // quiet for a whole period: start over
+                } else if !limiter.allowsLaunch(at: now) {
+                    continue
+                }
+            }
+            guard let executable = registry.launchExecutable(family: family) else {
+                continue // never heard of this app's executable; it will say hello when run
+            }
+            do {
+                let pid = try ProcessSpawner.spawn(executable, arguments: ["--container", layout.root.path, "--handle-events-for-background-session", session.key.identifier.rawValue], newSession: true, outputPath: layout.logsDirectory.appendingPathComponent("launched-apps.out").path)
+                launches[family] = Launch(pid: pid, identifier: session.key.identifier, at: now)
+                let previous = relaunchLimiter[family]?.delay
+                relaunchLimiter[family] = RelaunchLimiter(delay: previous.map { $0 * 2 } ?? options.relaunchDelay, lastLaunch: now)
+                log.notice("relaunch", "launched \(family) (pid \(pid)) to handle events for background session \(session.key.identifier)", session: session.key.identifier.rawValue)
+            } catch {
+                log.error("relaunch", "cannot launch \(executable): \(error)", session: session.key.identifier.rawValue)
+                relaunchLimiter[family] = RelaunchLimiter(delay: relaunchLimiter[family].map { $0.delay * 2 } ?? options.relaunchDelay, lastLaunch: now)
+            }
+        }
+    }
+
+    func launchEnded(pid: Int32) {
+        guard let (family, launch) = launches.first(where: { $0.value.pid == pid }) else { return }
+        launches.removeValue(forKey: family)
+        let pending = sessions[SessionKey(family: family, identifier: launch.identifier)]?.events.count ?? 0
+        log.info("relaunch", "launched app \(family) (pid \(pid)) exited; \(pending) events still undelivered", session: launch.identifier.rawValue)
+    }
+}

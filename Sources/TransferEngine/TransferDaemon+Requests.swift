@@ -1,0 +1,203 @@
+import Foundation
+import TransferContainer
+
+/// What the daemon does for each request a client sends.
+extension TransferDaemon {
+    func handle(_ request: DaemonRequest, from connection: ClientConnection, afterReply: inout [() -> Void]) throws -> DaemonReply {
+        if case .hello(let hello) = request { return try welcome(hello, connection) }
+        if case .ping = request { return .ok }
+        guard let hello = connection.hello else {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "say hello first: the daemon does not know who you are")
+        }
+        switch request {
+        case .hello, .ping:
+            return .ok
+        case .openSession(let identifier, let configuration, let launchedForEvents):
+            let session = try open(identifier, configuration, for: hello, connection, launchedForEvents: launchedForEvents)
+            afterReply.append { [unowned self] in
+                let backlog = session.pendingEvents.last?.number ?? 0
+                pushPendingEvents(session)
+                push(.backlogDelivered(session: identifier, through: backlog), to: session)
+            }
+            return .sessionOpened(tasks: session.unfinishedTasks)
+        case .createTask(let identifier, let creation):
+            let session = try heldSession(identifier, connection)
+            guard !session.invalidateWhenDone else {
+                throw TransferFailure(code: TransferFailure.requestRefused, message: "Attempted to create a task in a session that has been invalidated", subject: identifier.rawValue)
+            }
+            let refusal = refusal(of: creation)
+            let task = try session.createTask(creation, inBackground: !hello.isForeground, pendingFailure: refusal)
+            log.notice("tasks", "created \(task.kind.rawValue) task \(task.taskIdentifier) for \(task.originalRequest.url)", session: identifier.rawValue, task: task.taskIdentifier)
+            if let refusal { log.error("tasks", "task will fail when resumed: \(refusal.message)", session: identifier.rawValue, task: task.taskIdentifier) }
+            return .task(task)
+        case .resumeTask(let identifier, let taskID):
+            let session = try heldSession(identifier, connection)
+            var task = try existingTask(taskID, in: session)
+            if let failure = task.pendingFailure {
+                fail(task, in: session, failure)
+                return .task(task)
+            }
+            if task.state == .suspended {
+                task.state = .running
+                try session.update(task)
+                log.info("tasks", "resumed", session: identifier.rawValue, task: taskID)
+                scheduleTransfers()
+            }
+            return .task(session.tasks[taskID] ?? task)
+        case .suspendTask(let identifier, let taskID):
+            let session = try heldSession(identifier, connection)
+            var task = try existingTask(taskID, in: session)
+            if task.state == .running {
+                stopTransfer(TaskKey(session: session.key, task: taskID))
+                task = session.tasks[taskID] ?? task
+                task.state = .suspended
+                try session.update(task)
+                log.info("tasks", "suspended", session: identifier.rawValue, task: taskID)
+            }
+            return .task(task)
+        case .cancelTask(let identifier, let taskID):
+            let session = try heldSession(identifier, connection)
+            guard session.tasks[taskID] != nil else { return .ok } // already finished: nothing to cancel
+            try cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled"))
+            return .ok
+        case .setTaskDescription(let identifier, let taskID, let description):
+            let session = try heldSession(identifier, connection)
+            var task = try existingTask(taskID, in: session)
+            task.taskDescription = description
+            try session.update(task)
+            return .task(task)
+        case .getAllTasks(let identifier):
+            let session = try heldSession(identifier, connection)
+            return .tasks(session.unfinishedTasks)
+        case .acknowledge(let identifier, let through):
+            let session = try heldSession(identifier, connection)
+            try session.acknowledge(through: through)
+            log.info("events", "events through \(through) acknowledged", session: identifier.rawValue)
+            return .ok
+        case .invalidate(let identifier, let cancelTasks):
+            let session = try heldSession(identifier, connection)
+            session.invalidateWhenDone = true
+            if cancelTasks {
+                for task in session.unfinishedTasks {
+                    try cancel(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled"))
+                }
+            }
+            afterReply.append { [unowned self] in finishInvalidationIfDone(session) }
+            return .ok
+        case .closeSession(let identifier):
+            if let session = sessions[SessionKey(family: hello.identity.family, identifier: identifier)], session.holder === connection {
+                session.holder = nil
+                connection.attachedSessions.remove(session.key)
+            }
+            return .ok
+        }
+    }
+
+    private func welcome(_ hello: ClientHello, _ connection: ClientConnection) throws -> DaemonReply {
+        guard hello.identity.kind == .app || hello.identity.containingApp != hello.identity.bundleIdentifier else {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "an extension must name its containing app")
+        }
+        connection.hello = hello
+        registry.register(hello)
+        if hello.isForeground && hello.identity.kind == .app {
+            // The user launched the app: the rate limiter starts over (S6.5).
+            relaunchLimiter[hello.identity.family] = nil
+        }
+        log.info("ipc", "hello from \(hello.processName) (\(hello.identity.bundleIdentifier)) pid \(connection.pid ?? -1)")
+        return .welcome(daemonPID: getpid())
+    }
+
+    private func open(_ identifier: SessionIdentifier, _ configuration: SessionConfiguration, for hello: ClientHello, _ connection: ClientConnection, launchedForEvents: Bool) throws -> DaemonSession {
+        let identity = hello.identity
+        if let group = configuration.sharedContainerIdentifier, !identity.appGroups.contains(group) {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "\(identity.bundleIdentifier) is not entitled to app group \(group)", subject: group.rawValue)
+        }
+        if identity.kind == .appExtension && configuration.sharedContainerIdentifier == nil {
+            throw TransferFailure(code: TransferFailure.backgroundSessionRequiresSharedContainer, message: "a background session in an app extension needs a sharedContainerIdentifier", subject: identifier.rawValue)
+        }
+        let key = SessionKey(family: identity.family, identifier: identifier)
+        let session: DaemonSession
+        if let existing = sessions[key] {
+            // The owner, or its containing app adopting an extension's session (S1.6).
+            guard existing.record.owner == identity.bundleIdentifier || identity.kind == .app else {
+                throw TransferFailure(code: TransferFailure.requestRefused, message: "session \(identifier) belongs to \(existing.record.owner)", subject: identifier.rawValue)
+            }
+            if let holder = existing.holder, holder !== connection, !holder.isClosed {
+                throw TransferFailure(code: TransferFailure.backgroundSessionInUseByAnotherProcess, message: "background session \(identifier) is already in use by another process (pid \(holder.pid ?? -1))", subject: identifier.rawValue)
+            }
+            // A reopened session keeps the configuration its tasks started with (S1.8).
+            if existing.tasks.isEmpty { try existing.updateConfiguration(configuration) }
+            session = existing
+        } else {
+            let record = SessionRecord(identifier: identifier, owner: identity.bundleIdentifier, family: identity.family, configuration: configuration)
+            session = try DaemonSession(layout: layout, log: log, record: record)
+            sessions[key] = session
+            log.notice("sessions", "created session owned by \(identity.bundleIdentifier)", session: identifier.rawValue)
+        }
+        session.holder = connection
+        session.pushedThrough = 0
+        session.invalidateWhenDone = false
+        connection.attachedSessions.insert(key)
+        if launchedForEvents, let launch = launches[key.family], launch.identifier == identifier {
+            log.info("relaunch", "relaunched app attached (pid \(launch.pid))", session: identifier.rawValue)
+        }
+        log.notice("sessions", "\(connection.label) opened the session: \(session.tasks.count) unfinished tasks, \(session.events.count) undelivered events", session: identifier.rawValue)
+        return session
+    }
+
+    private func heldSession(_ identifier: SessionIdentifier, _ connection: ClientConnection) throws -> DaemonSession {
+        guard let family = connection.hello?.identity.family,
+              let session = sessions[SessionKey(family: family, identifier: identifier)], session.holder === connection else {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "session \(identifier) is not open in this process", subject: identifier.rawValue)
+        }
+        return session
+    }
+
+    private func existingTask(_ taskID: Int, in session: DaemonSession) throws -> TaskRecord {
+        guard let task = session.tasks[taskID] else {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "no unfinished task \(taskID) in session \(session.key.identifier)", subject: "\(taskID)")
+        }
+        return task
+    }
+
+    /// What background sessions cannot do (S2.1, S2.3): the task is created, and fails with
+    /// this error when resumed.
+    private func refusal(of creation: TaskCreation) -> TransferFailure? {
+        let url = creation.request.url
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased() else {
+            return TransferFailure(code: TransferFailure.badURL, message: "malformed URL \"\(url)\"", subject: url)
+        }
+        guard scheme == "http" || scheme == "https" else {
+            return TransferFailure(code: TransferFailure.unsupportedURL, message: "unsupported URL scheme \"\(scheme)\": background sessions transfer http and https only", subject: url)
+        }
+        guard let host = components.host, !host.isEmpty else {
+            return TransferFailure(code: TransferFailure.badURL, message: "URL \"\(url)\" has no host", subject: url)
+        }
+        guard creation.kind == .download else {
+            return TransferFailure(code: TransferFailure.unsupportedURL, message: "upload tasks are not supported yet", subject: url)
+        }
+        return nil
+    }
+
+    /// Ends a task with a failure (cancel, invalidation): its partial data goes, an event stays.
+    func cancel(_ taskID: Int, in session: DaemonSession, failure: TransferFailure) throws {
+        guard let task = session.tasks[taskID] else { return }
+        let key = TaskKey(session: session.key, task: taskID)
+        stopTransfer(key)
+        retryNotBefore[key] = nil
+        unlink(partialPath(for: task, in: session))
+        let event = try session.complete(session.tasks[taskID] ?? task, downloadedFile: nil, error: failure)
+        log.notice("tasks", "ended: \(failure.message)", session: session.key.identifier.rawValue, task: taskID)
+        pushPendingEvents(session)
+        _ = event
+    }
+
+    /// Sends `invalidated` once an invalidating session has no task left (S1.4).
+    func finishInvalidationIfDone(_ session: DaemonSession) {
+        guard session.invalidateWhenDone, session.tasks.isEmpty, let holder = session.holder else { return }
+        push(.invalidated(session: session.key.identifier, nil), to: session)
+        session.holder = nil
+        holder.attachedSessions.remove(session.key)
+        log.notice("sessions", "invalidated", session: session.key.identifier.rawValue)
+    }
+}

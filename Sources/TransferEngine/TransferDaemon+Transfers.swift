@@ -1,0 +1,209 @@
+internal import Glibc
+import Foundation
+import TransferContainer
+
+/// Starting, finishing and retrying transfers.
+extension TransferDaemon {
+    func partialPath(for task: TaskRecord, in session: DaemonSession) -> String {
+        session.downloadsDirectory.appendingPathComponent("task-\(task.taskIdentifier).partial").path
+    }
+
+    /// The finished file handed to `didFinishDownloadingTo`: named after the task, so that a
+    /// restart finds a download that was finished but not yet announced.
+    func finishedPath(for task: TaskRecord, in session: DaemonSession) -> String {
+        session.downloadsDirectory.appendingPathComponent("CFNetworkDownload_\(task.taskIdentifier).tmp").path
+    }
+
+    /// After a restart: announces downloads finished before the kill; running tasks start again.
+    func recoverTasks() {
+        for session in sessions.values {
+            for task in session.unfinishedTasks where FileManager.default.fileExists(atPath: finishedPath(for: task, in: session)) {
+                completeDownload(task, in: session)
+            }
+        }
+    }
+
+    /// Starts every task that may run now, best priority first, within the limits.
+    func scheduleTransfers() {
+        let now = Date()
+        var candidates: [(DaemonSession, TaskRecord)] = []
+        for session in sessions.values {
+            for task in session.tasks.values where task.state == .running {
+                let key = TaskKey(session: session.key, task: task.taskIdentifier)
+                guard transfersByTask[key] == nil else { continue }
+                if let notBefore = retryNotBefore[key], notBefore > now { continue }
+                if let begin = task.earliestBeginDate, begin > now { continue }
+                candidates.append((session, task))
+            }
+        }
+        guard !candidates.isEmpty else { return }
+        candidates.sort { a, b in
+            a.1.priority != b.1.priority ? a.1.priority > b.1.priority : a.1.createdAt < b.1.createdAt
+        }
+        for (session, task) in candidates {
+            guard transfersByHandle.count < options.maximumConcurrentTransfers else { return }
+            let host = URLComponents(string: task.originalRequest.url)?.host ?? ""
+            let sameHost = transfersByTask.keys.filter { $0.session == session.key && URLComponents(string: session.tasks[$0.task]?.originalRequest.url ?? "")?.host == host }.count
+            guard sameHost < max(1, session.record.configuration.httpMaximumConnectionsPerHost) else { continue }
+            start(task, in: session)
+        }
+    }
+
+    private func start(_ task: TaskRecord, in session: DaemonSession) {
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        retryNotBefore[key] = nil
+        do {
+            try DurableFile.makeDirectory(session.downloadsDirectory.path)
+            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partialPath(for: task, in: session), configuration: session.record.configuration)
+            transfer.onResponse = { [unowned self, unowned session] task in
+                do { try session.update(task) } catch { log.error("store", "cannot record response: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier) }
+            }
+            transfer.onCheckpoint = { [unowned session] task in try? session.update(task) }
+            try loop.multi.add(transfer.easy)
+            transfersByHandle[ObjectIdentifier(transfer.easy)] = transfer
+            transfersByTask[key] = transfer
+            log.info("transfers", "started at offset \(transfer.bytesOnDisk)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        } catch {
+            let failure = TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath(for: task, in: session))
+            fail(task, in: session, failure)
+        }
+    }
+
+    /// Stops a running transfer without ending its task (suspend, cancel, shutdown).
+    func stopTransfer(_ key: TaskKey) {
+        guard let transfer = transfersByTask.removeValue(forKey: key) else { return }
+        transfersByHandle.removeValue(forKey: ObjectIdentifier(transfer.easy))
+        loop.multi.remove(transfer.easy)
+        transfer.close()
+        if let session = sessions[key.session], var task = session.tasks[key.task] {
+            task.countOfBytesReceived = transfer.bytesOnDisk
+            task.countOfBytesExpectedToReceive = transfer.task.countOfBytesExpectedToReceive
+            task.validator = transfer.task.validator
+            task.response = transfer.task.response
+            try? session.update(task)
+        }
+    }
+
+    /// libcurl finished a transfer, well or not.
+    func transferEnded(_ easy: CurlEasy, _ result: Result<Void, CurlError>) {
+        guard let transfer = transfersByHandle.removeValue(forKey: ObjectIdentifier(easy)) else { return }
+        let key = TaskKey(session: transfer.session, task: transfer.task.taskIdentifier)
+        transfersByTask.removeValue(forKey: key)
+        loop.multi.remove(easy)
+        guard let session = sessions[transfer.session], session.tasks[key.task] != nil else { return }
+        let succeeded: Bool
+        if case .success = result { succeeded = true } else { succeeded = false }
+        var task = transfer.finish(success: succeeded)
+
+        if transfer.mustRestartFromZero {
+            truncate(transfer.partialPath, 0)
+            task.validator = nil
+            task.countOfBytesReceived = 0
+            try? session.update(task)
+            log.notice("transfers", "server answered an unexpected range; starting over from zero", session: session.key.identifier.rawValue, task: key.task)
+            scheduleTransfers()
+            return
+        }
+        if let failure = transfer.diskFailure {
+            fail(task, in: session, failure)
+            return
+        }
+        switch result {
+        case .success:
+            do {
+                try session.update(task)
+                guard rename(transfer.partialPath, finishedPath(for: task, in: session)) == 0 else { throw Errno.current("rename", path: transfer.partialPath) }
+                completeDownload(task, in: session)
+            } catch {
+                fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath))
+            }
+        case .failure(let error):
+            retryOrFail(task, in: session, error, resumable: transfer.isResumable)
+        }
+    }
+
+    /// Announces a finished download: durable event, then delivery to the holder.
+    private func completeDownload(_ task: TaskRecord, in session: DaemonSession) {
+        let file = finishedPath(for: task, in: session)
+        do {
+            _ = try session.complete(task, downloadedFile: file, error: nil)
+            log.notice("transfers", "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            pushPendingEvents(session)
+            finishInvalidationIfDone(session)
+        } catch {
+            log.error("store", "cannot record the completion: \(error); will retry at next start", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        }
+    }
+
+    /// Network trouble is retried with backoff until the resource timeout (S6.4); the rest ends the task.
+    private func retryOrFail(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError, resumable: Bool) {
+        var task = task
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        task.retryCount += 1
+        task.lastError = error.description
+        let code = Self.urlErrorCode(error)
+        let retryable = [TransferFailure.cannotConnectToHost, TransferFailure.networkConnectionLost, TransferFailure.timedOut].contains(code)
+        let deadline = task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource)
+        if retryable && Date() < deadline {
+            let delay = min(30, 0.25 * pow(2, Double(min(task.retryCount - 1, 10))))
+            retryNotBefore[key] = Date().addingTimeInterval(delay)
+            try? session.update(task)
+            log.notice("transfers", "\(error); retry \(task.retryCount) in \(String(format: "%.2f", delay)) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            return
+        }
+        fail(task, in: session, TransferFailure(code: retryable ? TransferFailure.timedOut : code, message: error.description, subject: task.originalRequest.url))
+    }
+
+    /// Ends a task with an error; its partial data goes.
+    func fail(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure) {
+        unlink(partialPath(for: task, in: session))
+        do {
+            _ = try session.complete(task, downloadedFile: nil, error: failure)
+            log.error("transfers", "failed: \(failure.message)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            pushPendingEvents(session)
+            finishInvalidationIfDone(session)
+        } catch {
+            log.error("store", "cannot record the failure: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        }
+    }
+
+    /// Tasks whose whole budget is spent end with -1001 (S5 `timeoutIntervalForResource`).
+    func enforceResourceTimeouts(now: Date) {
+        for session in sessions.values {
+            let budget = session.record.configuration.timeoutIntervalForResource
+            for task in session.unfinishedTasks where task.state == .running && now.timeIntervalSince(task.createdAt) > budget {
+                stopTransfer(TaskKey(session: session.key, task: task.taskIdentifier))
+                fail(session.tasks[task.taskIdentifier] ?? task, in: session, TransferFailure(code: TransferFailure.timedOut, message: "The request timed out (resource timeout of \(Int(budget)) s)", subject: task.originalRequest.url))
+            }
+        }
+    }
+
+    /// Pushes progress of running transfers to attached clients, at most every 100 ms per task (S7.3).
+    func reportProgress(now: Date) {
+        for transfer in transfersByHandle.values {
+            guard let session = sessions[transfer.session], session.holder != nil else { continue }
+            let total = transfer.bytesOnDisk
+            guard total != transfer.lastReportedBytes, now.timeIntervalSince(transfer.lastProgressReport) >= 0.1 else { continue }
+            let progress = TaskProgress(taskIdentifier: transfer.task.taskIdentifier, bytesWritten: total - transfer.lastReportedBytes, totalBytesWritten: total, totalBytesExpectedToWrite: transfer.task.countOfBytesExpectedToReceive, state: .running, currentURL: transfer.task.currentURL, response: transfer.task.response)
+            transfer.lastReportedBytes = total
+            transfer.lastProgressReport = now
+            push(.progress(session: session.key.identifier, progress), to: session)
+        }
+    }
+
+    /// The `URLError` code Apple uses for a transport failure.
+    static func urlErrorCode(_ error: CurlError) -> Int {
+        switch error.kind {
+        case .couldNotConnect: TransferFailure.cannotConnectToHost
+        case .connectionLost: TransferFailure.networkConnectionLost
+        case .timedOut: TransferFailure.timedOut
+        case .aborted: TransferFailure.cancelled
+        case .writeFailed: TransferFailure.cannotWriteToFile
+        case .readFailed: TransferFailure.fileDoesNotExist
+        case .tooManyRedirects: -1007
+        case .badURL: TransferFailure.badURL
+        case .unsupportedProtocol: TransferFailure.unsupportedURL
+        default: TransferFailure.unknown
+        }
+    }
+}

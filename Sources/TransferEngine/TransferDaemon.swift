@@ -1,0 +1,272 @@
+internal import Glibc
+import Foundation
+import TransferContainer
+
+/// The transfer daemon (the stand-in for nsurlsessiond): owns every background task of one
+/// container, performs the HTTP work, keeps task state durable, delivers events to the
+/// processes that hold sessions, and relaunches the containing app when events wait.
+///
+/// Everything runs on the thread that calls `run()`, driven by one `EventLoop`.
+public final class TransferDaemon {
+    /// How the daemon was asked to run.
+    public struct Options: Sendable {
+        public var layout: ContainerLayout
+        /// Exit after this long with nothing to do (started on demand, as launchd would).
+        public var exitWhenIdle: TimeInterval?
+        /// The resume rate limiter's starting delay between background relaunches of one app (S6.5).
+        public var relaunchDelay: TimeInterval = 60
+        /// Transfers running at once in the whole daemon.
+        public var maximumConcurrentTransfers = 32
+        /// Log lines at this level or above also go to stderr.
+        public var echoLevel: LogLevel? = .notice
+
+        public init(layout: ContainerLayout) {
+            self.layout = layout
+        }
+    }
+
+    let options: Options
+    var layout: ContainerLayout { options.layout }
+    let log: TransferLog
+    let loop: EventLoop
+    let registry: AppRegistry
+    var sessions: [SessionKey: DaemonSession] = [:]
+    var connections: [Int32: ClientConnection] = [:]
+    private var nextConnectionID = 0
+    private var listener: FileDescriptor?
+    private var signals: SignalPipe?
+    private var daemonLock: FileLock?
+
+    // Transfers in flight, by libcurl handle and by task.
+    var transfersByHandle: [ObjectIdentifier: DownloadTransfer] = [:]
+    var transfersByTask: [TaskKey: DownloadTransfer] = [:]
+    /// Tasks waiting out a retry backoff, with the time they may start again.
+    var retryNotBefore: [TaskKey: Date] = [:]
+    /// The containing apps launched for events, by family.
+    var launches: [BundleIdentifier: Launch] = [:]
+    var relaunchLimiter: [BundleIdentifier: RelaunchLimiter] = [:]
+    private var idleSince: Date?
+    private var lastHousekeeping = Date.distantPast
+
+    public init(options: Options) throws {
+        self.options = options
+        self.log = TransferLog(layout: options.layout, process: "transferd", subsystem: "com.example.transferd", echoLevel: options.echoLevel)
+        try options.layout.prepare()
+        self.loop = try EventLoop()
+        self.registry = AppRegistry(layout: options.layout, log: log)
+    }
+
+    /// Runs until a signal or idle exit. Throws `DaemonError.alreadyRunning` when another
+    /// daemon serves the container.
+    public func run() throws {
+        switch try FileLock.tryAcquire(layout.daemonLock.path) {
+        case .heldByOther(let pid):
+            throw DaemonError.alreadyRunning(container: layout.root.path, pid: pid)
+        case .acquired(let lock):
+            daemonLock = lock
+        }
+        let signals = try SignalPipe()
+        self.signals = signals
+        loop.watch(signals.readEnd, .init(wantsWrite: { false }, onReadable: { [unowned self] in
+            if signals.drain() {
+                log.notice("daemon", "signal received; stopping (tasks stay durable)")
+                loop.stop()
+            }
+        }, onWritable: {}))
+
+        loadSessions()
+        let listener = try UnixSocket.listen(at: layout.daemonSocket.path)
+        self.listener = listener
+        loop.watch(listener, .init(wantsWrite: { false }, onReadable: { [unowned self] in acceptClients() }, onWritable: {}))
+        loop.onTransferCompleted = { [unowned self] easy, result in transferEnded(easy, result) }
+        loop.onTurn = { [unowned self] in housekeeping() }
+        log.notice("daemon", "transferd started (pid \(getpid())) on \(layout.root.path); \(sessions.count) sessions, \(sessions.values.reduce(0) { $0 + $1.tasks.count }) unfinished tasks")
+        recoverTasks()
+        scheduleTransfers()
+        loop.run()
+        shutdown()
+    }
+
+    private func shutdown() {
+        for transfer in transfersByHandle.values {
+            loop.multi.remove(transfer.easy)
+            transfer.close()
+        }
+        for connection in connections.values { connection.close() }
+        unlink(layout.daemonSocket.path)
+        log.notice("daemon", "transferd stopped")
+    }
+
+    // MARK: Sessions on disk
+
+    private func loadSessions() {
+        let fm = FileManager.default
+        let families = (try? fm.contentsOfDirectory(atPath: layout.sessionsDirectory.path)) ?? []
+        for family in families where !family.hasPrefix(".") {
+            let familyDirectory = layout.sessionsDirectory.appendingPathComponent(family)
+            for identifier in (try? fm.contentsOfDirectory(atPath: familyDirectory.path)) ?? [] where !identifier.hasPrefix(".") {
+                let directory = familyDirectory.appendingPathComponent(identifier)
+                guard fm.fileExists(atPath: directory.appendingPathComponent("session.json").path) else { continue }
+                do {
+                    let session = try DaemonSession(layout: layout, log: log, loadingFrom: directory)
+                    guard session.key.family.rawValue == family, session.key.identifier.rawValue == identifier else {
+                        log.error("store", "session record in \(directory.path) names \(session.key); skipped")
+                        continue
+                    }
+                    sessions[session.key] = session
+                } catch {
+                    log.error("store", "cannot load session in \(directory.path): \(error); skipped, files kept")
+                }
+            }
+        }
+    }
+
+    // MARK: Clients
+
+    private func acceptClients() {
+        while let listener, let fd = try? UnixSocket.accept(listener) {
+            nextConnectionID += 1
+            let connection = ClientConnection(id: nextConnectionID, descriptor: fd)
+            if let credentials = connection.credentials, credentials.uid != getuid() {
+                log.error("security", "refused connection from uid \(credentials.uid) pid \(credentials.pid): not this user")
+                fd.close()
+                continue
+            }
+            connections[fd.rawValue] = connection
+            loop.watch(fd, .init(
+                wantsWrite: { connection.hasPendingOutput },
+                onReadable: { [unowned self] in read(from: connection) },
+                onWritable: { connection.flush() }))
+        }
+    }
+
+    private func read(from connection: ClientConnection) {
+        switch connection.readAvailable() {
+        case .frames(let frames):
+            for body in frames {
+                guard !connection.isClosed else { return }
+                receive(body, from: connection)
+            }
+        case .closed(let reason):
+            if let reason { log.error("ipc", "\(connection.label): \(reason); connection closed") }
+            disconnect(connection)
+        }
+    }
+
+    private func receive(_ body: Data, from connection: ClientConnection) {
+        let frame: RequestFrame
+        do {
+            frame = try Frame.decode(RequestFrame.self, from: body)
+        } catch {
+            log.error("ipc", "\(connection.label) sent an unreadable request: \(error)")
+            connection.send(.reply(id: 0, .failure(TransferFailure(code: TransferFailure.requestRefused, message: "unreadable request: \(error)"))))
+            return
+        }
+        var afterReply: [() -> Void] = []
+        let reply: DaemonReply
+        do {
+            reply = try handle(frame.request, from: connection, afterReply: &afterReply)
+        } catch let failure as TransferFailure {
+            log.error("ipc", "\(connection.label): refused: \(failure.message)")
+            reply = .failure(failure)
+        } catch {
+            log.error("ipc", "\(connection.label): request failed: \(error)")
+            reply = .failure(TransferFailure(code: TransferFailure.unknown, message: "\(error)"))
+        }
+        connection.send(.reply(id: frame.id, reply))
+        afterReply.forEach { $0() }
+    }
+
+    func disconnect(_ connection: ClientConnection) {
+        loop.unwatch(connection.descriptor)
+        connections.removeValue(forKey: connection.descriptor.rawValue)
+        for key in connection.attachedSessions {
+            if let session = sessions[key], session.holder === connection {
+                session.holder = nil
+                log.info("ipc", "\(connection.label) detached", session: key.identifier.rawValue)
+            }
+        }
+        connection.attachedSessions.removeAll()
+        connection.close()
+        requestHousekeeping()
+    }
+
+    /// Sends a push to the session's holder, if any.
+    func push(_ push: DaemonPush, to session: DaemonSession) {
+        guard let holder = session.holder else { return }
+        if !holder.send(.push(push)) {
+            log.error("ipc", "\(holder.label) is not reading; disconnecting it", session: session.key.identifier.rawValue)
+            disconnect(holder)
+        }
+    }
+
+    /// Pushes every event the holder has not been sent yet, in order; without a holder,
+    /// lets housekeeping see at once whether the app must be launched.
+    func pushPendingEvents(_ session: DaemonSession) {
+        guard session.holder != nil else {
+            requestHousekeeping()
+            return
+        }
+        for event in session.pendingEvents where event.number > session.pushedThrough {
+            push(.event(session: session.key.identifier, event), to: session)
+            session.pushedThrough = event.number
+        }
+    }
+
+    // MARK: Housekeeping
+
+    /// Asks for housekeeping at the end of this turn (relaunch checks, scheduling) instead
+    /// of at the next periodic one: a finished session's app is launched without delay.
+    func requestHousekeeping() {
+        lastHousekeeping = .distantPast
+        loop.schedule(after: 0) {}
+    }
+
+    private func housekeeping() {
+        let now = Date()
+        guard now.timeIntervalSince(lastHousekeeping) >= 0.05 else { return }
+        lastHousekeeping = now
+        for pid in ProcessSpawner.reapExitedChildren() { launchEnded(pid: pid) }
+        reportProgress(now: now)
+        enforceResourceTimeouts(now: now)
+        scheduleTransfers()
+        relaunchWhereNeeded(now: now)
+        exitIfIdle(now: now)
+    }
+
+    private func exitIfIdle(now: Date) {
+        guard let limit = options.exitWhenIdle else { return }
+        let busy = !connections.isEmpty || !transfersByHandle.isEmpty || !launches.isEmpty
+            || sessions.values.contains { session in
+                session.tasks.values.contains { $0.state == .running } || (!session.events.isEmpty && wantsRelaunch(session))
+            }
+        if busy {
+            idleSince = nil
+        } else if let since = idleSince {
+            if now.timeIntervalSince(since) >= limit {
+                log.notice("daemon", "idle for \(Int(limit)) s; exiting until a client needs us again")
+                loop.stop()
+            }
+        } else {
+            idleSince = now
+        }
+    }
+}
+
+/// A task in the daemon's namespace.
+struct TaskKey: Hashable {
+    var session: SessionKey
+    var task: Int
+}
+
+/// Why the daemon cannot run.
+public enum DaemonError: Error, CustomStringConvertible {
+    case alreadyRunning(container: String, pid: Int32?)
+
+    public var description: String {
+        switch self {
+        case .alreadyRunning(let container, let pid):
+            "another transferd\(pid.map { " (pid \($0))" } ?? "") is already serving the container \(container)"
+        }
+    }
+}

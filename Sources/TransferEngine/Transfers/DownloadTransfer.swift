@@ -1,0 +1,166 @@
+internal import Glibc
+import Foundation
+import TransferContainer
+
+/// One download in flight: a libcurl exchange streaming the body straight into the task's
+/// partial file, resuming with `Range` + `If-Range` when bytes are already on disk.
+/// Owned by the event loop.
+///
+/// Resume rules (issue "crash-proof"): the offset is the partial file's size; a `206` whose
+/// range starts there is appended; a `200` (range ignored, or validator changed) restarts
+/// the file from zero — never a mixed file; a resource without a validator restarts from zero.
+final class DownloadTransfer {
+    let session: SessionKey
+    private(set) var task: TaskRecord
+    let easy: CurlEasy
+    let partialPath: String
+    private var file: FileDescriptor?
+    /// Bytes on disk when this attempt began (the `Range` offset sent).
+    private let resumeOffset: Int64
+    private var head = HTTPResponseHead()
+    private var bodyStarted = false
+    private var bytesSinceCheckpoint: Int64 = 0
+    /// Set when the body cannot be written; the completion reports it instead of libcurl's abort.
+    private(set) var diskFailure: TransferFailure?
+    /// Set when the server answered a range with something unusable; the engine starts over from zero.
+    private(set) var mustRestartFromZero = false
+    /// When the transfer last pushed progress; owned by the engine.
+    var lastProgressReport = Date.distantPast
+    var lastReportedBytes: Int64 = 0
+
+    /// Called when the response head is known, before any body byte is written, so the
+    /// validator is durable before bytes that depend on it (the engine persists the task).
+    var onResponse: ((TaskRecord) -> Void)?
+    /// Called every `checkpointInterval` bytes with the task's current counts.
+    var onCheckpoint: ((TaskRecord) -> Void)?
+    static let checkpointInterval: Int64 = 16 << 20
+
+    init(session: SessionKey, task: TaskRecord, partialPath: String, configuration: SessionConfiguration) throws {
+        self.session = session
+        self.task = task
+        self.partialPath = partialPath
+        self.easy = try CurlEasy()
+
+        let fd = try FileDescriptor.open(partialPath, O_WRONLY | O_CREAT)
+        var onDisk = try fd.size()
+        // Resume only against the validator first seen; without one, start over.
+        if onDisk > 0 && (task.validator?.ifRangeValue == nil) {
+            try fd.truncate(to: 0)
+            onDisk = 0
+        }
+        try fd.seek(to: onDisk)
+        self.file = fd
+        self.resumeOffset = onDisk
+        self.task.countOfBytesReceived = onDisk
+
+        try easy.setURL(task.originalRequest.url)
+        easy.setMethod(task.originalRequest.httpMethod)
+        var headers = (configuration.httpAdditionalHeaders ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+        headers += task.originalRequest.headers.map { "\($0.name): \($0.value)" }
+        if onDisk > 0, let ifRange = task.validator?.ifRangeValue {
+            easy.setRange(from: onDisk)
+            headers.append("If-Range: \(ifRange)")
+        }
+        try easy.setHeaders(headers)
+        easy.setFollowsRedirects(true, maximum: 16)
+        let idle = task.originalRequest.timeoutInterval ?? configuration.timeoutIntervalForRequest
+        easy.setTimeouts(connect: min(idle, 60), lowSpeedLimit: 1, lowSpeedTime: idle)
+        easy.setBufferSize(512 * 1024)
+
+        easy.onHeaderLine = { [unowned self] line in self.head.consume(line) }
+        easy.onBody = { [unowned self] bytes in self.receive(bytes) }
+    }
+
+    /// Bytes of the whole resource on disk now.
+    var bytesOnDisk: Int64 { task.countOfBytesReceived }
+
+    private func receive(_ bytes: UnsafeRawBufferPointer) -> CurlEasy.BodyDisposition {
+        if !bodyStarted {
+            bodyStarted = true
+            guard beginBody() else { return .abort }
+        }
+        guard let file else { return .abort }
+        do {
+            try file.writeAll(bytes)
+        } catch {
+            diskFailure = TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot write the download to \(partialPath): \(error)", subject: partialPath)
+            return .abort
+        }
+        task.countOfBytesReceived += Int64(bytes.count)
+        bytesSinceCheckpoint += Int64(bytes.count)
+        if bytesSinceCheckpoint >= Self.checkpointInterval {
+            bytesSinceCheckpoint = 0
+            onCheckpoint?(task)
+        }
+        return .consumed
+    }
+
+    /// Decides, from the final response head, whether the body continues the bytes on disk.
+    private func beginBody() -> Bool {
+        finishHead()
+        if resumeOffset > 0 {
+            if head.statusCode == 206 && head.contentRangeStart == resumeOffset {
+                return true // continues where we are
+            }
+            if head.statusCode == 206 {
+                // A range we did not ask for: never splice it in.
+                mustRestartFromZero = true
+                return false
+            }
+            // 200: the server ignored the range or the resource changed. Start the file over.
+            do {
+                try file?.truncate(to: 0)
+                try file?.seek(to: 0)
+            } catch {
+                diskFailure = TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot truncate \(partialPath): \(error)", subject: partialPath)
+                return false
+            }
+            task.countOfBytesReceived = 0
+        }
+        return true
+    }
+
+    /// Records the response in the task and lets the engine persist it.
+    private func finishHead() {
+        task.response = ResponseRecord(url: easy.effectiveURL ?? task.originalRequest.url, statusCode: head.statusCode, headers: head.headerDictionary)
+        task.currentURL = easy.effectiveURL
+        let resumed = head.statusCode == 206 && resumeOffset > 0
+        if head.statusCode < 300 { task.validator = head.validator }
+        if resumed {
+            task.countOfBytesExpectedToReceive = head.contentRangeTotal ?? (head.contentLength.map { $0 + resumeOffset } ?? -1)
+        } else {
+            task.countOfBytesExpectedToReceive = head.contentLength ?? -1
+        }
+        onResponse?(task)
+    }
+
+    /// Called by the engine when libcurl reports the end. Makes the bytes durable on success.
+    func finish(success: Bool) -> TaskRecord {
+        if !bodyStarted && success {
+            // An empty body: the head is all there is.
+            bodyStarted = true
+            _ = beginBody()
+        }
+        if let file {
+            if success {
+                do { try file.sync() } catch {
+                    diskFailure = TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot sync \(partialPath): \(error)", subject: partialPath)
+                }
+            }
+            file.close()
+            self.file = nil
+        }
+        return task
+    }
+
+    /// Stops writing (cancel, suspend, shutdown); the partial file stays.
+    func close() {
+        file?.close()
+        file = nil
+    }
+
+    /// Whether the resource can be resumed later from the bytes on disk (S6.1).
+    var isResumable: Bool {
+        task.validator?.ifRangeValue != nil && head.value("Accept-Ranges")?.lowercased() != "none"
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import TransferContainer
+
+/// `bgtransfer inspect [--json] [--session ID]`: the container as a person (or a script) reads it.
+enum Inspect {
+    static func run(layout: ContainerLayout, arguments: [String]) {
+        var json = false
+        var session: String?
+        var rest = arguments[...]
+        while let option = rest.popFirst() {
+            switch option {
+            case "--json": json = true
+            case "--session":
+                guard let value = rest.popFirst() else { Tool.fail("--session needs an identifier", status: 64) }
+                session = value
+            default: Tool.fail("inspect: unknown option \(option)", status: 64)
+            }
+        }
+        let snapshot = ContainerSnapshot.read(layout, sessionFilter: session)
+        if json {
+            let data = (try? RecordCoding.encoder().encode(snapshot)) ?? Data()
+            print(String(decoding: data, as: UTF8.self))
+        } else {
+            print(text(snapshot))
+        }
+    }
+
+    static func text(_ snapshot: ContainerSnapshot) -> String {
+        var lines = ["container \(snapshot.container)"]
+        lines.append("daemon: " + (snapshot.daemon.running ? "running (pid \(snapshot.daemon.pid.map(String.init) ?? "?"))" : "not running"))
+        lines.append("apps:")
+        if snapshot.apps.isEmpty { lines.append("  (none registered)") }
+        for app in snapshot.apps {
+            lines.append("  \(app.bundleIdentifier) [\(app.kind)] in \(app.containingApp), groups \(app.appGroups.joined(separator: ", ")), \(app.executable ?? "?")")
+        }
+        lines.append("sessions:")
+        if snapshot.sessions.isEmpty { lines.append("  (none)") }
+        for session in snapshot.sessions {
+            let holder = session.holderPID.map { "held by pid \($0)" } ?? "not held"
+            lines.append("  \(session.identifier) (owner \(session.owner), \(holder), group \(session.configuration.sharedContainerIdentifier?.rawValue ?? "none"))")
+            for task in session.tasks {
+                var line = "    task \(task.taskIdentifier) \(task.kind.rawValue) \(task.state.name) \(task.originalRequest.url) \(Tool.bytes(task.countOfBytesReceived))/\(Tool.bytes(task.countOfBytesExpectedToReceive))"
+                if let description = task.taskDescription { line += " \"\(description)\"" }
+                if task.retryCount > 0 { line += " retries \(task.retryCount)" }
+                if let error = task.lastError { line += " last error: \(error)" }
+                lines.append(line)
+            }
+            for event in session.pendingEvents {
+                let outcome = event.error.map { "error \($0.code) \($0.message)" } ?? "HTTP \(event.statusCode.map(String.init) ?? "-")"
+                lines.append("    pending event \(event.number): task \(event.taskIdentifier) completed, \(outcome)")
+            }
+            for record in session.unreadableRecords { lines.append("    unreadable record \(record)") }
+        }
+        lines.append("app groups:")
+        for group in snapshot.appGroups {
+            lines.append("  \(group.identifier): \(group.files.count) files")
+            for file in group.files { lines.append("    \(file.path) \(Tool.bytes(file.size))") }
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,4 @@
+import StandInSupport
+
+// The containing app (see StandInSupport/HostApp.swift).
+HostApp.main()
