@@ -45,7 +45,9 @@ let package = Package(
         .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer"]),
         .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer"]),
         .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "LoopbackServer"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer"]),
+        // Real processes from the built executables, real sockets, real SIGKILLs.
+        .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer", "StandInSupport",
+                                                          "transferd", "host-app", "fetch-extension", "share-extension", "bgtransfer"]),
     ],
     swiftLanguageModes: [.v6]
 )

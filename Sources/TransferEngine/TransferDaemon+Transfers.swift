@@ -88,8 +88,7 @@ extension TransferDaemon {
     func transferEnded(_ easy: CurlEasy, _ result: Result<Void, CurlError>) {
         guard let transfer = transfersByHandle.removeValue(forKey: ObjectIdentifier(easy)) else { return }
         let key = TaskKey(session: transfer.session, task: transfer.task.taskIdentifier)
-        transfersByTask.removeValue(forKey: key)
-        loop.multi.remove(easy)
+        transfersByTask.removeValue(forKey: key) // libcurl has already taken it out of the multi
         guard let session = sessions[transfer.session], session.tasks[key.task] != nil else { return }
         let succeeded: Bool
         if case .success = result { succeeded = true } else { succeeded = false }
@@ -195,6 +194,8 @@ extension TransferDaemon {
     static func urlErrorCode(_ error: CurlError) -> Int {
         switch error.kind {
         case .couldNotConnect: TransferFailure.cannotConnectToHost
+        case .cannotResolveHost: -1003
+        case .secureConnectionFailed: -1200
         case .connectionLost: TransferFailure.networkConnectionLost
         case .timedOut: TransferFailure.timedOut
         case .aborted: TransferFailure.cancelled

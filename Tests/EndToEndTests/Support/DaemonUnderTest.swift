@@ -1,0 +1,57 @@
+import Foundation
+import TransferContainer
+
+/// A `transferd` started by a test on its container, ready when its socket answers.
+struct DaemonUnderTest {
+    let process: RunningProcess
+
+    static func start(_ container: TestContainer, extraArguments: [String] = ["--relaunch-delay", "0.1"]) throws -> DaemonUnderTest {
+        let process = try Executable.transferd.start(["--quiet"] + extraArguments, in: container)
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            if let fd = try? UnixSocket.connect(to: container.layout.daemonSocket.path) {
+                fd.close()
+                return DaemonUnderTest(process: process)
+            }
+            usleep(10_000)
+        }
+        throw TestFailure("transferd did not answer within 20 s: \(process.stderr)")
+    }
+
+    var pid: Int32 { process.pid }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Deterministic bytes for served files.
+func testPayload(size: Int, seed: UInt64 = 0x9E3779B97F4A7C15) -> Data {
+    var state = seed | 1
+    var data = Data(count: size)
+    data.withUnsafeMutableBytes { raw in
+        let bytes = raw.bindMemory(to: UInt8.self)
+        var i = 0
+        while i < size {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            var word = state
+            for _ in 0..<8 where i < size {
+                bytes[i] = UInt8(truncatingIfNeeded: word)
+                word >>= 8
+                i += 1
+            }
+        }
+    }
+    return data
+}
+
+/// Waits (polling, with a deadline) until `condition` holds.
+func waitUntil(timeout: TimeInterval = 20, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    repeat {
+        if condition() { return true }
+        usleep(20_000)
+    } while Date() < deadline
+    return condition()
+}

@@ -1,0 +1,99 @@
+import Foundation
+import TransferContainer
+
+/// A built executable of this package, run as a real process.
+struct Executable {
+    let name: String
+
+    static let transferd = Executable(name: "transferd")
+    static let hostApp = Executable(name: "host-app")
+    static let fetchExtension = Executable(name: "fetch-extension")
+    static let shareExtension = Executable(name: "share-extension")
+    static let bgtransfer = Executable(name: "bgtransfer")
+
+    /// Beside the test bundle: SwiftPM builds every product into one folder.
+    var path: String {
+        let directory = (ProcessSpawner.currentExecutable as NSString).deletingLastPathComponent
+        return (directory as NSString).appendingPathComponent(name)
+    }
+
+    /// Starts the executable on `container`, with output captured to files.
+    func start(_ arguments: [String], in container: TestContainer) throws -> RunningProcess {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = ["--container", container.root] + arguments
+        let id = UUID().uuidString.prefix(8)
+        let stdout = container.parent.appendingPathComponent("\(name)-\(id).out")
+        let stderr = container.parent.appendingPathComponent("\(name)-\(id).err")
+        _ = FileManager.default.createFile(atPath: stdout.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: stdout)
+        process.standardError = try FileHandle(forWritingTo: stderr)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        container.track(process.processIdentifier)
+        return RunningProcess(process: process, stdoutPath: stdout, stderrPath: stderr)
+    }
+
+    /// Runs to the end (with a deadline) and returns status and output.
+    func run(_ arguments: [String], in container: TestContainer, timeout: TimeInterval = 60) throws -> RunningProcess.Outcome {
+        let running = try start(arguments, in: container)
+        return running.wait(timeout: timeout)
+    }
+}
+
+/// A process a test started.
+final class RunningProcess: @unchecked Sendable {
+    let process: Process
+    let stdoutPath: URL
+    let stderrPath: URL
+
+    init(process: Process, stdoutPath: URL, stderrPath: URL) {
+        self.process = process
+        self.stdoutPath = stdoutPath
+        self.stderrPath = stderrPath
+    }
+
+    struct Outcome {
+        var status: Int32?
+        var stdout: String
+        var stderr: String
+        var timedOut: Bool { status == nil }
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    /// Waits for the exit (killing the process at the deadline).
+    func wait(timeout: TimeInterval) -> Outcome {
+        let exited = DispatchSemaphore(value: 0)
+        let watcher = Thread { [process] in
+            process.waitUntilExit()
+            exited.signal()
+        }
+        watcher.start()
+        var status: Int32?
+        if exited.wait(timeout: .now() + timeout) == .success {
+            status = process.terminationStatus
+        } else {
+            sendSignal(process.processIdentifier, SIGKILL)
+            _ = exited.wait(timeout: .now() + 5)
+        }
+        return Outcome(status: status, stdout: read(stdoutPath), stderr: read(stderrPath))
+    }
+
+    func kill(signal: Int32 = SIGKILL) {
+        sendSignal(process.processIdentifier, signal)
+    }
+
+    var stdout: String { read(stdoutPath) }
+    var stderr: String { read(stderrPath) }
+
+    private func read(_ url: URL) -> String {
+        (try? String(contentsOf: url, encoding: .utf8)) ?? ""
+    }
+}
+
+/// `kill(2)`, under a name that no method shadows.
+func sendSignal(_ pid: Int32, _ signal: Int32) {
+    _ = kill(pid, signal)
+}

@@ -1,0 +1,70 @@
+import Foundation
+import TransferContainer
+
+/// A fresh container for one test, in a short temporary path (Unix socket paths are short),
+/// removed at the end. Also the place the test's processes are tracked, so that every
+/// process a test starts is ended by its pid.
+final class TestContainer: @unchecked Sendable {
+    let parent: URL
+    let layout: ContainerLayout
+    private let lock = NSLock()
+    private var processes: [Int32] = []
+
+    init() throws {
+        let base = URL(fileURLWithPath: "/tmp/bgt-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+        parent = base
+        layout = ContainerLayout(root: base.appendingPathComponent("container"))
+        try layout.prepare()
+    }
+
+    var root: String { layout.root.path }
+
+    func track(_ pid: Int32) {
+        lock.lock()
+        processes.append(pid)
+        lock.unlock()
+    }
+
+    /// Ends every process the test started or the daemon launched for it, then removes the container.
+    func tearDown() {
+        lock.lock()
+        var pids = processes
+        lock.unlock()
+        pids += TransferLog.entries(layout: layout).compactMap { entry in
+            guard entry.process == "transferd", entry.message.hasPrefix("launched "),
+                  let range = entry.message.range(of: #"\(pid (\d+)\)"#, options: .regularExpression) else { return nil }
+            return Int32(entry.message[range].dropFirst(5).dropLast())
+        }
+        for pid in pids where pid > 0 { kill(pid, SIGKILL) }
+        if FileLock.isHeld(layout.daemonLock.path), let pid = FileLock.holderPID(layout.daemonLock.path) { kill(pid, SIGKILL) }
+        try? FileManager.default.removeItem(at: parent)
+    }
+
+    /// The app group's container.
+    var appGroup: URL { layout.appGroup(try! BundleIdentifier("group.com.example.transfers")) }
+    var downloads: URL { appGroup.appendingPathComponent("Downloads") }
+
+    func sessionDirectory(_ identifier: String) -> URL {
+        layout.sessionDirectory(family: try! BundleIdentifier("com.example.host"), identifier: try! SessionIdentifier(identifier))
+    }
+
+    /// The undelivered events of a session, as files on disk.
+    func pendingEventFiles(_ identifier: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: sessionDirectory(identifier).appendingPathComponent("events").path)) ?? []).filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
+    }
+
+    /// Waits (polling the log, with a deadline) until an entry matches; returns it.
+    func waitForLog(timeout: TimeInterval = 30, _ matches: (LogEntry) -> Bool) -> LogEntry? {
+        let deadline = Date().addingTimeInterval(timeout)
+        repeat {
+            if let entry = TransferLog.entries(layout: layout).first(where: matches) { return entry }
+            usleep(20_000)
+        } while Date() < deadline
+        return nil
+    }
+
+    func logEntries(process: String? = nil, category: String? = nil) -> [LogEntry] {
+        TransferLog.entries(layout: layout).filter { (process == nil || $0.process == process) && (category == nil || $0.category == category) }
+    }
+}
