@@ -46,6 +46,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
         let delegate = StandInDelegate(echo: true)
         delegate.onFinishEvents = {
             DispatchQueue.main.async {
+                Self.crashOnceIfAsked()
                 completionHandler()
                 exit(0)
             }
@@ -56,6 +57,17 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
             exit(2)
         }
         sessions.append(session)
+    }
+
+    /// For tests of redelivery (S3.4): with `HOST_APP_CRASH_ONCE_BEFORE_COMPLETION_HANDLER=<marker
+    /// path>` in the environment, the first relaunch dies by SIGKILL after taking its events
+    /// but before calling the completion handler; the marker file makes it happen only once.
+    static func crashOnceIfAsked() {
+        guard let marker = ProcessInfo.processInfo.environment["HOST_APP_CRASH_ONCE_BEFORE_COMPLETION_HANDLER"],
+              !FileManager.default.fileExists(atPath: marker) else { return }
+        _ = FileManager.default.createFile(atPath: marker, contents: Data("\(getpid())\n".utf8))
+        AppEnvironment.log.notice("application", "crashing before calling the completion handler (test hook)")
+        kill(getpid(), SIGKILL)
     }
 
     // MARK: Launched by the user

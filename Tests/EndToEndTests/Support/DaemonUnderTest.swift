@@ -5,8 +5,8 @@ import TransferContainer
 struct DaemonUnderTest {
     let process: RunningProcess
 
-    static func start(_ container: TestContainer, extraArguments: [String] = ["--relaunch-delay", "0.1"]) throws -> DaemonUnderTest {
-        let process = try Executable.transferd.start(["--quiet"] + extraArguments, in: container)
+    static func start(_ container: TestContainer, extraArguments: [String] = ["--relaunch-delay", "0.1"], environment: [String: String] = [:]) throws -> DaemonUnderTest {
+        let process = try Executable.transferd.start(["--quiet"] + extraArguments, in: container, environment: environment)
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             if let fd = try? UnixSocket.connect(to: container.layout.daemonSocket.path) {

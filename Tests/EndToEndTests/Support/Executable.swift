@@ -18,8 +18,9 @@ struct Executable {
     }
 
     /// Starts the executable on `container`, with output captured to files.
-    func start(_ arguments: [String], in container: TestContainer) throws -> RunningProcess {
+    func start(_ arguments: [String], in container: TestContainer, environment: [String: String] = [:]) throws -> RunningProcess {
         let process = Process()
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = ["--container", container.root] + arguments
         let id = UUID().uuidString.prefix(8)

@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+import LoopbackServer
+import TransferContainer
+
+/// Whatever dies, no event is lost and none reaches a delegate twice (S3.4, S4.1).
+@Suite(.timeLimit(.minutes(2)))
+struct RedeliveryTests {
+    static let fetchSession = "com.example.host.fetch.background"
+
+    @Test("A host killed before its completion handler gets the events again on the next launch; its delegate sees each once")
+    func hostKilledBeforeCompletionHandler() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let payload = testPayload(size: 1 << 20, seed: 3)
+        server.serve("/a.bin", data: payload)
+        let marker = container.parent.appendingPathComponent("crashed-once").path
+        _ = try DaemonUnderTest.start(container, environment: ["HOST_APP_CRASH_ONCE_BEFORE_COMPLETION_HANDLER": marker])
+
+        let outcome = try Executable.fetchExtension.run(["download", server.url(for: "/a.bin").absoluteString], in: container)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+
+        let acknowledged = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        try #require(acknowledged != nil, "the host was not relaunched a second time")
+        let crashed = container.logEntries(process: "host-app").first { $0.message.hasPrefix("crashing before calling the completion handler") }
+        try #require(crashed != nil, "the first launch did not crash as asked")
+        #expect(crashed!.pid != acknowledged!.pid, "two launches")
+
+        let delegateCalls = container.logEntries(process: "host-app", category: "delegate").map(\.message)
+        #expect(delegateCalls.filter { $0.hasPrefix("didFinishDownloadingTo: task 1") }.count == 1, "\(delegateCalls)")
+        #expect(delegateCalls.filter { $0.hasPrefix("didCompleteWithError(nil): task 1") }.count == 1, "\(delegateCalls)")
+        #expect(delegateCalls.filter { $0.hasPrefix("urlSessionDidFinishEvents") }.count == 2, "each launch is told its events are finished")
+        #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("a.bin").path) == SHA256.hexDigest(of: payload))
+        #expect(waitUntil { container.pendingEventFiles(Self.fetchSession).isEmpty })
+    }
+
+    @Test("transferd killed with SIGKILL mid-download: restarted, it resumes with Range and If-Range from the bytes on disk")
+    func daemonKilledMidDownload() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let payload = testPayload(size: 6 << 20, seed: 11)
+        var options = RouteOptions()
+        options.bytesPerSecond = 4 << 20
+        server.serve("/big.bin", data: payload, options: options)
+        let daemon = try DaemonUnderTest.start(container)
+
+        let outcome = try Executable.fetchExtension.run(["download", server.url(for: "/big.bin").absoluteString], in: container)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)/task-1.partial")
+        let someBytes = waitUntil { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 > 1 << 20 }
+        try #require(someBytes, "the download did not start")
+        daemon.process.kill(signal: SIGKILL)
+        _ = daemon.process.wait(timeout: 10)
+        let onDisk = ((try FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.int64Value ?? 0
+
+        _ = try DaemonUnderTest.start(container)
+        let acknowledged = container.waitForLog(timeout: 40) { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        try #require(acknowledged != nil, "the download did not finish after the restart")
+        #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("big.bin").path) == SHA256.hexDigest(of: payload))
+
+        let requests = server.requests.filter { $0.path == "/big.bin" }
+        #expect(requests.count == 2, "one request before the kill, one after: \(requests.map(\.path))")
+        let resumed = try #require(requests.last)
+        let range = try #require(resumed.header("Range"))
+        let offset = Int64(range.dropFirst("bytes=".count).dropLast()) ?? -1
+        #expect(offset >= onDisk - (1 << 20) && offset <= onDisk + (1 << 20), "resumed near the \(onDisk) bytes on disk, asked \(range)")
+        #expect(resumed.header("If-Range") != nil, "the resumed request names the validator first seen")
+    }
+
+    @Test("A resumed download whose server ignores ranges starts over from zero, never a mixed file")
+    func serverIgnoringRangesRestartsFromZero() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let payload = testPayload(size: 4 << 20, seed: 5)
+        var options = RouteOptions()
+        options.bytesPerSecond = 4 << 20
+        server.serve("/noranges.bin", data: payload, options: options)
+        let daemon = try DaemonUnderTest.start(container)
+        #expect(try Executable.fetchExtension.run(["download", server.url(for: "/noranges.bin").absoluteString], in: container).status == 0)
+        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)/task-1.partial")
+        try #require(waitUntil { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 > 1 << 20 })
+        daemon.process.kill(signal: SIGKILL)
+        _ = daemon.process.wait(timeout: 10)
+
+        // The same bytes, but the server now ignores Range and answers 200.
+        options.acceptsRanges = false
+        options.bytesPerSecond = nil
+        server.serve("/noranges.bin", data: payload, options: options)
+        _ = try DaemonUnderTest.start(container)
+        try #require(container.waitForLog(timeout: 40) { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
+        #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("noranges.bin").path) == SHA256.hexDigest(of: payload))
+    }
+
+    @Test("A resource whose validator changed while the daemon was down is fetched again from zero")
+    func changedValidatorRestartsFromZero() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let old = testPayload(size: 4 << 20, seed: 21)
+        let new = testPayload(size: 4 << 20, seed: 22)
+        var options = RouteOptions()
+        options.bytesPerSecond = 4 << 20
+        options.etag = "\"v1\""
+        server.serve("/changing.bin", data: old, options: options)
+        let daemon = try DaemonUnderTest.start(container)
+        #expect(try Executable.fetchExtension.run(["download", server.url(for: "/changing.bin").absoluteString], in: container).status == 0)
+        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)/task-1.partial")
+        try #require(waitUntil { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 > 1 << 20 })
+        daemon.process.kill(signal: SIGKILL)
+        _ = daemon.process.wait(timeout: 10)
+
+        options.etag = "\"v2\""
+        options.bytesPerSecond = nil
+        server.serve("/changing.bin", data: new, options: options)
+        _ = try DaemonUnderTest.start(container)
+        try #require(container.waitForLog(timeout: 40) { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
+        #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("changing.bin").path) == SHA256.hexDigest(of: new), "the new resource whole, not old bytes followed by new ones")
+    }
+}
