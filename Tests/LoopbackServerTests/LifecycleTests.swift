@@ -48,24 +48,32 @@ struct LifecycleTests {
         #expect(throws: ClientError.self) { try RawHTTPClient(port: port) }
     }
 
-    @Test func concurrentClients() async throws {
+    @Test func concurrentClients() throws {
         let server = try LoopbackServer()
         let data = testBytes(200_000)
         server.serve("/d", data: data)
         let port = server.port
-        try await withThrowingTaskGroup(of: Bool.self) { group in
-            for _ in 0..<16 {
-                group.addTask {
+        // Real threads, not tasks: the clients block in socket reads, and blocking the
+        // cooperative pool (two threads here) starves every other test running beside this one.
+        let group = DispatchGroup()
+        let failed = FailureCount()
+        for _ in 0..<16 {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                do {
                     let client = try RawHTTPClient(port: port)
                     for _ in 0..<3 {
                         try client.request("GET", "/d")
-                        guard try client.readResponse().data == data else { return false }
+                        guard try client.readResponse().data == data else { throw CocoaError(.fileReadCorruptFile) }
                     }
-                    return true
+                } catch {
+                    failed.add()
                 }
-            }
-            for try await ok in group { #expect(ok) }
+            }.start()
         }
+        #expect(group.wait(timeout: .now() + 60) == .success)
+        #expect(failed.value == 0)
         #expect(server.requests.count == 48)
         #expect(server.bytesSent == 48 * 200_000)
     }
@@ -80,4 +88,12 @@ struct LifecycleTests {
         try client.request("GET", "/v")
         #expect(try client.readResponse().data == Data("two".utf8))
     }
+}
+
+/// A counter that client threads bump when they fail.
+private final class FailureCount: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func add() { lock.lock(); count += 1; lock.unlock() }
+    var value: Int { lock.lock(); defer { lock.unlock() }; return count }
 }

@@ -1,0 +1,200 @@
+import Foundation
+import Testing
+import BackgroundTransfer
+import LoopbackServer
+
+/// The client API inside this test process, against a real daemon and a real loopback
+/// server. Serialized: the process has one identity (`AppEnvironment`) at a time.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+final class SessionAPITests {
+    let container: TestContainer
+    let server: LoopbackServer
+    static let family = try! BundleIdentifier("com.example.tests")
+    static let group = try! BundleIdentifier("group.com.example.tests")
+
+    init() throws {
+        container = try TestContainer()
+        server = try LoopbackServer()
+        _ = try DaemonUnderTest.start(container)
+        AppEnvironment.bootstrap(identity: Self.app, layout: container.layout, isForeground: true)
+    }
+
+    deinit {
+        server.stop()
+        container.tearDown()
+    }
+
+    static let app = AppIdentity(bundleIdentifier: family, kind: .app, containingApp: family, containingAppExecutable: "tests", appGroups: [group])
+    static let appExtension = AppIdentity(bundleIdentifier: try! BundleIdentifier("com.example.tests.ext"), kind: .appExtension, containingApp: family, containingAppExecutable: "tests", appGroups: [group])
+
+    /// A background configuration that never relaunches this test process.
+    func configuration(_ identifier: String) -> URLSessionConfiguration {
+        let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
+        configuration.sharedContainerIdentifier = Self.group.rawValue
+        configuration.sessionSendsLaunchEvents = false
+        return configuration
+    }
+
+    @Test("Completion-handler and async task APIs, and uploads from Data or a stream, are refused with Apple's messages (S1.2, S2.1)")
+    func refusedAPIs() async throws {
+        let session = URLSession(configuration: configuration("refusals"), delegate: RecordingDelegate(), delegateQueue: nil)
+        let url = server.url(for: "/x")
+        #expect(throws: BackgroundSessionMisuse.completionHandlersUnsupported) { _ = try session.downloadTask(with: url) { _, _, _ in } }
+        await #expect(throws: BackgroundSessionMisuse.completionHandlersUnsupported) { _ = try await session.data(from: url) }
+        await #expect(throws: BackgroundSessionMisuse.completionHandlersUnsupported) { _ = try await session.download(from: url) }
+        #expect(throws: BackgroundSessionMisuse.uploadFromDataUnsupported) { _ = try session.uploadTask(with: URLRequest(url: url), from: Data()) }
+        #expect(throws: BackgroundSessionMisuse.uploadFromStreamUnsupported) { _ = try session.uploadTask(withStreamedRequest: URLRequest(url: url)) }
+        #expect(BackgroundSessionMisuse.completionHandlersUnsupported.message == "Completion handler blocks are not supported in background sessions. Use a delegate instead.")
+        session.invalidateAndCancel()
+    }
+
+    @Test("A new task is suspended and makes no traffic until resume (S2.4); then progress, the file during the call only, completion (S3.3, S7.3)")
+    func downloadLifecycle() throws {
+        let payload = testPayload(size: 2 << 20, seed: 42)
+        var options = RouteOptions()
+        options.bytesPerSecond = 8 << 20
+        server.serve("/life.bin", data: payload, options: options)
+        let delegate = RecordingDelegate()
+        let session = URLSession(configuration: configuration("lifecycle"), delegate: delegate, delegateQueue: nil)
+        let task = session.downloadTask(with: server.url(for: "/life.bin"))
+        #expect(task.state == .suspended)
+        #expect(task.taskIdentifier == 1)
+        #expect(!server.waitForRequests(count: 1, timeout: 0.5), "a suspended task makes no request")
+
+        task.resume()
+        #expect(task.state == .running)
+        #expect(delegate.wait { if case .completed(1, _, _) = $0 { return true } else { return false } })
+        let calls = delegate.calls
+        #expect(calls.contains { if case .wroteData(1, _, Int64(payload.count)) = $0 { return true } else { return false } }, "progress with the expected length")
+        let finished = calls.firstIndex { if case .finishedDownloading(1, true, Int64(payload.count)) = $0 { return true } else { return false } }
+        let completed = calls.firstIndex(of: .completed(task: 1, code: nil, status: 200))
+        #expect(finished != nil && completed != nil && finished! < completed!, "didFinishDownloadingTo, then didCompleteWithError(nil): \(calls)")
+        #expect(delegate.locations.allSatisfy { !FileManager.default.fileExists(atPath: $0.path) }, "the file is gone after the call")
+        #expect(task.state == .completed)
+        #expect(task.countOfBytesReceived == Int64(payload.count))
+        session.invalidateAndCancel()
+    }
+
+    @Test("An HTTP 404 is not an error: didCompleteWithError(nil) with the status in task.response (S2.5)")
+    func httpErrorIsNotAnError() throws {
+        var options = RouteOptions()
+        options.status = 404
+        server.serve("/missing", data: Data(), options: options)
+        let delegate = RecordingDelegate()
+        let session = URLSession(configuration: configuration("status"), delegate: delegate, delegateQueue: nil)
+        let task = session.downloadTask(with: server.url(for: "/missing"))
+        task.resume()
+        #expect(delegate.wait { $0 == .completed(task: task.taskIdentifier, code: nil, status: 404) }, "\(delegate.calls)")
+        session.invalidateAndCancel()
+    }
+
+    @Test("cancel() ends a running task with -999; an ftp: URL fails with -1002 when resumed")
+    func cancelAndUnsupportedScheme() throws {
+        var options = RouteOptions()
+        options.bytesPerSecond = 256 << 10
+        server.serve("/slow-cancel", data: testPayload(size: 4 << 20), options: options)
+        let delegate = RecordingDelegate()
+        let session = URLSession(configuration: configuration("cancel"), delegate: delegate, delegateQueue: nil)
+        let slow = session.downloadTask(with: server.url(for: "/slow-cancel"))
+        slow.resume()
+        #expect(server.waitForRequests(count: 1, timeout: 10))
+        slow.cancel()
+        #expect(delegate.wait { if case .completed(slow.taskIdentifier, -999, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+
+        let ftp = session.downloadTask(with: URL(string: "ftp://127.0.0.1/file")!)
+        ftp.resume()
+        #expect(delegate.wait { if case .completed(ftp.taskIdentifier, -1002, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        session.invalidateAndCancel()
+    }
+
+    @Test("The same identifier twice in one process returns the open session; the new delegate is ignored (S1.3); getAllTasks sees suspended tasks (S7.2)")
+    func sameIdentifierTwice() throws {
+        server.serve("/twice", data: Data("twice".utf8))
+        let first = RecordingDelegate()
+        let second = RecordingDelegate()
+        let a = URLSession(configuration: configuration("twice"), delegate: first, delegateQueue: nil)
+        let task = a.downloadTask(with: server.url(for: "/twice"))
+        task.taskDescription = "kept by the daemon"
+        let b = URLSession(configuration: configuration("twice"), delegate: second, delegateQueue: nil)
+        #expect(b.invalidationError == nil)
+        #expect(b.delegate === first, "the first delegate stays")
+        #expect(container.waitForLog { $0.message.contains("A background URLSession with identifier twice already exists!") } != nil)
+
+        let done = DispatchSemaphore(value: 0)
+        let seen = Locked<[URLSessionTask]>([])
+        b.getAllTasks { tasks in
+            seen.withLock { $0 = tasks }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let tasks = seen.withLock { $0 }
+        #expect(tasks.count == 1)
+        #expect(tasks.first === task, "the same task object")
+        #expect(tasks.first?.state == .suspended)
+        #expect(tasks.first?.taskDescription == "kept by the daemon")
+        let snapshot = ContainerSnapshot.read(container.layout, sessionFilter: "twice")
+        #expect(snapshot.sessions.first?.tasks.first?.taskDescription == "kept by the daemon", "the description is durable")
+
+        task.resume()
+        #expect(first.wait { if case .completed(task.taskIdentifier, nil, 200) = $0 { return true } else { return false } })
+        #expect(second.calls.isEmpty)
+        a.invalidateAndCancel()
+    }
+
+    @Test("invalidateAndCancel ends every task with -999 in the daemon, then didBecomeInvalidWithError(nil) last (S1.4)")
+    func invalidateAndCancel() throws {
+        var options = RouteOptions()
+        options.bytesPerSecond = 128 << 10
+        server.serve("/inv", data: testPayload(size: 2 << 20), options: options)
+        let delegate = RecordingDelegate()
+        let session = URLSession(configuration: configuration("invalidate"), delegate: delegate, delegateQueue: nil)
+        let running = session.downloadTask(with: server.url(for: "/inv"))
+        running.resume()
+        let suspended = session.downloadTask(with: server.url(for: "/inv"))
+        session.invalidateAndCancel()
+        #expect(delegate.wait { $0 == .invalid(code: nil) })
+        let calls = delegate.calls
+        #expect(calls.contains { if case .completed(running.taskIdentifier, -999, _) = $0 { return true } else { return false } })
+        #expect(calls.contains { if case .completed(suspended.taskIdentifier, -999, _) = $0 { return true } else { return false } })
+        #expect(calls.last == .invalid(code: nil), "invalidation comes last: \(calls)")
+        let snapshot = ContainerSnapshot.read(container.layout, sessionFilter: "invalidate")
+        #expect(snapshot.sessions.first?.tasks.isEmpty == true, "no task left in the daemon")
+    }
+
+    @Test("finishTasksAndInvalidate lets running tasks finish, then invalidates (S1.4)")
+    func finishTasksAndInvalidate() throws {
+        server.serve("/finish", data: testPayload(size: 1 << 20, seed: 9))
+        let delegate = RecordingDelegate()
+        let session = URLSession(configuration: configuration("finish"), delegate: delegate, delegateQueue: nil)
+        let task = session.downloadTask(with: server.url(for: "/finish"))
+        task.resume()
+        session.finishTasksAndInvalidate()
+        #expect(delegate.wait { $0 == .invalid(code: nil) })
+        let calls = delegate.calls
+        #expect(calls.contains(.completed(task: task.taskIdentifier, code: nil, status: 200)), "the task finished normally: \(calls)")
+        #expect(calls.last == .invalid(code: nil))
+    }
+
+    @Test("An extension's session without sharedContainerIdentifier is invalidated with -995 (S1.5)")
+    func extensionNeedsSharedContainer() throws {
+        AppEnvironment.bootstrap(identity: Self.appExtension, layout: container.layout, isForeground: false)
+        defer { AppEnvironment.bootstrap(identity: Self.app, layout: container.layout, isForeground: true) }
+        let delegate = RecordingDelegate()
+        let configuration = URLSessionConfiguration.background(withIdentifier: "ext.nocontainer")
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        #expect(session.invalidationError.map { ($0 as NSError).code } == -995)
+        #expect(delegate.wait { $0 == .invalid(code: -995) })
+    }
+}
+
+/// A value shared with a callback in a test.
+final class Locked<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+    init(_ value: Value) { self.value = value }
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}

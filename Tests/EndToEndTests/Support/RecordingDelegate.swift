@@ -1,0 +1,67 @@
+import Foundation
+import BackgroundTransfer
+
+/// A delegate that records every call in order, and lets a test wait for one.
+/// Called on the session's delegate queue; its record is behind a condition lock.
+final class RecordingDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
+    enum Call: Equatable {
+        case wroteData(task: Int, total: Int64, expected: Int64)
+        case finishedDownloading(task: Int, existedDuringCall: Bool, size: Int64)
+        case completed(task: Int, code: Int?, status: Int?)
+        case finishedEvents
+        case invalid(code: Int?)
+    }
+
+    private let condition = NSCondition()
+    private var recorded: [Call] = []
+    /// Locations handed to didFinishDownloadingTo, to check they are gone afterwards.
+    private(set) var locations: [URL] = []
+
+    var calls: [Call] {
+        condition.lock()
+        defer { condition.unlock() }
+        return recorded
+    }
+
+    private func record(_ call: Call) {
+        condition.lock()
+        recorded.append(call)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until a call matches; false at the deadline.
+    func wait(timeout: TimeInterval = 20, for matches: (Call) -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while !recorded.contains(where: matches) {
+            if !condition.wait(until: deadline) { return recorded.contains(where: matches) }
+        }
+        return true
+    }
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        record(.wroteData(task: downloadTask.taskIdentifier, total: totalBytesWritten, expected: totalBytesExpectedToWrite))
+    }
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        let size = ((try? FileManager.default.attributesOfItem(atPath: location.path)[.size]) as? NSNumber)?.int64Value ?? -1
+        condition.lock()
+        locations.append(location)
+        condition.unlock()
+        record(.finishedDownloading(task: downloadTask.taskIdentifier, existedDuringCall: FileManager.default.fileExists(atPath: location.path), size: size))
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        record(.completed(task: task.taskIdentifier, code: error.map { ($0 as NSError).code }, status: (task.response as? HTTPURLResponse)?.statusCode))
+    }
+
+    func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {
+        record(.finishedEvents)
+    }
+
+    func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?) {
+        record(.invalid(code: error.map { ($0 as NSError).code }))
+    }
+}
