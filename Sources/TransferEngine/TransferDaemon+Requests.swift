@@ -185,7 +185,7 @@ extension TransferDaemon {
         let key = TaskKey(session: session.key, task: taskID)
         stopTransfer(key)
         retryNotBefore[key] = nil
-        unlink(partialPath(for: task, in: session))
+        removeTransferFiles(of: task, in: session)
         let event = try session.complete(session.tasks[taskID] ?? task, downloadedFile: nil, error: failure)
         log.notice("tasks", "ended: \(failure.message)", session: session.key.identifier.rawValue, task: taskID)
         pushPendingEvents(session)

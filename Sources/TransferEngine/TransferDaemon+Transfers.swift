@@ -8,6 +8,13 @@ extension TransferDaemon {
         session.downloadsDirectory.appendingPathComponent("task-\(task.taskIdentifier).partial").path
     }
 
+    /// Removes a task's partial data and any error page (cancel, failure).
+    func removeTransferFiles(of task: TaskRecord, in session: DaemonSession) {
+        let partial = partialPath(for: task, in: session)
+        unlink(partial)
+        unlink(partial + ".response")
+    }
+
     /// The finished file handed to `didFinishDownloadingTo`: named after the task, so that a
     /// restart finds a download that was finished but not yet announced.
     func finishedPath(for task: TaskRecord, in session: DaemonSession) -> String {
@@ -107,11 +114,18 @@ extension TransferDaemon {
             fail(task, in: session, failure)
             return
         }
+        if case .success = result, let wait = transfer.retryAfter {
+            // 503 with Retry-After: the server asks us to come back; the bytes on disk stay (S6.4).
+            unlink(transfer.errorBodyPath)
+            retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(Int(wait)) s")
+            return
+        }
         switch result {
         case .success:
             do {
                 try session.update(task)
-                guard rename(transfer.partialPath, finishedPath(for: task, in: session)) == 0 else { throw Errno.current("rename", path: transfer.partialPath) }
+                if transfer.bodyIsErrorResponse { unlink(transfer.partialPath) }
+                guard rename(transfer.bodyPath, finishedPath(for: task, in: session)) == 0 else { throw Errno.current("rename", path: transfer.bodyPath) }
                 completeDownload(task, in: session)
             } catch {
                 fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath))
@@ -153,9 +167,22 @@ extension TransferDaemon {
         fail(task, in: session, TransferFailure(code: retryable ? TransferFailure.timedOut : code, message: error.description, subject: task.originalRequest.url))
     }
 
+    /// Schedules another attempt after `delay` (bounded by the resource timeout).
+    private func retryLater(_ task: TaskRecord, in session: DaemonSession, after delay: TimeInterval, reason: String) {
+        var task = task
+        task.retryCount += 1
+        task.lastError = reason
+        let deadline = task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource)
+        let start = min(Date().addingTimeInterval(delay), deadline)
+        retryNotBefore[TaskKey(session: session.key, task: task.taskIdentifier)] = start
+        try? session.update(task)
+        loop.schedule(after: start.timeIntervalSinceNow) { [unowned self] in scheduleTransfers() }
+        log.notice("transfers", "\(reason); retry \(task.retryCount) in \(String(format: "%.2f", max(0, start.timeIntervalSinceNow))) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+    }
+
     /// Ends a task with an error; its partial data goes.
     func fail(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure) {
-        unlink(partialPath(for: task, in: session))
+        removeTransferFiles(of: task, in: session)
         do {
             _ = try session.complete(task, downloadedFile: nil, error: failure)
             log.error("transfers", "failed: \(failure.message)", session: session.key.identifier.rawValue, task: task.taskIdentifier)

@@ -3,29 +3,35 @@ import Testing
 import BackgroundTransfer
 import LoopbackServer
 
-/// The client API inside this test process, against a real daemon and a real loopback
-/// server. Serialized: the process has one identity (`AppEnvironment`) at a time.
+/// Tests that use the client library inside this test process. The process has one identity
+/// (`AppEnvironment`) at a time, so all of them run one after another, under this suite.
+@Suite(.serialized)
+enum InProcess {
+    static let family = try! BundleIdentifier("com.example.tests")
+    static let group = try! BundleIdentifier("group.com.example.tests")
+    static let app = AppIdentity(bundleIdentifier: family, kind: .app, containingApp: family, containingAppExecutable: "tests", appGroups: [group])
+    static let appExtension = AppIdentity(bundleIdentifier: try! BundleIdentifier("com.example.tests.ext"), kind: .appExtension, containingApp: family, containingAppExecutable: "tests", appGroups: [group])
+}
+
+/// The client API against a real daemon and a real loopback server.
+extension InProcess {
 @Suite(.serialized, .timeLimit(.minutes(2)))
 final class SessionAPITests {
     let container: TestContainer
     let server: LoopbackServer
-    static let family = try! BundleIdentifier("com.example.tests")
-    static let group = try! BundleIdentifier("group.com.example.tests")
+    static let group = InProcess.group
 
     init() throws {
         container = try TestContainer()
         server = try LoopbackServer()
         _ = try DaemonUnderTest.start(container)
-        AppEnvironment.bootstrap(identity: Self.app, layout: container.layout, isForeground: true)
+        AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true)
     }
 
     deinit {
         server.stop()
         container.tearDown()
     }
-
-    static let app = AppIdentity(bundleIdentifier: family, kind: .app, containingApp: family, containingAppExecutable: "tests", appGroups: [group])
-    static let appExtension = AppIdentity(bundleIdentifier: try! BundleIdentifier("com.example.tests.ext"), kind: .appExtension, containingApp: family, containingAppExecutable: "tests", appGroups: [group])
 
     /// A background configuration that never relaunches this test process.
     func configuration(_ identifier: String) -> URLSessionConfiguration {
@@ -177,14 +183,16 @@ final class SessionAPITests {
 
     @Test("An extension's session without sharedContainerIdentifier is invalidated with -995 (S1.5)")
     func extensionNeedsSharedContainer() throws {
-        AppEnvironment.bootstrap(identity: Self.appExtension, layout: container.layout, isForeground: false)
-        defer { AppEnvironment.bootstrap(identity: Self.app, layout: container.layout, isForeground: true) }
+        AppEnvironment.bootstrap(identity: InProcess.appExtension, layout: container.layout, isForeground: false)
+        defer { AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true) }
         let delegate = RecordingDelegate()
         let configuration = URLSessionConfiguration.background(withIdentifier: "ext.nocontainer")
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         #expect(session.invalidationError.map { ($0 as NSError).code } == -995)
         #expect(delegate.wait { $0 == .invalid(code: -995) })
     }
+}
+
 }
 
 /// A value shared with a callback in a test.

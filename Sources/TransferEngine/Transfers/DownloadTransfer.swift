@@ -15,6 +15,11 @@ final class DownloadTransfer {
     let easy: CurlEasy
     let partialPath: String
     private var file: FileDescriptor?
+    /// Where an error status's body goes (never into the partial file: a 503 to a resumed
+    /// request must not cost the bytes already on disk).
+    var errorBodyPath: String { partialPath + ".response" }
+    /// Whether this attempt's body went to `errorBodyPath`.
+    private(set) var bodyIsErrorResponse = false
     /// Bytes on disk when this attempt began (the `Range` offset sent).
     private let resumeOffset: Int64
     private var head = HTTPResponseHead()
@@ -98,6 +103,20 @@ final class DownloadTransfer {
     /// Decides, from the final response head, whether the body continues the bytes on disk.
     private func beginBody() -> Bool {
         finishHead()
+        if !(200..<300).contains(head.statusCode) {
+            // An error page: keep it apart; it is delivered (S2.5) or dropped before a retry.
+            do {
+                file?.close()
+                let errorFile = try FileDescriptor.open(errorBodyPath, O_WRONLY | O_CREAT | O_TRUNC)
+                file = errorFile
+                bodyIsErrorResponse = true
+            } catch {
+                diskFailure = TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot create \(errorBodyPath): \(error)", subject: errorBodyPath)
+                return false
+            }
+            task.countOfBytesReceived = 0
+            return true
+        }
         if resumeOffset > 0 {
             if head.statusCode == 206 && head.contentRangeStart == resumeOffset {
                 return true // continues where we are
@@ -125,7 +144,7 @@ final class DownloadTransfer {
         task.response = ResponseRecord(url: easy.effectiveURL ?? task.originalRequest.url, statusCode: head.statusCode, headers: head.headerDictionary)
         task.currentURL = easy.effectiveURL
         let resumed = head.statusCode == 206 && resumeOffset > 0
-        if head.statusCode < 300 { task.validator = head.validator }
+        if (200..<300).contains(head.statusCode) { task.validator = head.validator }
         if resumed {
             task.countOfBytesExpectedToReceive = head.contentRangeTotal ?? (head.contentLength.map { $0 + resumeOffset } ?? -1)
         } else {
@@ -157,6 +176,20 @@ final class DownloadTransfer {
     func close() {
         file?.close()
         file = nil
+    }
+
+    /// The file that holds this attempt's body: the partial download or an error page.
+    var bodyPath: String { bodyIsErrorResponse ? errorBodyPath : partialPath }
+
+    /// Seconds the server asked us to wait (`503` with `Retry-After`: seconds or an HTTP date).
+    var retryAfter: TimeInterval? {
+        guard head.statusCode == 503, let value = head.value("Retry-After") else { return nil }
+        if let seconds = TimeInterval(value.trimmingCharacters(in: .whitespaces)) { return max(0, seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
     }
 
     /// Whether the resource can be resumed later from the bytes on disk (S6.1).

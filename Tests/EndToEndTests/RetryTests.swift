@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+import BackgroundTransfer
+import LoopbackServer
+
+/// The daemon retries network trouble by itself and resumes from the bytes on disk (S6.4).
+extension InProcess {
+@Suite(.serialized, .timeLimit(.minutes(2)))
+final class RetryTests {
+    let container: TestContainer
+    let server: LoopbackServer
+
+    init() throws {
+        container = try TestContainer()
+        server = try LoopbackServer()
+        _ = try DaemonUnderTest.start(container)
+        AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true)
+    }
+
+    deinit {
+        server.stop()
+        container.tearDown()
+    }
+
+    func session(_ identifier: String, delegate: RecordingDelegate) -> URLSession {
+        let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
+        configuration.sharedContainerIdentifier = InProcess.group.rawValue
+        configuration.sessionSendsLaunchEvents = false
+        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+
+    @Test("A connection dropped mid-body is retried and resumed with Range; the file is whole")
+    func droppedConnectionResumes() throws {
+        let payload = testPayload(size: 3 << 20, seed: 77)
+        var options = RouteOptions()
+        options.dropAfterBytes = 1 << 20
+        server.serve("/drop.bin", data: payload, options: options)
+        let delegate = RecordingDelegate()
+        let session = session("drop", delegate: delegate)
+        let task = session.downloadTask(with: server.url(for: "/drop.bin"))
+        task.resume()
+        // After the first drop (the daemon says it retries), serve the rest normally.
+        #expect(container.waitForLog { $0.process == "transferd" && $0.message.contains("retry 1") } != nil)
+        options.dropAfterBytes = nil
+        server.serve("/drop.bin", data: payload, options: options)
+        #expect(delegate.wait { if case .completed(task.taskIdentifier, nil, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(delegate.calls.contains(.finishedDownloading(task: task.taskIdentifier, existedDuringCall: true, size: Int64(payload.count))))
+        let ranged = server.requests.filter { $0.path == "/drop.bin" }.compactMap { $0.header("Range") }
+        #expect(ranged.contains { $0.hasPrefix("bytes=") && $0 != "bytes=0-" }, "the retry resumed from the bytes on disk: \(ranged)")
+        #expect(server.bytesSent < Int64(payload.count) + (2 << 20), "not fetched again from zero")
+        session.invalidateAndCancel()
+    }
+
+    @Test("503 with Retry-After is retried after the delay, not delivered")
+    func serviceUnavailableIsRetried() throws {
+        var unavailable = RouteOptions()
+        unavailable.status = 503
+        unavailable.retryAfter = 1
+        server.serve("/busy", data: Data("busy".utf8), options: unavailable)
+        let delegate = RecordingDelegate()
+        let session = session("busy", delegate: delegate)
+        let task = session.downloadTask(with: server.url(for: "/busy"))
+        task.resume()
+        #expect(container.waitForLog { $0.process == "transferd" && $0.message.contains("HTTP 503, Retry-After 1 s") } != nil)
+        let payload = Data("available now".utf8)
+        server.serve("/busy", data: payload)
+        #expect(delegate.wait { if case .completed(task.taskIdentifier, nil, 200) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(delegate.calls.contains(.finishedDownloading(task: task.taskIdentifier, existedDuringCall: true, size: Int64(payload.count))))
+        let times = server.requests.filter { $0.path == "/busy" }.map(\.time)
+        #expect(times.count == 2)
+        if times.count == 2 { #expect(times[1].timeIntervalSince(times[0]) >= 0.9, "waited for Retry-After") }
+        session.invalidateAndCancel()
+    }
+
+    @Test("Connection refused is retried until the server appears")
+    func refusedThenServed() throws {
+        // A port with no listener: take one from a server and stop it.
+        let later = try LoopbackServer()
+        let port = later.port
+        later.stop()
+        let delegate = RecordingDelegate()
+        let session = session("refused", delegate: delegate)
+        let task = session.downloadTask(with: URL(string: "http://127.0.0.1:\(port)/late")!)
+        task.resume()
+        #expect(container.waitForLog { $0.process == "transferd" && $0.message.contains("retry 1") } != nil, "the daemon retries")
+        #expect(delegate.calls.isEmpty, "no failure reaches the delegate while retrying")
+        task.cancel()
+        #expect(delegate.wait { if case .completed(task.taskIdentifier, -999, _) = $0 { return true } else { return false } })
+        session.invalidateAndCancel()
+    }
+}
+}
