@@ -46,7 +46,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
         let delegate = StandInDelegate(echo: true)
         delegate.onFinishEvents = {
             DispatchQueue.main.async {
-                Self.crashOnceIfAsked()
+                Self.misbehaveOnceIfAsked()
                 completionHandler()
                 exit(0)
             }
@@ -59,13 +59,20 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
         sessions.append(session)
     }
 
-    /// For tests of redelivery (S3.4): with `HOST_APP_CRASH_ONCE_BEFORE_COMPLETION_HANDLER=<marker
-    /// path>` in the environment, the first relaunch dies by SIGKILL after taking its events
-    /// but before calling the completion handler; the marker file makes it happen only once.
-    static func crashOnceIfAsked() {
-        guard let marker = ProcessInfo.processInfo.environment["HOST_APP_CRASH_ONCE_BEFORE_COMPLETION_HANDLER"],
-              !FileManager.default.fileExists(atPath: marker) else { return }
+    /// For tests of redelivery and of the background budget: with
+    /// `HOST_APP_MISBEHAVE_ONCE=crash:<marker path>` (or `hang:<marker path>`) in the
+    /// environment, the first relaunch takes its events and then dies by SIGKILL (or hangs)
+    /// instead of calling the completion handler; the marker file makes it happen only once.
+    static func misbehaveOnceIfAsked() {
+        guard let value = ProcessInfo.processInfo.environment["HOST_APP_MISBEHAVE_ONCE"],
+              let colon = value.firstIndex(of: ":") else { return }
+        let marker = String(value[value.index(after: colon)...])
+        guard !FileManager.default.fileExists(atPath: marker) else { return }
         _ = FileManager.default.createFile(atPath: marker, contents: Data("\(getpid())\n".utf8))
+        if value.hasPrefix("hang:") {
+            AppEnvironment.log.notice("application", "hanging instead of calling the completion handler (test hook)")
+            while true { pause() }
+        }
         AppEnvironment.log.notice("application", "crashing before calling the completion handler (test hook)")
         kill(getpid(), SIGKILL)
     }

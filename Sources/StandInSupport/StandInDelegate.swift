@@ -37,7 +37,10 @@ public final class StandInDelegate: URLSessionDownloadDelegate, @unchecked Senda
     public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
         let status = (task.response as? HTTPURLResponse)?.statusCode
         if let error {
-            say("didCompleteWithError: task \(task.taskIdentifier) failed: \(error.localizedDescription) (\((error as NSError).code))", session: session, task: task.taskIdentifier)
+            let info = (error as NSError).userInfo
+            let reason = (info[NSURLErrorBackgroundTaskCancelledReasonKey] as? Int).map { ", cancelled reason \($0)" } ?? ""
+            let resumable = info[NSURLSessionDownloadTaskResumeData] != nil ? ", with resume data" : ""
+            say("didCompleteWithError: task \(task.taskIdentifier) failed: \(error.localizedDescription) (\((error as NSError).code)\(reason)\(resumable))", session: session, task: task.taskIdentifier)
         } else {
             say("didCompleteWithError(nil): task \(task.taskIdentifier), HTTP \(status.map(String.init) ?? "-")", session: session, task: task.taskIdentifier)
         }

@@ -6,6 +6,8 @@ struct Launch {
     var pid: Int32
     var identifier: SessionIdentifier
     var at: Date
+    /// Killed for exceeding its background budget (waiting to be reaped).
+    var terminated = false
 }
 
 /// The resume rate limiter of one app (S6.5): each background relaunch doubles the delay
@@ -24,6 +26,7 @@ extension TransferDaemon {
     func wantsRelaunch(_ session: DaemonSession) -> Bool {
         session.holder == nil && !session.events.isEmpty
             && session.record.configuration.sessionSendsLaunchEvents
+            && !registry.forceQuit.contains(session.key.family)
             && !session.tasks.values.contains { $0.state == .running }
     }
 
@@ -51,6 +54,16 @@ extension TransferDaemon {
                 log.error("relaunch", "cannot launch \(executable): \(error)", session: session.key.identifier.rawValue)
                 relaunchLimiter[family] = RelaunchLimiter(delay: relaunchLimiter[family].map { $0.delay * 2 } ?? options.relaunchDelay, lastLaunch: now)
             }
+        }
+    }
+
+    /// An app launched for events that has not finished within the budget is terminated,
+    /// as iOS would; its unacknowledged events wait for the next launch.
+    func enforceBackgroundBudget(now: Date) {
+        for (family, launch) in launches where !launch.terminated && now.timeIntervalSince(launch.at) > options.backgroundBudget {
+            kill(launch.pid, SIGKILL)
+            launches[family]?.terminated = true
+            log.error("relaunch", "\(family) (pid \(launch.pid)) did not call its completion handler within its background budget of \(options.backgroundBudget) s; terminated", session: launch.identifier.rawValue)
         }
     }
 

@@ -6,11 +6,12 @@ extension TransferDaemon {
     func handle(_ request: DaemonRequest, from connection: ClientConnection, afterReply: inout [() -> Void]) throws -> DaemonReply {
         if case .hello(let hello) = request { return try welcome(hello, connection) }
         if case .ping = request { return .ok }
+        if case .forceQuit(let app) = request { return try forceQuit(app) }
         guard let hello = connection.hello else {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "say hello first: the daemon does not know who you are")
         }
         switch request {
-        case .hello, .ping:
+        case .hello, .ping, .forceQuit:
             return .ok
         case .openSession(let identifier, let configuration, let launchedForEvents):
             let session = try open(identifier, configuration, for: hello, connection, launchedForEvents: launchedForEvents)
@@ -100,8 +101,12 @@ extension TransferDaemon {
         connection.hello = hello
         registry.register(hello)
         if hello.isForeground && hello.identity.kind == .app {
-            // The user launched the app: the rate limiter starts over (S6.5).
+            // The user launched the app: the rate limiter starts over (S6.5), a force quit ends (S4.2).
             relaunchLimiter[hello.identity.family] = nil
+            if registry.forceQuit.contains(hello.identity.family) {
+                registry.setForceQuit(hello.identity.family, false)
+                log.notice("relaunch", "\(hello.identity.family) launched by the user: relaunching allowed again")
+            }
         }
         log.info("ipc", "hello from \(hello.processName) (\(hello.identity.bundleIdentifier)) pid \(connection.pid ?? -1)")
         return .welcome(daemonPID: getpid())
@@ -177,6 +182,35 @@ extension TransferDaemon {
             return TransferFailure(code: TransferFailure.unsupportedURL, message: "upload tasks are not supported yet", subject: url)
         }
         return nil
+    }
+
+    /// The user's force quit (S4.2): the app's processes end, every task of its sessions (its
+    /// extensions' too) is cancelled with -999 and reason 0, and nothing is relaunched until
+    /// the user launches the app.
+    private func forceQuit(_ bundle: BundleIdentifier) throws -> DaemonReply {
+        let family = registry.family(of: bundle)
+        registry.setForceQuit(family, true)
+        var terminated: [Int32] = []
+        for session in sessions.values where session.key.family == family {
+            if let holder = session.holder, let pid = holder.pid {
+                kill(pid, SIGKILL)
+                terminated.append(pid)
+                disconnect(holder)
+            }
+        }
+        if let launch = launches[family] {
+            kill(launch.pid, SIGKILL)
+            terminated.append(launch.pid)
+        }
+        var cancelled = 0
+        for session in sessions.values where session.key.family == family {
+            for task in session.unfinishedTasks {
+                try cancel(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the user force-quit the app", backgroundTaskCancelledReason: 0))
+                cancelled += 1
+            }
+        }
+        log.notice("relaunch", "\(family) force-quit by the user: \(cancelled) tasks cancelled, processes \(terminated) ended; no relaunch until the user launches it")
+        return .forceQuitDone(cancelledTasks: cancelled, terminatedProcesses: Array(Set(terminated)).sorted())
     }
 
     /// Ends a task with a failure (cancel, invalidation): its partial data goes, an event stays.

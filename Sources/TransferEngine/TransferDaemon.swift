@@ -15,6 +15,8 @@ public final class TransferDaemon {
         public var exitWhenIdle: TimeInterval?
         /// The resume rate limiter's starting delay between background relaunches of one app (S6.5).
         public var relaunchDelay: TimeInterval = 60
+        /// How long an app launched for events may run before it is terminated.
+        public var backgroundBudget: TimeInterval = 30
         /// Transfers running at once in the whole daemon.
         public var maximumConcurrentTransfers = 32
         /// Log lines at this level or above also go to stderr.
@@ -230,6 +232,7 @@ public final class TransferDaemon {
         reportProgress(now: now)
         enforceResourceTimeouts(now: now)
         scheduleTransfers()
+        enforceBackgroundBudget(now: now)
         relaunchWhereNeeded(now: now)
         exitIfIdle(now: now)
     }

@@ -9,6 +9,8 @@ let usage = """
 usage: bgtransfer [--container PATH] <command>
   inspect [--json] [--session ID]   show the daemon, apps, sessions, tasks, pending events and files
   demo                              a background download from an extension, end to end
+  force-quit BUNDLE_ID              the user's force quit: cancel the app's transfers, no relaunch
+                                    until the user launches it again (S4.2)
 """
 
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -20,6 +22,18 @@ case "inspect":
     Inspect.run(layout: layout, arguments: Array(arguments.dropFirst()))
 case "demo":
     exit(Demo(layout: layout).run())
+case "force-quit":
+    guard arguments.count == 2 else { Tool.fail("usage: bgtransfer force-quit BUNDLE_ID", status: 64) }
+    let bundle: BundleIdentifier
+    do { bundle = try BundleIdentifier(arguments[1]) } catch { Tool.fail("\(error)", status: 64) }
+    do {
+        let reply = try DaemonEndpoint.request(.forceQuit(app: bundle), layout: layout)
+        if case .forceQuitDone(let cancelled, let pids) = reply {
+            print("force-quit \(bundle): \(cancelled) tasks cancelled\(pids.isEmpty ? "" : ", processes \(pids.map(String.init).joined(separator: ", ")) ended"); no relaunch until the user launches it")
+        }
+    } catch {
+        Tool.fail("force-quit failed: \(error)", status: 1)
+    }
 case "help", "--help", "-h":
     print(usage)
 default:

@@ -5,7 +5,7 @@ import TransferEngine
 // transferd: the transfer daemon. `transferd [--container PATH] [--exit-when-idle SECONDS]
 // [--relaunch-delay SECONDS] [--quiet]`. Runs in the foreground until SIGTERM/SIGINT.
 
-let usage = "usage: transferd [--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--quiet]"
+let usage = "usage: transferd [--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--quiet]"
 
 func fail(_ text: String, status: Int32) -> Never {
     FileHandle.standardError.write(Data("transferd: \(text)\n".utf8))
@@ -30,6 +30,8 @@ let idle = seconds("--exit-when-idle", in: &arguments)
 if idle >= 0 { options.exitWhenIdle = idle }
 let delay = seconds("--relaunch-delay", in: &arguments)
 if delay >= 0 { options.relaunchDelay = delay }
+let budget = seconds("--background-budget", in: &arguments)
+if budget >= 0 { options.backgroundBudget = budget }
 if let index = arguments.firstIndex(of: "--quiet") {
     options.echoLevel = nil
     arguments.remove(at: index)

@@ -17,7 +17,7 @@ struct RedeliveryTests {
         let payload = testPayload(size: 1 << 20, seed: 3)
         server.serve("/a.bin", data: payload)
         let marker = container.parent.appendingPathComponent("crashed-once").path
-        _ = try DaemonUnderTest.start(container, environment: ["HOST_APP_CRASH_ONCE_BEFORE_COMPLETION_HANDLER": marker])
+        _ = try DaemonUnderTest.start(container, environment: ["HOST_APP_MISBEHAVE_ONCE": "crash:" + marker])
 
         let outcome = try Executable.fetchExtension.run(["download", server.url(for: "/a.bin").absoluteString], in: container)
         #expect(outcome.status == 0, "\(outcome.stderr)")

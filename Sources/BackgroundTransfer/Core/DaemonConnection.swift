@@ -67,7 +67,7 @@ final class DaemonConnection: @unchecked Sendable {
     }
 
     private func connect() throws(TransferFailure) {
-        let fd = try Self.openSocket(layout: layout, log: log)
+        let fd = try DaemonEndpoint.connect(layout, log: log)
         let generation = state.withLock { state -> Int in
             state.descriptor = fd
             state.generation += 1
@@ -79,33 +79,6 @@ final class DaemonConnection: @unchecked Sendable {
         let environment = AppEnvironment.current
         let hello = ClientHello(identity: environment.identity, executablePath: ProcessSpawner.currentExecutable, processName: environment.log.process, isForeground: environment.isForeground)
         _ = try request(.hello(hello))
-    }
-
-    /// Connects to the daemon's socket, starting `transferd` if none answers.
-    private static func openSocket(layout: ContainerLayout, log: TransferLog) throws(TransferFailure) -> FileDescriptor {
-        let path = layout.daemonSocket.path
-        if let fd = try? UnixSocket.connect(to: path) { return fd }
-        let daemon = daemonExecutable()
-        do {
-            let pid = try ProcessSpawner.spawn(daemon, arguments: ["--container", layout.root.path, "--exit-when-idle", "30"], newSession: true, outputPath: layout.logsDirectory.appendingPathComponent("transferd.out").path)
-            log.notice("connection", "no daemon answered; started \(daemon) (pid \(pid))")
-        } catch {
-            throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "cannot start the transfer daemon \(daemon): \(error)", subject: daemon)
-        }
-        // The daemon binds its socket within milliseconds; wait for it with a deadline.
-        let deadline = Date().addingTimeInterval(10)
-        var lastError: Errno?
-        while Date() < deadline {
-            do { return try UnixSocket.connect(to: path) } catch { lastError = error }
-            usleep(10_000)
-        }
-        throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "the transfer daemon did not answer at \(path): \(lastError.map { "\($0)" } ?? "timeout")", subject: path)
-    }
-
-    /// `transferd` beside this executable (they are built together), or `BGTRANSFER_TRANSFERD`.
-    static func daemonExecutable() -> String {
-        if let explicit = ProcessInfo.processInfo.environment["BGTRANSFER_TRANSFERD"], !explicit.isEmpty { return explicit }
-        return ((ProcessSpawner.currentExecutable as NSString).deletingLastPathComponent as NSString).appendingPathComponent("transferd")
     }
 
     // MARK: Requests

@@ -57,6 +57,10 @@ public enum DaemonRequest: Codable, Sendable {
     /// Detach from the session without invalidating it.
     case closeSession(session: SessionIdentifier)
     case ping
+    /// The user force-quit an app (S4.2): cancel every task of its sessions and its
+    /// extensions', end its processes, relaunch nothing until the user launches it again.
+    /// Sent by `bgtransfer force-quit`; needs no hello.
+    case forceQuit(app: BundleIdentifier)
 }
 
 /// A request on the wire: the id pairs it with its reply.
@@ -77,6 +81,7 @@ public enum DaemonReply: Codable, Sendable {
     case sessionOpened(tasks: [TaskRecord])
     case task(TaskRecord)
     case tasks([TaskRecord])
+    case forceQuitDone(cancelledTasks: Int, terminatedProcesses: [Int32])
     case failure(TransferFailure)
 }
 

@@ -16,11 +16,14 @@ final class AppRegistry {
     private struct File: Codable {
         var version = 1
         var apps: [String: App]
+        /// App families the user force-quit and has not launched since (S4.2).
+        var forceQuit: [String]?
     }
 
     private let path: String
     private let log: TransferLog
     private(set) var apps: [BundleIdentifier: App] = [:]
+    private(set) var forceQuit: Set<BundleIdentifier> = []
 
     init(layout: ContainerLayout, log: TransferLog) {
         self.path = layout.appRegistry.path
@@ -31,6 +34,7 @@ final class AppRegistry {
                 for (key, app) in file.apps {
                     if let bundle = try? BundleIdentifier(key) { apps[bundle] = app }
                 }
+                forceQuit = Set((file.forceQuit ?? []).compactMap { try? BundleIdentifier($0) })
             } catch {
                 log.error("registry", "app registry unusable, starting empty: \(error)")
                 rename(path, path + ".corrupt")
@@ -56,6 +60,18 @@ final class AppRegistry {
         }
     }
 
+    /// The containing app of a bundle we know (itself for an app).
+    func family(of bundle: BundleIdentifier) -> BundleIdentifier {
+        apps[bundle]?.identity.containingApp ?? bundle
+    }
+
+    /// Records a force quit, or the user launch that ends it; durable.
+    func setForceQuit(_ family: BundleIdentifier, _ on: Bool) {
+        guard forceQuit.contains(family) != on else { return }
+        if on { forceQuit.insert(family) } else { forceQuit.remove(family) }
+        save()
+    }
+
     /// The executable to launch for sessions of the app family `family`.
     func launchExecutable(family: BundleIdentifier) -> String? {
         if let app = apps[family] { return app.executablePath }
@@ -63,7 +79,7 @@ final class AppRegistry {
     }
 
     private func save() {
-        var file = File(apps: [:])
+        var file = File(apps: [:], forceQuit: forceQuit.map(\.rawValue).sorted())
         for (bundle, app) in apps { file.apps[bundle.rawValue] = app }
         do { try RecordCoding.write(file, to: path) } catch { log.error("registry", "cannot save app registry: \(error)") }
     }

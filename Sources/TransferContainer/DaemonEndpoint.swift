@@ -1,0 +1,69 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// How a process reaches the container's daemon: connect to its socket, and if nobody
+/// answers, start `transferd` (as launchd would) and wait for it. Stateless.
+public enum DaemonEndpoint {
+    /// `transferd` beside the calling executable (they are built together), or `BGTRANSFER_TRANSFERD`.
+    public static func daemonExecutable() -> String {
+        if let explicit = ProcessInfo.processInfo.environment["BGTRANSFER_TRANSFERD"], !explicit.isEmpty { return explicit }
+        return ((ProcessSpawner.currentExecutable as NSString).deletingLastPathComponent as NSString).appendingPathComponent("transferd")
+    }
+
+    /// Connects to the daemon, starting it on demand; an on-demand daemon exits after 30 idle seconds.
+    public static func connect(_ layout: ContainerLayout, log: TransferLog?) throws(TransferFailure) -> FileDescriptor {
+        let path = layout.daemonSocket.path
+        if let fd = try? UnixSocket.connect(to: path) { return fd }
+        let daemon = daemonExecutable()
+        do {
+            try layout.prepare()
+            let pid = try ProcessSpawner.spawn(daemon, arguments: ["--container", layout.root.path, "--exit-when-idle", "30"], newSession: true, outputPath: layout.logsDirectory.appendingPathComponent("transferd.out").path)
+            log?.notice("connection", "no daemon answered; started \(daemon) (pid \(pid))")
+        } catch {
+            throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "cannot start the transfer daemon \(daemon): \(error)", subject: daemon)
+        }
+        // The daemon binds its socket within milliseconds; wait for it with a deadline.
+        let deadline = Date().addingTimeInterval(10)
+        var lastError: Errno?
+        while Date() < deadline {
+            do { return try UnixSocket.connect(to: path) } catch { lastError = error }
+            usleep(10_000)
+        }
+        throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "the transfer daemon did not answer at \(path): \(lastError.map { "\($0)" } ?? "timeout")", subject: path)
+    }
+
+    /// One request, one reply, on a connection of its own (for tools; apps use the client library).
+    public static func request(_ request: DaemonRequest, layout: ContainerLayout, timeout: TimeInterval = 30) throws(TransferFailure) -> DaemonReply {
+        let fd = try connect(layout, log: nil)
+        defer { fd.close() }
+        do {
+            try UnixSocket.sendAll(fd, try Frame.encode(RequestFrame(id: 1, request: request)))
+        } catch {
+            throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "cannot send to the transfer daemon: \(error)")
+        }
+        var timeval = timeval(tv_sec: Int(timeout), tv_usec: 0)
+        setsockopt(fd.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
+        var decoder = FrameDecoder()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd.rawValue, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "the transfer daemon closed the connection or did not answer within \(Int(timeout)) s") }
+            buffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            do {
+                while let body = try decoder.next() {
+                    if case .reply(1, let reply) = try Frame.decode(DaemonFrame.self, from: body) {
+                        if case .failure(let failure) = reply { throw failure }
+                        return reply
+                    }
+                }
+            } catch let failure as TransferFailure {
+                throw failure
+            } catch {
+                throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "unreadable answer from the daemon: \(error)")
+            }
+        }
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+import LoopbackServer
+import TransferContainer
+
+/// Force quit versus termination by the system (S4.1, S4.2), and the background budget.
+@Suite(.timeLimit(.minutes(2)))
+struct TerminationTests {
+    @Test("bgtransfer force-quit cancels the app's and its extensions' tasks, relaunches nothing, and the next user launch gets -999 with reason 0")
+    func forceQuit() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        var slow = RouteOptions()
+        slow.bytesPerSecond = 256 << 10
+        server.serve("/slow.bin", data: testPayload(size: 8 << 20), options: slow)
+        _ = try DaemonUnderTest.start(container)
+
+        #expect(try Executable.hostApp.run(["download", server.url(for: "/slow.bin").absoluteString], in: container).status == 0)
+        #expect(try Executable.fetchExtension.run(["download", server.url(for: "/slow.bin").absoluteString], in: container).status == 0)
+        #expect(server.waitForRequests(count: 2, timeout: 10))
+
+        let quit = try Executable.bgtransfer.run(["force-quit", "com.example.host"], in: container)
+        #expect(quit.status == 0, "\(quit.stderr)")
+        #expect(quit.stdout.contains("2 tasks cancelled"), "\(quit.stdout)")
+
+        // No relaunch while force-quit: the events wait (a bounded look, nothing to await).
+        #expect(container.waitForLog(timeout: 1.5) { $0.process == "transferd" && $0.message.hasPrefix("launched com.example.host") } == nil)
+        #expect(container.pendingEventFiles("com.example.host.background").count == 1)
+        #expect(container.pendingEventFiles("com.example.host.fetch.background").count == 1)
+
+        // The user launches the app: it takes the cancellations of both sessions.
+        let launch = try Executable.hostApp.run([], in: container)
+        #expect(launch.status == 0, "\(launch.stderr)")
+        let cancellations = container.logEntries(process: "host-app", category: "delegate").filter { $0.message.contains("(-999, cancelled reason 0") }
+        #expect(Set(cancellations.compactMap(\.session)) == ["com.example.host.background", "com.example.host.fetch.background"], "\(cancellations.map(\.message))")
+        #expect(waitUntil { container.pendingEventFiles("com.example.host.fetch.background").isEmpty })
+    }
+
+    @Test("An app launched for events that hangs past its background budget is killed; the next launch gets the events")
+    func backgroundBudget() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        server.serve("/b.bin", data: testPayload(size: 64 << 10))
+        let marker = container.parent.appendingPathComponent("hung-once").path
+        _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.1", "--background-budget", "1"], environment: ["HOST_APP_MISBEHAVE_ONCE": "hang:" + marker])
+
+        #expect(try Executable.fetchExtension.run(["download", server.url(for: "/b.bin").absoluteString], in: container).status == 0)
+        let killed = container.waitForLog { $0.process == "transferd" && $0.message.contains("background budget") }
+        #expect(killed != nil, "the hung app was terminated")
+        let acknowledged = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        #expect(acknowledged != nil, "a second launch took the events")
+        let finished = container.logEntries(process: "host-app", category: "delegate").filter { $0.message.hasPrefix("didFinishDownloadingTo: task 1") }
+        #expect(finished.count == 1, "seen once: \(finished.map(\.message))")
+    }
+}
