@@ -42,7 +42,7 @@ let package = Package(
         // The developer tool; it depends on the other executables so that `swift run bgtransfer demo` builds them.
         .executableTarget(name: "bgtransfer", dependencies: ["TransferContainer", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
-        .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer"]),
+        .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "StandInSupport"]),
         .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer"]),
         .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "LoopbackServer"]),
         // Real processes from the built executables, real sockets, real SIGKILLs.

@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+import TransferContainer
+
+@Suite("Container layout")
+struct ContainerLayoutTests {
+    private var currentDirectory: URL { URL(fileURLWithPath: FileManager.default.currentDirectoryPath) }
+
+    @Test("--container PATH wins over BGTRANSFER_CONTAINER and is removed from the arguments")
+    func optionWithSeparateValue() throws {
+        var arguments = ["tool", "inspect", "--container", "/tmp/from-option", "--json"]
+        let layout = try ContainerLayout.resolve(arguments: &arguments, environment: ["BGTRANSFER_CONTAINER": "/tmp/from-environment"])
+        #expect(layout.root.path == "/tmp/from-option")
+        #expect(arguments == ["tool", "inspect", "--json"])
+    }
+
+    @Test("--container=PATH wins over BGTRANSFER_CONTAINER and is removed from the arguments")
+    func optionWithEquals() throws {
+        var arguments = ["tool", "--container=/tmp/from-option", "inspect"]
+        let layout = try ContainerLayout.resolve(arguments: &arguments, environment: ["BGTRANSFER_CONTAINER": "/tmp/from-environment"])
+        #expect(layout.root.path == "/tmp/from-option")
+        #expect(arguments == ["tool", "inspect"])
+    }
+
+    @Test("BGTRANSFER_CONTAINER wins over ./SharedContainer; the arguments stay as they are")
+    func environment() throws {
+        var arguments = ["tool", "inspect"]
+        let layout = try ContainerLayout.resolve(arguments: &arguments, environment: ["BGTRANSFER_CONTAINER": "/tmp/from-environment"])
+        #expect(layout.root.path == "/tmp/from-environment")
+        #expect(arguments == ["tool", "inspect"])
+    }
+
+    @Test("without option or environment the container is ./SharedContainer", arguments: [[:], ["BGTRANSFER_CONTAINER": ""], ["OTHER": "/tmp/x"]])
+    func defaultContainer(_ environment: [String: String]) throws {
+        var arguments = ["tool"]
+        let layout = try ContainerLayout.resolve(arguments: &arguments, environment: environment)
+        #expect(layout.root.path == currentDirectory.appendingPathComponent("SharedContainer").standardizedFileURL.path)
+        #expect(arguments == ["tool"])
+    }
+
+    @Test("a relative --container path is taken from the current directory")
+    func relativeOption() throws {
+        var arguments = ["--container", "some/dir/../box"]
+        let layout = try ContainerLayout.resolve(arguments: &arguments, environment: [:])
+        #expect(layout.root.path == currentDirectory.appendingPathComponent("some/box").standardizedFileURL.path)
+        #expect(arguments.isEmpty)
+    }
+
+    @Test("--container without a value is an error naming the option")
+    func missingValue() throws {
+        var arguments = ["tool", "inspect", "--container"]
+        let error = try #require(throws: ContainerError.self) {
+            try ContainerLayout.resolve(arguments: &arguments, environment: ["BGTRANSFER_CONTAINER": "/tmp/from-environment"])
+        }
+        guard case .missingArgument = error else {
+            Issue.record("expected .missingArgument, got \(error)")
+            return
+        }
+        #expect(error.description.contains("--container"))
+    }
+
+    @Test("--container= with an empty value is an error")
+    func emptyValue() throws {
+        var arguments = ["tool", "--container="]
+        #expect(throws: ContainerError.self) {
+            try ContainerLayout.resolve(arguments: &arguments, environment: ["BGTRANSFER_CONTAINER": "/tmp/from-environment"])
+        }
+    }
+
+    @Test("every path is inside the root, where the layout says")
+    func paths() throws {
+        let layout = ContainerLayout(root: URL(fileURLWithPath: "/tmp/tct-layout-root"))
+        let root = "/tmp/tct-layout-root"
+        let all: [(URL, String)] = [
+            (layout.appGroup(sampleGroup), "AppGroups/group.com.example.transfers"),
+            (layout.privateContainer(sampleOwner), "Apps/com.example.host.fetch"),
+            (layout.sessionsDirectory, "Sessions"),
+            (layout.sessionDirectory(family: sampleFamily, identifier: sampleSession), "Sessions/com.example.host/com.example.host.fetch.background"),
+            (layout.sessionLock(family: sampleFamily, identifier: sampleSession), "Sessions/com.example.host/com.example.host.fetch.background/session.lock"),
+            (layout.downloadsDirectory(sharedContainer: sampleGroup, owner: sampleOwner, identifier: sampleSession),
+             "AppGroups/group.com.example.transfers/Library/Caches/BackgroundTransfer/com.example.host.fetch.background"),
+            (layout.downloadsDirectory(sharedContainer: nil, owner: sampleOwner, identifier: sampleSession),
+             "Apps/com.example.host.fetch/Library/Caches/BackgroundTransfer/com.example.host.fetch.background"),
+            (layout.daemonDirectory, "Daemon"),
+            (layout.daemonLock, "Daemon/transferd.lock"),
+            (layout.daemonSocket, "Daemon/transferd.sock"),
+            (layout.appRegistry, "Daemon/apps.json"),
+            (layout.logsDirectory, "Logs"),
+            (layout.logFile, "Logs/transfer.log"),
+        ]
+        for (url, relative) in all {
+            #expect(url.path == "\(root)/\(relative)")
+            #expect(url.standardizedFileURL.path.hasPrefix(root + "/"))
+        }
+    }
+
+    @Test("the root is standardised: dot-dot components are resolved")
+    func standardisedRoot() {
+        let layout = ContainerLayout(root: URL(fileURLWithPath: "/tmp/a/b/../c/./d"))
+        #expect(layout.root.path == "/tmp/a/c/d")
+        #expect(layout.logFile.path == "/tmp/a/c/d/Logs/transfer.log")
+    }
+
+    @Test("prepare() makes the top-level folders with mode 0700, and may run twice")
+    func prepare() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let layout = ContainerLayout(root: directory.url.appendingPathComponent("nested/container"))
+        try layout.prepare()
+        try layout.prepare()
+        let folders = [layout.root, layout.root.appendingPathComponent("AppGroups"), layout.root.appendingPathComponent("Apps"),
+                       layout.sessionsDirectory, layout.daemonDirectory, layout.logsDirectory]
+        for folder in folders {
+            #expect(isDirectory(folder.path), "\(folder.path)")
+            #expect(permissions(folder.path) == 0o700, "\(folder.path)")
+        }
+        #expect(permissions(directory.path("nested")) == 0o700)
+    }
+}
