@@ -14,10 +14,13 @@ public enum DownloadsFolder {
         for candidate in [suggested, url?.lastPathComponent] {
             guard let candidate else { continue }
             var name = candidate.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
-            name = String(name.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.map(Character.init))
-            while name.hasPrefix(".") { name.removeFirst() }
+            // No C0 or C1 control characters, no DEL.
+            name = String(String.UnicodeScalarView(name.unicodeScalars.filter { $0.value >= 0x20 && !(0x7F...0x9F).contains($0.value) }))
+            // Blanks and leading dots, in any mix: never ".", ".." or a hidden file.
+            while let first = name.first, first == "." || first.isWhitespace { name.removeFirst() }
             name = name.trimmingCharacters(in: .whitespaces)
-            if name.utf8.count > 200 { name = String(name.prefix(200)) }
+            // At most 200 bytes, cut on a character boundary.
+            while name.utf8.count > 200 { name.removeLast() }
             if !name.isEmpty { return name }
         }
         return "download"

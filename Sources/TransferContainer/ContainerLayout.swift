@@ -9,7 +9,9 @@ public struct ContainerLayout: Sendable, Equatable {
     public let root: URL
 
     public init(root: URL) {
-        self.root = root.standardizedFileURL
+        // One spelling per folder: `URL(fileURLWithPath:)` adds a trailing slash only when the
+        // folder exists, which would make one container look like two.
+        self.root = URL(fileURLWithPath: root.standardizedFileURL.path, isDirectory: true)
     }
 
     /// The root chosen by `--container PATH`, else `BGTRANSFER_CONTAINER`, else `./SharedContainer`.

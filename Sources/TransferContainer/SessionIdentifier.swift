@@ -36,7 +36,8 @@ public struct SessionIdentifier: Hashable, Codable, Sendable, CustomStringConver
         if text.hasPrefix(".") || text.hasPrefix("-") { throw IdentifierError(text, kind: kind, reason: "it starts with \"\(text.first!)\"") }
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
         if let bad = text.first(where: { !allowed.contains($0) }) {
-            throw IdentifierError(text, kind: kind, reason: "it contains \(bad.unicodeScalars.first.map { String(format: "U+%04X", $0.value) } ?? "?") (only letters, digits, '.', '-' and '_' are allowed)")
+            let scalars = bad.unicodeScalars.map { String(format: "U+%04X", $0.value) }.joined(separator: " ")
+            throw IdentifierError(text, kind: kind, reason: "it contains \(scalars) (only ASCII letters, digits, '.', '-' and '_' are allowed)")
         }
     }
 }

@@ -11,7 +11,8 @@ public enum DurableFile {
     /// Replaces `path` with `data` atomically and durably (mode 0600).
     public static func write(_ data: Data, to path: String, syncDirectory: Bool = true) throws(Errno) {
         let directory = (path as NSString).deletingLastPathComponent
-        let temporary = "\(directory)/.\((path as NSString).lastPathComponent).\(getpid()).tmp"
+        // Unique per write: two threads writing the same record must not share a temporary file.
+        let temporary = "\(directory)/.\((path as NSString).lastPathComponent).\(getpid()).\(UUID().uuidString.prefix(8)).tmp"
         let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
         do {
             try fd.writeAll(data)
@@ -48,7 +49,11 @@ public enum DurableFile {
         var partial = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             partial += "/" + component
-            if mkdir(partial, 0o700) != 0 && errno != EEXIST { throw .current("mkdir", path: partial) }
+            if mkdir(partial, 0o700) != 0 {
+                guard errno == EEXIST else { throw .current("mkdir", path: partial) }
+                var st = stat()
+                guard stat(partial, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else { throw Errno(ENOTDIR, "mkdir", path: partial) }
+            }
         }
     }
 }
@@ -120,16 +125,27 @@ extension JSONDecoder.DateDecodingStrategy {
     }
 }
 
-/// ISO 8601 timestamps with fractional seconds, UTC.
+/// ISO 8601 timestamps with milliseconds, UTC (`2026-11-21T14:51:50.705Z`).
 public enum ISO8601Format {
-    private static let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!)
+    private static let seconds = Date.ISO8601FormatStyle(timeZone: TimeZone(identifier: "UTC")!)
+    private static let withFraction = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!)
 
     public static func string(from date: Date) -> String {
-        style.format(date)
+        // Whole milliseconds, rounded, written by hand: the format style truncates, and a
+        // binary double just below .123 would read back as .122.
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        let whole = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
+        let fraction = milliseconds - whole * 1000
+        var text = seconds.format(Date(timeIntervalSince1970: TimeInterval(whole)))
+        text.removeLast() // "Z"
+        return text + String(format: ".%03dZ", Int(fraction))
     }
 
     public static func date(from text: String) -> Date? {
-        if let d = try? style.parse(text) { return d }
-        return try? Date.ISO8601FormatStyle().parse(text)
+        if let date = try? withFraction.parse(text) {
+            // Parsing has the same binary rounding: settle on the nearest millisecond.
+            return Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded() / 1000)
+        }
+        return try? seconds.parse(text)
     }
 }
