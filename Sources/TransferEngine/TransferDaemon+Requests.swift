@@ -26,8 +26,15 @@ extension TransferDaemon {
             guard !session.invalidateWhenDone else {
                 throw TransferFailure(code: TransferFailure.requestRefused, message: "Attempted to create a task in a session that has been invalidated", subject: identifier.rawValue)
             }
-            let refusal = refusal(of: creation)
-            let task = try session.createTask(creation, inBackground: !hello.isForeground, pendingFailure: refusal)
+            var refusal = creation.resumeData == nil ? refusal(of: creation) : nil
+            var task = try session.createTask(creation, inBackground: !hello.isForeground, pendingFailure: refusal)
+            if let blob = creation.resumeData {
+                // The resume data says what to fetch; it is checked first, then its URL.
+                refusal = adoptResumeData(blob, into: &task, in: session, for: hello.identity)
+                    ?? self.refusal(of: TaskCreation(kind: .download, request: task.originalRequest))
+                task.pendingFailure = refusal
+                try session.update(task)
+            }
             log.notice("tasks", "created \(task.kind.rawValue) task \(task.taskIdentifier) for \(task.originalRequest.url)", session: identifier.rawValue, task: task.taskIdentifier)
             if let refusal { log.error("tasks", "task will fail when resumed: \(refusal.message)", session: identifier.rawValue, task: task.taskIdentifier) }
             return .task(task)
@@ -56,11 +63,11 @@ extension TransferDaemon {
                 log.info("tasks", "suspended", session: identifier.rawValue, task: taskID)
             }
             return .task(task)
-        case .cancelTask(let identifier, let taskID):
+        case .cancelTask(let identifier, let taskID, let produceResumeData):
             let session = try heldSession(identifier, connection)
-            guard session.tasks[taskID] != nil else { return .ok } // already finished: nothing to cancel
-            try cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled"))
-            return .ok
+            guard session.tasks[taskID] != nil else { return .cancelled(resumeData: nil) } // already finished
+            let resumeData = try cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled"), keepResumeData: produceResumeData)
+            return .cancelled(resumeData: resumeData)
         case .setTaskDescription(let identifier, let taskID, let description):
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)
@@ -205,7 +212,7 @@ extension TransferDaemon {
         var cancelled = 0
         for session in sessions.values where session.key.family == family {
             for task in session.unfinishedTasks {
-                try cancel(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the user force-quit the app", backgroundTaskCancelledReason: 0))
+                try cancel(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the user force-quit the app", backgroundTaskCancelledReason: 0), keepResumeData: true)
                 cancelled += 1
             }
         }
@@ -213,17 +220,22 @@ extension TransferDaemon {
         return .forceQuitDone(cancelledTasks: cancelled, terminatedProcesses: Array(Set(terminated)).sorted())
     }
 
-    /// Ends a task with a failure (cancel, invalidation): its partial data goes, an event stays.
-    func cancel(_ taskID: Int, in session: DaemonSession, failure: TransferFailure) throws {
-        guard let task = session.tasks[taskID] else { return }
+    /// Ends a task with a failure (cancel, invalidation, force quit): an event stays; its
+    /// partial data goes, or becomes resume data (returned, and put in the error, S6.2).
+    @discardableResult
+    func cancel(_ taskID: Int, in session: DaemonSession, failure: TransferFailure, keepResumeData: Bool = false) throws -> Data? {
+        guard session.tasks[taskID] != nil else { return nil }
         let key = TaskKey(session: session.key, task: taskID)
         stopTransfer(key)
         retryNotBefore[key] = nil
+        let task = session.tasks[taskID]!
+        var failure = failure
+        if keepResumeData { failure.resumeData = makeResumeData(for: task, in: session) }
         removeTransferFiles(of: task, in: session)
-        let event = try session.complete(session.tasks[taskID] ?? task, downloadedFile: nil, error: failure)
-        log.notice("tasks", "ended: \(failure.message)", session: session.key.identifier.rawValue, task: taskID)
+        _ = try session.complete(task, downloadedFile: nil, error: failure)
+        log.notice("tasks", "ended: \(failure.message)\(failure.resumeData == nil ? "" : " (resume data kept)")", session: session.key.identifier.rawValue, task: taskID)
         pushPendingEvents(session)
-        _ = event
+        return failure.resumeData
     }
 
     /// Sends `invalidated` once an invalidating session has no task left (S1.4).

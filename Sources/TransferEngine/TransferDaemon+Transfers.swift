@@ -66,6 +66,12 @@ extension TransferDaemon {
                 do { try session.update(task) } catch { log.error("store", "cannot record response: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier) }
             }
             transfer.onCheckpoint = { [unowned session] task in try? session.update(task) }
+            transfer.onResumed = { [unowned self, unowned session] task, offset in
+                var task = task
+                task.reportsResumeOffset = false
+                try? session.update(task)
+                push(.didResume(session: session.key.identifier, taskIdentifier: task.taskIdentifier, offset: offset, expectedTotalBytes: task.countOfBytesExpectedToReceive), to: session)
+            }
             try loop.multi.add(transfer.easy)
             transfersByHandle[ObjectIdentifier(transfer.easy)] = transfer
             transfersByTask[key] = transfer
@@ -164,7 +170,9 @@ extension TransferDaemon {
             log.notice("transfers", "\(error); retry \(task.retryCount) in \(String(format: "%.2f", delay)) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return
         }
-        fail(task, in: session, TransferFailure(code: retryable ? TransferFailure.timedOut : code, message: error.description, subject: task.originalRequest.url))
+        var failure = TransferFailure(code: retryable ? TransferFailure.timedOut : code, message: error.description, subject: task.originalRequest.url)
+        if retryable { failure.resumeData = makeResumeData(for: task, in: session) } // S6.2
+        fail(task, in: session, failure)
     }
 
     /// Schedules another attempt after `delay` (bounded by the resource timeout).
@@ -199,7 +207,10 @@ extension TransferDaemon {
             let budget = session.record.configuration.timeoutIntervalForResource
             for task in session.unfinishedTasks where task.state == .running && now.timeIntervalSince(task.createdAt) > budget {
                 stopTransfer(TaskKey(session: session.key, task: task.taskIdentifier))
-                fail(session.tasks[task.taskIdentifier] ?? task, in: session, TransferFailure(code: TransferFailure.timedOut, message: "The request timed out (resource timeout of \(Int(budget)) s)", subject: task.originalRequest.url))
+                let current = session.tasks[task.taskIdentifier] ?? task
+                var failure = TransferFailure(code: TransferFailure.timedOut, message: "The request timed out (resource timeout of \(Int(budget)) s)", subject: task.originalRequest.url)
+                failure.resumeData = makeResumeData(for: current, in: session) // S6.2
+                fail(current, in: session, failure)
             }
         }
     }

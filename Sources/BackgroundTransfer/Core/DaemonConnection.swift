@@ -156,7 +156,7 @@ final class DaemonConnection: @unchecked Sendable {
         case .push(let push):
             let identifier: SessionIdentifier
             switch push {
-            case .event(let session, _), .progress(let session, _), .backlogDelivered(let session, _), .invalidated(let session, _):
+            case .event(let session, _), .progress(let session, _), .backlogDelivered(let session, _), .invalidated(let session, _), .didResume(let session, _, _, _):
                 identifier = session
             }
             let subscriber = state.withLock { $0.subscribers[identifier] }

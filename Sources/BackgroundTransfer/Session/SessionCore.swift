@@ -157,9 +157,20 @@ final class SessionCore: @unchecked Sendable {
     }
 
     func cancel(_ task: URLSessionTask) {
-        guard task.state != .completed else { return }
+        _ = cancel(task, produceResumeData: false)
+    }
+
+    /// Cancels in the daemon; with `produceResumeData`, returns resume data when the download can be resumed (S6.1).
+    func cancel(_ task: URLSessionTask, produceResumeData: Bool) -> Data? {
+        guard task.state != .completed else { return nil }
         task.setState(.canceling)
-        perform(.cancelTask(session: identifier, task: task.taskIdentifier), on: task)
+        do {
+            let reply = try connection().request(.cancelTask(session: identifier, task: task.taskIdentifier, produceResumeData: produceResumeData))
+            if case .cancelled(let data) = reply { return data }
+        } catch {
+            log.error("session", "cancel failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier)
+        }
+        return nil
     }
 
     func setDescription(_ description: String?, of task: URLSessionTask) {
@@ -204,6 +215,14 @@ final class SessionCore: @unchecked Sendable {
                 guard let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate else { return }
                 self.onDelegateQueue { session in
                     delegate.urlSession(session, downloadTask: download, didWriteData: progress.bytesWritten, totalBytesWritten: progress.totalBytesWritten, totalBytesExpectedToWrite: progress.totalBytesExpectedToWrite)
+                }
+            }
+        case .didResume(_, let taskID, let offset, let expected):
+            guard let download = state.withLock({ $0.tasks[taskID] }) as? URLSessionDownloadTask else { return }
+            deliveryQueue.async {
+                guard let delegate = self.delegate as? URLSessionDownloadDelegate else { return }
+                self.onDelegateQueue { session in
+                    delegate.urlSession(session, downloadTask: download, didResumeAtOffset: offset, expectedTotalBytes: expected)
                 }
             }
         case .backlogDelivered:

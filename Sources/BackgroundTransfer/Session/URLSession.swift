@@ -123,6 +123,21 @@ open class URLSession: @unchecked Sendable {
         }
     }
 
+    /// A download that continues from resume data (S6.1); the delegate gets
+    /// `didResumeAtOffset:expectedTotalBytes:` when it starts. Foreign, corrupted or stale
+    /// (already used) resume data makes the task fail with a clear error when resumed.
+    open func downloadTask(withResumeData resumeData: Data) -> URLSessionDownloadTask {
+        let core = requireOpenCore()
+        let url = (try? ResumeData(decoding: resumeData))?.url ?? ""
+        let creation = TaskCreation(kind: .download, request: RequestRecord(url: url), resumeData: resumeData)
+        do {
+            guard let task = try core.createTask(creation) as? URLSessionDownloadTask else { preconditionFailure("daemon returned a task of another kind") }
+            return task
+        } catch {
+            preconditionFailure("the transfer daemon refused the task: \(error)")
+        }
+    }
+
     /// Refused in background sessions (S1.2).
     open func downloadTask(with url: URL, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) throws(BackgroundSessionMisuse) -> URLSessionDownloadTask {
         throw .completionHandlersUnsupported

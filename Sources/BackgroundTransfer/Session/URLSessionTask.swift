@@ -123,7 +123,20 @@ open class URLSessionTask: @unchecked Sendable {
 }
 
 /// A download task (Apple's `URLSessionDownloadTask`).
-open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {}
+open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {
+    /// Cancels the download; the handler gets resume data when the download can be resumed
+    /// (a GET whose server sent `ETag` or `Last-Modified` and accepts byte ranges), else nil
+    /// (S6.1). The delegate still gets `didCompleteWithError` with -999.
+    open func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
+        guard let core else {
+            completionHandler(nil)
+            return
+        }
+        DispatchQueue.global().async {
+            completionHandler(core.cancel(self, produceResumeData: true))
+        }
+    }
+}
 
 /// An upload task from a file (Apple's `URLSessionUploadTask`).
 open class URLSessionUploadTask: URLSessionTask, @unchecked Sendable {}

@@ -30,6 +30,8 @@ public struct TransferFailure: Error, Codable, Sendable, Equatable, CustomString
     public static let cannotConnectToHost = -1004
     public static let networkConnectionLost = -1005
     public static let fileDoesNotExist = -1100
+    public static let cannotDecodeContentData = -1016
+    public static let cannotOpenFile = -3001
     public static let backgroundSessionRequiresSharedContainer = -995
     public static let backgroundSessionInUseByAnotherProcess = -996
     public static let backgroundSessionWasDisconnected = -997

@@ -118,6 +118,9 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var pendingFailure: TransferFailure?
     public var retryCount: Int = 0
     public var lastError: String?
+    /// Made from resume data and not yet started: the first response is reported with
+    /// `didResumeAtOffset:expectedTotalBytes:`.
+    public var reportsResumeOffset: Bool = false
 
     public init(taskIdentifier: Int, kind: TaskKind, originalRequest: RequestRecord, createdAt: Date = Date()) {
         self.taskIdentifier = taskIdentifier

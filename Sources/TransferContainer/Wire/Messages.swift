@@ -27,14 +27,17 @@ public struct TaskCreation: Codable, Sendable {
     public var priority: Float
     public var earliestBeginDate: Date?
     public var uploadFile: String?
+    /// For `downloadTask(withResumeData:)`: the blob as the app handed it back.
+    public var resumeData: Data?
 
-    public init(kind: TaskKind, request: RequestRecord, taskDescription: String? = nil, priority: Float = 0.5, earliestBeginDate: Date? = nil, uploadFile: String? = nil) {
+    public init(kind: TaskKind, request: RequestRecord, taskDescription: String? = nil, priority: Float = 0.5, earliestBeginDate: Date? = nil, uploadFile: String? = nil, resumeData: Data? = nil) {
         self.kind = kind
         self.request = request
         self.taskDescription = taskDescription
         self.priority = priority
         self.earliestBeginDate = earliestBeginDate
         self.uploadFile = uploadFile
+        self.resumeData = resumeData
     }
 }
 
@@ -47,7 +50,9 @@ public enum DaemonRequest: Codable, Sendable {
     case createTask(session: SessionIdentifier, TaskCreation)
     case resumeTask(session: SessionIdentifier, task: Int)
     case suspendTask(session: SessionIdentifier, task: Int)
-    case cancelTask(session: SessionIdentifier, task: Int)
+    /// Cancels; with `produceResumeData`, answers `.cancelled` with resume data when the
+    /// download can be resumed (S6.1).
+    case cancelTask(session: SessionIdentifier, task: Int, produceResumeData: Bool)
     case setTaskDescription(session: SessionIdentifier, task: Int, description: String?)
     case getAllTasks(session: SessionIdentifier)
     /// Every event numbered up to `through` was handled; the daemon may forget it.
@@ -82,6 +87,7 @@ public enum DaemonReply: Codable, Sendable {
     case task(TaskRecord)
     case tasks([TaskRecord])
     case forceQuitDone(cancelledTasks: Int, terminatedProcesses: [Int32])
+    case cancelled(resumeData: Data?)
     case failure(TransferFailure)
 }
 
@@ -91,6 +97,9 @@ public enum DaemonPush: Codable, Sendable {
     case event(session: SessionIdentifier, EventRecord)
     /// Progress of a running task; not durable, rate-limited, only to an attached client (S7.3).
     case progress(session: SessionIdentifier, TaskProgress)
+    /// A download made from resume data started receiving: at `offset`, or 0 if the server
+    /// sent the whole body again (`didResumeAtOffset:expectedTotalBytes:`, S6.1).
+    case didResume(session: SessionIdentifier, taskIdentifier: Int, offset: Int64, expectedTotalBytes: Int64)
     /// Every event that was waiting when the session was opened has been sent (up to `through`).
     case backlogDelivered(session: SessionIdentifier, through: UInt64)
     /// The daemon finished invalidating the session.

@@ -36,6 +36,9 @@ final class DownloadTransfer {
     /// Called when the response head is known, before any body byte is written, so the
     /// validator is durable before bytes that depend on it (the engine persists the task).
     var onResponse: ((TaskRecord) -> Void)?
+    /// Called once, for a task made from resume data, with the offset the body continues at
+    /// (0 when the server sent the whole body again).
+    var onResumed: ((TaskRecord, Int64) -> Void)?
     /// Called every `checkpointInterval` bytes with the task's current counts.
     var onCheckpoint: ((TaskRecord) -> Void)?
     static let checkpointInterval: Int64 = 16 << 20
@@ -119,6 +122,7 @@ final class DownloadTransfer {
         }
         if resumeOffset > 0 {
             if head.statusCode == 206 && head.contentRangeStart == resumeOffset {
+                reportResume(at: resumeOffset)
                 return true // continues where we are
             }
             if head.statusCode == 206 {
@@ -136,7 +140,14 @@ final class DownloadTransfer {
             }
             task.countOfBytesReceived = 0
         }
+        reportResume(at: 0)
         return true
+    }
+
+    private func reportResume(at offset: Int64) {
+        guard task.reportsResumeOffset else { return }
+        task.reportsResumeOffset = false
+        onResumed?(task, offset)
     }
 
     /// Records the response in the task and lets the engine persist it.

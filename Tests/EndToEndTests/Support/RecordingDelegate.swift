@@ -8,6 +8,7 @@ final class RecordingDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
         case wroteData(task: Int, total: Int64, expected: Int64)
         case finishedDownloading(task: Int, existedDuringCall: Bool, size: Int64)
         case completed(task: Int, code: Int?, status: Int?)
+        case resumed(task: Int, offset: Int64, expected: Int64)
         case finishedEvents
         case invalid(code: Int?)
     }
@@ -16,6 +17,10 @@ final class RecordingDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
     private var recorded: [Call] = []
     /// Locations handed to didFinishDownloadingTo, to check they are gone afterwards.
     private(set) var locations: [URL] = []
+    /// The SHA-256 of each finished download, by task.
+    private(set) var digests: [Int: String] = [:]
+    /// The errors given to didCompleteWithError, by task.
+    private(set) var errors: [Int: Error] = [:]
 
     var calls: [Call] {
         condition.lock()
@@ -47,13 +52,24 @@ final class RecordingDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
 
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
         let size = ((try? FileManager.default.attributesOfItem(atPath: location.path)[.size]) as? NSNumber)?.int64Value ?? -1
+        let digest = (try? SHA256.hexDigest(ofFile: location.path)) ?? "unreadable"
         condition.lock()
         locations.append(location)
+        digests[downloadTask.taskIdentifier] = digest
         condition.unlock()
         record(.finishedDownloading(task: downloadTask.taskIdentifier, existedDuringCall: FileManager.default.fileExists(atPath: location.path), size: size))
     }
 
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {
+        record(.resumed(task: downloadTask.taskIdentifier, offset: fileOffset, expected: expectedTotalBytes))
+    }
+
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        if let error {
+            condition.lock()
+            errors[task.taskIdentifier] = error
+            condition.unlock()
+        }
         record(.completed(task: task.taskIdentifier, code: error.map { ($0 as NSError).code }, status: (task.response as? HTTPURLResponse)?.statusCode))
     }
 

@@ -1,0 +1,86 @@
+internal import Glibc
+import Foundation
+import TransferContainer
+
+/// Making and taking resume data (S6.1–S6.3): which downloads can be resumed, where their
+/// partial data waits meanwhile, and which partial files an app may hand back.
+extension TransferDaemon {
+    /// Whether a stopped download can be resumed later: a GET whose server sent a strong
+    /// validator and accepts byte ranges, with bytes on disk (S6.1).
+    func isResumable(_ task: TaskRecord, partial: String) -> Bool {
+        guard task.kind == .download, task.originalRequest.httpMethod.uppercased() == "GET",
+              task.validator?.ifRangeValue != nil,
+              let ranges = task.response?.header("Accept-Ranges"), ranges.lowercased().contains("bytes"),
+              let size = try? FileManager.default.attributesOfItem(atPath: partial)[.size] as? NSNumber, size.int64Value > 0 else { return false }
+        return true
+    }
+
+    /// Sets a stopped download's partial data aside and describes it as resume data; nil when
+    /// it cannot be resumed. The caller ends the task.
+    func makeResumeData(for task: TaskRecord, in session: DaemonSession) -> Data? {
+        let partial = partialPath(for: task, in: session)
+        guard isResumable(task, partial: partial), let validator = task.validator else { return nil }
+        let kept = session.downloadsDirectory.appendingPathComponent("resume-\(UUID().uuidString).partial").path
+        guard rename(partial, kept) == 0 else {
+            log.error("resume", "cannot keep partial data for resume data: \(Errno.current("rename", path: partial))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            return nil
+        }
+        let bytes = ((try? FileManager.default.attributesOfItem(atPath: kept)[.size]) as? NSNumber)?.int64Value ?? 0
+        let data = ResumeData(url: task.originalRequest.url, bytesReceived: bytes, expectedTotalBytes: task.countOfBytesExpectedToReceive,
+                              entityTag: validator.entityTag, lastModified: validator.lastModified, partialFile: kept, requestHeaders: task.originalRequest.headers)
+        log.info("resume", "resume data made at \(bytes) bytes", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        return data.encoded()
+    }
+
+    /// Takes resume data for a new task: checks it, and moves its partial file to the task's.
+    /// Returns the task's starting state or the reason the task will fail.
+    func adoptResumeData(_ blob: Data, into task: inout TaskRecord, in session: DaemonSession, for identity: AppIdentity) -> TransferFailure? {
+        let resume: ResumeData
+        do { resume = try ResumeData(decoding: blob) } catch {
+            return TransferFailure(code: TransferFailure.cannotDecodeContentData, message: error.description)
+        }
+        task.originalRequest = RequestRecord(url: resume.url, httpMethod: "GET", headers: resume.requestHeaders)
+        guard let source = allowedPartialFile(resume.partialFile, for: identity) else {
+            return TransferFailure(code: TransferFailure.cannotDecodeContentData, message: ResumeDataError.foreign("its partial file \(resume.partialFile) is not in a container \(identity.bundleIdentifier) may use").description, subject: resume.partialFile)
+        }
+        var st = stat()
+        guard lstat(source, &st) == 0 else {
+            return TransferFailure(code: TransferFailure.cannotOpenFile, message: ResumeDataError.stale("its partial data is gone (resume data is single-use)").description, subject: resume.partialFile)
+        }
+        guard st.st_mode & S_IFMT == S_IFREG, Int64(st.st_size) >= resume.bytesReceived else {
+            return TransferFailure(code: TransferFailure.cannotOpenFile, message: ResumeDataError.stale("its partial file holds \(st.st_size) bytes, not the \(resume.bytesReceived) it describes").description, subject: resume.partialFile)
+        }
+        let destination = partialPath(for: task, in: session)
+        do { try DurableFile.makeDirectory(session.downloadsDirectory.path) } catch {
+            return TransferFailure(code: TransferFailure.cannotCreateFile, message: "\(error)", subject: session.downloadsDirectory.path)
+        }
+        guard rename(source, destination) == 0 else {
+            return TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot take the partial data: \(Errno.current("rename", path: source))", subject: source)
+        }
+        truncate(destination, off_t(resume.bytesReceived))
+        task.validator = resume.validator
+        task.countOfBytesReceived = resume.bytesReceived
+        task.countOfBytesExpectedToReceive = resume.expectedTotalBytes
+        task.reportsResumeOffset = true
+        return nil
+    }
+
+    /// The real path of a partial file if it lies where the app may read: its app groups,
+    /// its own private container, or (for a containing app) those of its extensions.
+    private func allowedPartialFile(_ path: String, for identity: AppIdentity) -> String? {
+        guard path.hasPrefix("/"), let resolvedDirectory = realpath((path as NSString).deletingLastPathComponent, nil) else { return nil }
+        defer { free(resolvedDirectory) }
+        let real = String(cString: resolvedDirectory) + "/" + (path as NSString).lastPathComponent
+        var roots = identity.appGroups.map { layout.appGroup($0).path }
+        roots.append(layout.privateContainer(identity.bundleIdentifier).path)
+        if identity.kind == .app {
+            roots += registry.apps.values.filter { $0.identity.containingApp == identity.bundleIdentifier }.map { layout.privateContainer($0.identity.bundleIdentifier).path }
+        }
+        let resolvedRoots = roots.compactMap { root -> String? in
+            guard let resolved = realpath(root, nil) else { return nil }
+            defer { free(resolved) }
+            return String(cString: resolved)
+        }
+        return resolvedRoots.contains { real.hasPrefix($0 + "/") } ? real : nil
+    }
+}

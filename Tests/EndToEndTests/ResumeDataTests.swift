@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+import BackgroundTransfer
+import LoopbackServer
+
+/// cancel(byProducingResumeData:) and downloadTask(withResumeData:) (S6.1–S6.3).
+extension InProcess {
+@Suite(.serialized, .timeLimit(.minutes(2)))
+final class ResumeDataTests {
+    let container: TestContainer
+    let server: LoopbackServer
+
+    init() throws {
+        container = try TestContainer()
+        server = try LoopbackServer()
+        _ = try DaemonUnderTest.start(container)
+        AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true)
+    }
+
+    deinit {
+        server.stop()
+        container.tearDown()
+    }
+
+    func session(_ identifier: String, delegate: RecordingDelegate) -> URLSession {
+        let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
+        configuration.sharedContainerIdentifier = InProcess.group.rawValue
+        configuration.sessionSendsLaunchEvents = false
+        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+
+    /// Cancels a throttled download part-way and returns its resume data.
+    func cancelPartWay(_ task: URLSessionDownloadTask, after bytes: Int64) -> Data? {
+        let deadline = Date().addingTimeInterval(20)
+        while task.countOfBytesReceived < bytes && Date() < deadline { usleep(20_000) }
+        let done = DispatchSemaphore(value: 0)
+        let box = Locked<Data?>(nil)
+        task.cancel { data in
+            box.withLock { $0 = data }
+            done.signal()
+        }
+        _ = done.wait(timeout: .now() + 10)
+        return box.withLock { $0 }
+    }
+
+    @Test("Resume data continues from the bytes on disk with Range/If-Range and didResumeAtOffset; it is single-use")
+    func resumeDataRoundTrip() throws {
+        let payload = testPayload(size: 3 << 20, seed: 31)
+        var slow = RouteOptions()
+        slow.bytesPerSecond = 2 << 20
+        server.serve("/resumable.bin", data: payload, options: slow)
+        let delegate = RecordingDelegate()
+        let session = session("resume", delegate: delegate)
+        let first = session.downloadTask(with: server.url(for: "/resumable.bin"))
+        first.resume()
+        let data = try #require(cancelPartWay(first, after: 512 << 10), "a resumable download gives resume data")
+        #expect(delegate.wait { if case .completed(first.taskIdentifier, -999, _) = $0 { return true } else { return false } })
+        let inError = (delegate.errors[first.taskIdentifier] as NSError?)?.userInfo[NSURLSessionDownloadTaskResumeData] as? Data
+        #expect(inError == data, "the -999 error carries the same resume data")
+        let plist = try PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any]
+        #expect(plist?["NSURLSessionDownloadURL"] as? String == server.url(for: "/resumable.bin").absoluteString, "Apple's keys")
+        let offset = (plist?["NSURLSessionResumeBytesReceived"] as? NSNumber)?.int64Value ?? -1
+        #expect(offset > 0)
+
+        server.serve("/resumable.bin", data: payload) // full speed now
+        let second = session.downloadTask(withResumeData: data)
+        second.resume()
+        #expect(delegate.wait { if case .completed(second.taskIdentifier, nil, 206) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(delegate.calls.contains(.resumed(task: second.taskIdentifier, offset: offset, expected: Int64(payload.count))), "\(delegate.calls)")
+        #expect(delegate.digests[second.taskIdentifier] == SHA256.hexDigest(of: payload))
+        let last = try #require(server.requests.last { $0.path == "/resumable.bin" })
+        #expect(last.header("Range") == "bytes=\(offset)-")
+        #expect(last.header("If-Range") != nil)
+
+        // Used once: the same blob again is stale.
+        let again = session.downloadTask(withResumeData: data)
+        again.resume()
+        #expect(delegate.wait { if case .completed(again.taskIdentifier, -3001, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(delegate.errors[again.taskIdentifier]?.localizedDescription.contains("stale resume data") == true)
+        session.invalidateAndCancel()
+    }
+
+    @Test("Corrupted and foreign resume data are refused with a clear error", arguments: [
+        ("corrupted", Data("not a plist at all".utf8)),
+        ("foreign", try! PropertyListSerialization.data(fromPropertyList: ["NSURLSessionDownloadURL": "http://127.0.0.1/x", "NSURLSessionResumeInfoVersion": 2], format: .xml, options: 0)),
+    ])
+    func badResumeData(_ kind: String, _ blob: Data) throws {
+        let delegate = RecordingDelegate()
+        let session = session("bad-\(kind)", delegate: delegate)
+        let task = session.downloadTask(withResumeData: blob)
+        task.resume()
+        #expect(delegate.wait { if case .completed(task.taskIdentifier, -1016, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(delegate.errors[task.taskIdentifier]?.localizedDescription.contains("\(kind) resume data") == true, "\(String(describing: delegate.errors[task.taskIdentifier]))")
+        #expect(server.requests.isEmpty || !server.requests.contains { $0.path == "/x" })
+        session.invalidateAndCancel()
+    }
+
+    @Test("No resume data from a server that does not accept ranges")
+    func noResumeDataWithoutRanges() throws {
+        var options = RouteOptions()
+        options.acceptsRanges = false
+        options.bytesPerSecond = 1 << 20
+        server.serve("/noranges", data: testPayload(size: 2 << 20), options: options)
+        let delegate = RecordingDelegate()
+        let session = session("noranges", delegate: delegate)
+        let task = session.downloadTask(with: server.url(for: "/noranges"))
+        task.resume()
+        #expect(cancelPartWay(task, after: 256 << 10) == nil)
+        session.invalidateAndCancel()
+    }
+}
+}
