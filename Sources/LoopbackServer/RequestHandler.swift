@@ -37,7 +37,15 @@ struct RequestHandler {
             plan.head.add("Allow", "GET, HEAD")
             return plan
         }
-        let options = route.options
+        var options = route.options
+        switch options.faults?.draw() ?? .none {
+        case .none: break
+        case .unavailable(let seconds):
+            options.status = 503
+            options.retryAfter = seconds
+        case .drop(let fraction):
+            if let size = route.open()?.size { options.dropAfterBytes = Int64(Double(size) * fraction) }
+        }
         if let destination = options.redirectTo {
             var plan = ResponsePlan.text(302)
             let absolute = destination.contains("://") ? destination : core.url(for: destination).absoluteString

@@ -39,6 +39,8 @@ public struct RouteOptions: Sendable {
     /// Answer 302 with `Location` set to this path (or absolute URL).
     public var redirectTo: String?
     public var contentType: String
+    /// Random faults (503s and cut-off bodies) from a seeded generator.
+    public var faults: FaultInjector?
 
     public init(etag: String? = nil,
                 validators: Validators = .etagAndLastModified,
