@@ -37,6 +37,8 @@ final class SessionCore: @unchecked Sendable {
         var finishEventsDelivered = false
         var invalidated = false
         var invalidating = false
+        /// An event whose delivery a previous holder did not finish, and the call it was in.
+        var interrupted: (number: UInt64, phase: DeliveryPhase)?
     }
 
     private let state = Locked(State())
@@ -45,10 +47,20 @@ final class SessionCore: @unchecked Sendable {
     private var backlogHandled = false
 
     /// `Sessions/<family>/<identifier>/delivered.json`: which events the delegate has seen,
-    /// so that a process killed before acknowledging never shows one twice (S3.4).
+    /// so that a process killed before acknowledging never shows one twice (S3.4). Written
+    /// before each delegate call too (`inProgress`, `phase`): a process killed inside a
+    /// delegate call must not repeat that call when the event is replayed.
     private struct DeliveryRecord: Codable {
         var version = 1
         var deliveredThrough: UInt64
+        /// The event being handed to the delegate, and which call was under way.
+        var inProgress: UInt64?
+        var phase: DeliveryPhase?
+    }
+
+    private enum DeliveryPhase: String, Codable {
+        case finishingDownload
+        case completing
     }
 
     private var deliveryRecordPath: String {
@@ -73,10 +85,11 @@ final class SessionCore: @unchecked Sendable {
         self.layout = environment.layout
         self.family = environment.identity.family
         self.log = environment.log
-        let delivered = (try? RecordCoding.read(DeliveryRecord.self, from: deliveryRecordPath))?.deliveredThrough ?? 0
+        let record = try? RecordCoding.read(DeliveryRecord.self, from: deliveryRecordPath)
         let launchedForEvents = BackgroundLaunch.isLaunched(for: identifier)
         state.withLock {
-            $0.deliveredThrough = delivered
+            $0.deliveredThrough = record?.deliveredThrough ?? 0
+            if let number = record?.inProgress, let phase = record?.phase { $0.interrupted = (number, phase) }
             $0.acknowledgesOnCompletionHandler = launchedForEvents
         }
     }
@@ -234,9 +247,9 @@ final class SessionCore: @unchecked Sendable {
 
     /// Hands one event to the delegate, unless it already saw it (S3.4), then records and acknowledges it.
     private func deliver(_ event: EventRecord) {
-        let (alreadySeen, _) = state.withLock { state -> (Bool, Void) in
+        let alreadySeen = state.withLock { state -> Bool in
             state.receivedThrough = max(state.receivedThrough, event.number)
-            return (event.number <= state.deliveredThrough, ())
+            return event.number <= state.deliveredThrough
         }
         if alreadySeen {
             log.info("delivery", "event \(event.number) already delivered; not shown again", session: identifier.rawValue, task: event.task.taskIdentifier)
@@ -245,33 +258,54 @@ final class SessionCore: @unchecked Sendable {
             task.update(event.task)
             let error = event.error.map { $0.urlError(failingURL: event.task.originalRequest.url) }
             task.finish(with: error)
-            state.withLock { _ = $0.tasks.removeValue(forKey: event.task.taskIdentifier) }
+            let interruptedPhase = state.withLock { state -> DeliveryPhase? in
+                state.tasks.removeValue(forKey: event.task.taskIdentifier)
+                return state.interrupted?.number == event.number ? state.interrupted?.phase : nil
+            }
+            if interruptedPhase != nil {
+                log.notice("delivery", "event \(event.number) was interrupted in \(interruptedPhase!.rawValue) by the death of its last holder; not repeating what may have run", session: identifier.rawValue, task: task.taskIdentifier)
+            }
 
             if let path = event.downloadedFile, event.error == nil, let download = task as? URLSessionDownloadTask {
-                if FileManager.default.fileExists(atPath: path) {
+                let exists = FileManager.default.fileExists(atPath: path)
+                // A previous holder that died in didFinishDownloadingTo and took the file: done.
+                if exists && interruptedPhase != .completing {
                     if let delegate = delegate as? URLSessionDownloadDelegate {
+                        markDelivery(of: event.number, phase: .finishingDownload)
                         onDelegateQueue { session in
                             delegate.urlSession(session, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: path))
                         }
                     }
                     // The file exists only during the call (S3.3).
                     try? FileManager.default.removeItem(atPath: path)
-                } else {
+                } else if !exists && interruptedPhase == nil {
                     log.error("delivery", "downloaded file \(path) is gone; didFinishDownloadingTo skipped", session: identifier.rawValue, task: task.taskIdentifier)
                 }
             }
-            if let delegate = delegate as? URLSessionTaskDelegate {
+            if interruptedPhase != .completing, let delegate = delegate as? URLSessionTaskDelegate {
+                markDelivery(of: event.number, phase: .completing)
                 onDelegateQueue { session in delegate.urlSession(session, task: task, didCompleteWithError: error) }
             }
             state.withLock { $0.deliveredThrough = event.number }
             do {
-                try RecordCoding.write(DeliveryRecord(deliveredThrough: event.number), to: deliveryRecordPath, syncDirectory: false)
+                try RecordCoding.write(DeliveryRecord(deliveredThrough: event.number), to: deliveryRecordPath, syncDirectory: false, sync: false)
             } catch {
                 log.error("delivery", "cannot record delivery of event \(event.number): \(error)", session: identifier.rawValue)
             }
         }
         if !state.withLock({ $0.acknowledgesOnCompletionHandler }) {
             acknowledge(through: event.number)
+        }
+    }
+
+    /// Records, before a delegate call, which event and call are under way (atomic; it must
+    /// survive this process's death, not a power cut).
+    private func markDelivery(of number: UInt64, phase: DeliveryPhase) {
+        let delivered = state.withLock { $0.deliveredThrough }
+        do {
+            try RecordCoding.write(DeliveryRecord(deliveredThrough: delivered, inProgress: number, phase: phase), to: deliveryRecordPath, syncDirectory: false, sync: false)
+        } catch {
+            log.error("delivery", "cannot record delivery of event \(number): \(error)", session: identifier.rawValue)
         }
     }
 

@@ -8,15 +8,16 @@ import Foundation
 /// After `write` returns, the new contents survive a `SIGKILL` or a power cut; before it
 /// returns, readers see the old contents or none, never a torn file. Stateless.
 public enum DurableFile {
-    /// Replaces `path` with `data` atomically and durably (mode 0600).
-    public static func write(_ data: Data, to path: String, syncDirectory: Bool = true) throws(Errno) {
+    /// Replaces `path` with `data` atomically and durably (mode 0600). With `sync` false the
+    /// replacement is still atomic and survives the writer's death, but not a power cut.
+    public static func write(_ data: Data, to path: String, syncDirectory: Bool = true, sync: Bool = true) throws(Errno) {
         let directory = (path as NSString).deletingLastPathComponent
         // Unique per write: two threads writing the same record must not share a temporary file.
         let temporary = "\(directory)/.\((path as NSString).lastPathComponent).\(getpid()).\(UUID().uuidString.prefix(8)).tmp"
         let fd = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
         do {
             try fd.writeAll(data)
-            try fd.sync()
+            if sync { try fd.sync() }
         } catch {
             fd.close()
             unlink(temporary)
@@ -28,7 +29,7 @@ public enum DurableFile {
             unlink(temporary)
             throw error
         }
-        if syncDirectory { try Self.syncDirectory(directory) }
+        if syncDirectory && sync { try Self.syncDirectory(directory) }
     }
 
     /// Makes a rename or unlink inside `directory` durable.
@@ -75,8 +76,8 @@ public enum RecordCoding {
     }
 
     /// Writes a record durably as JSON.
-    public static func write<T: Encodable>(_ value: T, to path: String, syncDirectory: Bool = true) throws {
-        try DurableFile.write(encoder().encode(value), to: path, syncDirectory: syncDirectory)
+    public static func write<T: Encodable>(_ value: T, to path: String, syncDirectory: Bool = true, sync: Bool = true) throws {
+        try DurableFile.write(encoder().encode(value), to: path, syncDirectory: syncDirectory, sync: sync)
     }
 
     /// Reads a record; throws `RecordError` naming the path when it is missing, truncated or corrupt.
