@@ -1,0 +1,170 @@
+import Foundation
+import Testing
+import LoopbackServer
+import TransferContainer
+
+/// Everything dies at random moments while 30 downloads run against a faulty server; at
+/// the end every file is delivered whole, each completion reached a delegate exactly once,
+/// and nothing temporary is left behind. Replay a failing run with BGTRANSFER_CHAOS_SEED.
+@Suite(.timeLimit(.minutes(3)))
+struct ChaosTests {
+    struct Download {
+        var path: String
+        var payload: Data
+        var executable: Executable
+    }
+
+    @Test("30 downloads, random 503s and dropped connections, at least 15 SIGKILLs of transferd, host-app and extensions")
+    func chaos() throws {
+        let seed = ProcessInfo.processInfo.environment["BGTRANSFER_CHAOS_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64.max)
+        print("chaos seed \(seed) (replay with BGTRANSFER_CHAOS_SEED=\(seed))")
+        var random = SeededRandom(seed: seed)
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let faults = FaultInjector(seed: seed, unavailable: 0.08, drop: 0.12)
+
+        // Mixed sizes: mostly small, some of several MiB, two of tens of MiB.
+        var downloads: [Download] = []
+        let executables: [Executable] = [.fetchExtension, .shareExtension, .hostApp]
+        for index in 0..<30 {
+            let size = index < 2 ? (20 << 20) + index * 4096 : index < 10 ? (2 << 20) + index * 65_536 : 64 << 10 + index * 9_999
+            let payload = testPayload(size: size, seed: seed &+ UInt64(index))
+            var options = RouteOptions()
+            options.bytesPerSecond = 6 << 20
+            options.faults = faults
+            let path = "/chaos/file-\(index).bin"
+            server.serve(path, data: payload, options: options)
+            downloads.append(Download(path: path, payload: payload, executable: executables[index % 3]))
+        }
+
+        _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.05"])
+        var kills: [String: Int] = [:]
+        var next = 0
+        let chaosEnds = Date().addingTimeInterval(45)
+
+        func ensureDaemon() throws {
+            if !FileLock.isHeld(container.layout.daemonLock.path) { _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.05"]) }
+        }
+
+        while Date() < chaosEnds && (next < downloads.count || kills.values.reduce(0, +) < 15) {
+            try ensureDaemon()
+            // Start one or two downloads from their processes; some extensions die right after.
+            for _ in 0..<2 where next < downloads.count {
+                let download = downloads[next]
+                let url = server.url(for: download.path).absoluteString
+                if random.chance(0.3) && download.executable.name != "host-app" {
+                    let process = try download.executable.start(["download", url, "--wait"], in: container)
+                    if container.waitForLog(timeout: 10, { $0.pid == process.pid && $0.message.hasPrefix("started download task") }) != nil {
+                        process.kill()
+                        kills["extension", default: 0] += 1
+                    }
+                    _ = process.wait(timeout: 10)
+                } else {
+                    // The user may have the app open with this session right now (-996): try again.
+                    var outcome = try download.executable.run(["download", url], in: container)
+                    for _ in 0..<50 where outcome.status == 2 && outcome.stderr.contains("(-996)") {
+                        usleep(100_000)
+                        outcome = try download.executable.run(["download", url], in: container)
+                    }
+                    try #require(outcome.status == 0, "\(download.executable.name) download failed: \(outcome.stderr)")
+                }
+                next += 1
+            }
+            usleep(UInt32(random.next(below: 1_200_000)) + 300_000)
+            switch random.next(below: 3) {
+            case 1:
+                // The user opens the app, and it dies while taking its events.
+                let host = try Executable.hostApp.start([], in: container)
+                usleep(UInt32(random.next(below: 80_000)))
+                host.kill()
+                _ = host.wait(timeout: 10)
+                kills["host-app", default: 0] += 1
+            case 0:
+                if let pid = FileLock.holderPID(container.layout.daemonLock.path), FileLock.isHeld(container.layout.daemonLock.path) {
+                    kill(pid, SIGKILL)
+                    _ = waitUntil(timeout: 5) { !FileLock.isHeld(container.layout.daemonLock.path) }
+                    kills["transferd", default: 0] += 1
+                }
+            default:
+                let hosts = launchedHosts(container).filter { ProcessSpawner.isAlive($0) }
+                if let pid = hosts.randomElement(using: &random) {
+                    kill(pid, SIGKILL)
+                    kills["host-app", default: 0] += 1
+                }
+            }
+        }
+        try ensureDaemon()
+        try #require(next == downloads.count, "all downloads were started")
+
+        // The user opens the app now and then until everything is delivered.
+        let deadline = Date().addingTimeInterval(100)
+        var missing = downloads
+        while Date() < deadline {
+            missing = downloads.filter { download in
+                let file = container.downloads.appendingPathComponent((download.path as NSString).lastPathComponent)
+                return (try? SHA256.hexDigest(ofFile: file.path)) != SHA256.hexDigest(of: download.payload)
+            }
+            if missing.isEmpty && pendingEvents(container) == 0 { break }
+            try ensureDaemon()
+            _ = try Executable.hostApp.run([], in: container, timeout: 60)
+            usleep(500_000)
+        }
+        let counts = faults.counts
+        // Any process holding a session may take its events: the host, or an extension still running.
+        let completions = container.logEntries(category: "delegate").filter { $0.message.hasPrefix("didCompleteWithError") }
+        let retries = container.logEntries(process: "transferd", category: "transfers").filter { $0.message.contains("; retry ") }.count
+        print("chaos seed \(seed): kills \(kills) (\(kills.values.reduce(0, +)) in all), faults: \(counts.unavailable) × 503, \(counts.dropped) dropped connections, \(retries) retries; bytes served \(server.bytesSent), delivered \(downloads.reduce(0) { $0 + $1.payload.count })")
+
+        #expect(missing.isEmpty, "not delivered whole: \(missing.map(\.path)) (seed \(seed))")
+        #expect(kills.values.reduce(0, +) >= 15, "\(kills)")
+        #expect(pendingEvents(container) == 0, "every event acknowledged")
+        // Exactly once per task and session.
+        var seen: [String: Int] = [:]
+        for entry in completions {
+            let task = entry.message.split(separator: " ").dropFirst(2).first.map(String.init) ?? "?"
+            seen["\(entry.session ?? "?")#\(task)", default: 0] += 1
+        }
+        let duplicates = seen.filter { $0.value > 1 }
+        if !duplicates.isEmpty {
+            print("chaos seed \(seed): completions seen more than once: \(duplicates)")
+            for entry in completions where duplicates.keys.contains(where: { $0.hasPrefix(entry.session ?? "") && entry.message.contains("task \($0.split(separator: "#").last ?? "")") }) {
+                print("  \(ISO8601Format.string(from: entry.time)) \(entry.process)[\(entry.pid)] \(entry.session ?? "") \(entry.message)")
+            }
+        }
+        #expect(duplicates.isEmpty, "completions seen more than once: \(duplicates) (seed \(seed))")
+        #expect(seen.count == downloads.count, "one completion per download: \(seen.count) (seed \(seed))")
+        // Nothing temporary left in the caches.
+        let caches = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer")
+        let leftovers = (FileManager.default.enumerator(atPath: caches.path)?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".partial") || $0.hasSuffix(".response") || $0.hasSuffix(".tmp") }
+        #expect(leftovers.isEmpty, "left behind: \(leftovers)")
+    }
+
+    private func launchedHosts(_ container: TestContainer) -> [Int32] {
+        container.logEntries(process: "transferd", category: "relaunch").compactMap { entry in
+            guard entry.message.hasPrefix("launched "), let range = entry.message.range(of: #"\(pid (\d+)\)"#, options: .regularExpression) else { return nil }
+            return Int32(entry.message[range].dropFirst(5).dropLast())
+        }
+    }
+
+    private func pendingEvents(_ container: TestContainer) -> Int {
+        ["com.example.host.background", "com.example.host.fetch.background", "com.example.host.share.background"].reduce(0) { $0 + container.pendingEventFiles($1).count }
+    }
+}
+
+/// A seeded generator (xorshift64*), so a chaos run can be replayed.
+struct SeededRandom: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed == 0 ? 0x9E3779B97F4A7C15 : seed }
+
+    mutating func next() -> UInt64 {
+        state ^= state >> 12
+        state ^= state << 25
+        state ^= state >> 27
+        return state &* 2685821657736338717
+    }
+
+    mutating func next(below bound: UInt64) -> UInt64 { next() % bound }
+    mutating func chance(_ probability: Double) -> Bool { Double(next() >> 11) / Double(1 << 53) < probability }
+}
