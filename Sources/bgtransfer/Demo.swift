@@ -7,9 +7,21 @@ import TransferContainer
 struct Demo {
     let layout: ContainerLayout
     let start = Date()
+    private let log: TransferLog
+
+    init(layout: ContainerLayout) {
+        self.layout = layout
+        self.log = TransferLog(layout: layout, process: "bgtransfer", subsystem: "com.example.bgtransfer")
+    }
     static let payloadSize = 8 << 20
     static let fileName = "demo-payload.bin"
     static let fetchSession = "com.example.host.fetch.background"
+
+    /// The demo's own steps go into the container's log, so that one timeline, in time
+    /// order, is printed from the log for every process.
+    func step(_ text: String) {
+        log.notice("demo", text)
+    }
 
     func say(_ process: String, _ pid: Int32, _ text: String, at time: Date = Date()) {
         let offset = String(format: "%7.3f s", time.timeIntervalSince(start))
@@ -41,10 +53,10 @@ struct Demo {
         options.bytesPerSecond = 16 << 20
         server.serve("/files/\(Self.fileName)", data: payload, options: options)
         let url = server.url(for: "/files/\(Self.fileName)")
-        say("bgtransfer", me, "loopback server on \(server.baseURL.absoluteString) serves \(Tool.bytes(Int64(payload.count))) (sha256 \(digest.prefix(16))…)")
+        var follower = LogFollower(layout: layout)
+        step("loopback server on \(server.baseURL.absoluteString) serves \(Tool.bytes(Int64(payload.count))) (sha256 \(digest.prefix(16))…)")
 
         // 2. The extension starts the download and exits at once; the rest is read from the log.
-        var follower = LogFollower(layout: layout)
         let fetch = Tool.executablesDirectory + "/fetch-extension"
         let process = Process()
         process.executableURL = URL(fileURLWithPath: fetch)
@@ -55,17 +67,17 @@ struct Demo {
             say("bgtransfer", me, "cannot run \(fetch): \(error) (build with `swift build` first)")
             return 1
         }
-        say("bgtransfer", me, "ran fetch-extension download \(url.absoluteString) (pid \(process.processIdentifier))")
+        step("ran fetch-extension download \(url.absoluteString) (pid \(process.processIdentifier))")
         process.waitUntilExit()
         let taskLine = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        say("bgtransfer", me, "fetch-extension exited with status \(process.terminationStatus), having printed task identifier \(taskLine)")
+        step("fetch-extension exited with status \(process.terminationStatus), having printed task identifier \(taskLine)")
         guard process.terminationStatus == 0 else { return 1 }
 
         // 3. Follow the timeline until the relaunched host has called its completion handler.
         let deadline = Date().addingTimeInterval(60)
         var acknowledged = false
         while Date() < deadline && !acknowledged {
-            for entry in follower.next() where entry.level >= .notice {
+            for entry in follower.next().sorted(by: { $0.time < $1.time }) where entry.level >= .notice {
                 say(entry.process, entry.pid, entry.message, at: entry.time)
                 if entry.process == "host-app" && entry.message.hasPrefix("completion handler called") && entry.session == Self.fetchSession {
                     acknowledged = true
