@@ -26,6 +26,8 @@ struct SignalPipe {
             }
         }
         signal(SIGPIPE, SIG_IGN)
+        // A file-size limit (a full quota) must fail the write, not kill the daemon.
+        signal(SIGXFSZ, SIG_IGN)
     }
 
     /// Empties the pipe; returns whether a signal arrived.

@@ -5,8 +5,14 @@ import TransferContainer
 struct DaemonUnderTest {
     let process: RunningProcess
 
-    static func start(_ container: TestContainer, extraArguments: [String] = ["--relaunch-delay", "0.1"], environment: [String: String] = [:]) throws -> DaemonUnderTest {
-        let process = try Executable.transferd.start(["--quiet"] + extraArguments, in: container, environment: environment)
+    /// - Parameter fileSizeLimit: run under `prlimit --fsize` (writes past it fail: a full disk).
+    static func start(_ container: TestContainer, extraArguments: [String] = ["--relaunch-delay", "0.1"], environment: [String: String] = [:], fileSizeLimit: Int? = nil) throws -> DaemonUnderTest {
+        let process: RunningProcess
+        if let limit = fileSizeLimit {
+            process = try Executable(name: "prlimit", path: "/usr/bin/prlimit").start(["--fsize=\(limit)", Executable.transferd.path, "--container", container.root, "--quiet"] + extraArguments, in: container, environment: environment, passContainer: false)
+        } else {
+            process = try Executable.transferd.start(["--quiet"] + extraArguments, in: container, environment: environment)
+        }
         let deadline = Date().addingTimeInterval(20)
         while Date() < deadline {
             if let fd = try? UnixSocket.connect(to: container.layout.daemonSocket.path) {

@@ -4,6 +4,12 @@ import TransferContainer
 /// A built executable of this package, run as a real process.
 struct Executable {
     let name: String
+    private let explicitPath: String?
+
+    init(name: String, path: String? = nil) {
+        self.name = name
+        self.explicitPath = path
+    }
 
     static let transferd = Executable(name: "transferd")
     static let hostApp = Executable(name: "host-app")
@@ -13,16 +19,17 @@ struct Executable {
 
     /// Beside the test bundle: SwiftPM builds every product into one folder.
     var path: String {
+        if let explicitPath { return explicitPath }
         let directory = (ProcessSpawner.currentExecutable as NSString).deletingLastPathComponent
         return (directory as NSString).appendingPathComponent(name)
     }
 
     /// Starts the executable on `container`, with output captured to files.
-    func start(_ arguments: [String], in container: TestContainer, environment: [String: String] = [:]) throws -> RunningProcess {
+    func start(_ arguments: [String], in container: TestContainer, environment: [String: String] = [:], passContainer: Bool = true) throws -> RunningProcess {
         let process = Process()
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = ["--container", container.root] + arguments
+        process.arguments = (passContainer ? ["--container", container.root] : []) + arguments
         let id = UUID().uuidString.prefix(8)
         let stdout = container.parent.appendingPathComponent("\(name)-\(id).out")
         let stderr = container.parent.appendingPathComponent("\(name)-\(id).err")
