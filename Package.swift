@@ -42,6 +42,9 @@ let package = Package(
         // The developer tool; it depends on the other executables so that `swift run bgtransfer demo` builds them.
         .executableTarget(name: "bgtransfer", dependencies: ["TransferContainer", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
+        // Benchmarks against curl and kill-recovery figures: `swift run -c release transfer-bench`.
+        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
+
         .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "StandInSupport"]),
         .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer"]),
         .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "LoopbackServer"]),
