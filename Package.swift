@@ -29,7 +29,8 @@ let package = Package(
         // libcurl transport, relauncher.
         .target(name: "TransferEngine", dependencies: ["TransferContainer", "CCurl"]),
         // The client API with Apple's names (URLSession, URLSessionConfiguration, delegates).
-        .target(name: "BackgroundTransfer", dependencies: ["TransferContainer"]),
+        // Default (foreground) sessions run the engine's transfers in-process.
+        .target(name: "BackgroundTransfer", dependencies: ["TransferContainer", "TransferEngine"]),
         // A small HTTP/1.1 server on POSIX sockets for tests, the demo and the benchmark.
         .target(name: "LoopbackServer"),
         // What the stand-in app and extensions share: identities, command lines, Downloads/.

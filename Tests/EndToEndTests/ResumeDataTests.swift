@@ -110,3 +110,81 @@ final class ResumeDataTests {
     }
 }
 }
+
+/// From the foreground to the background without losing bytes (issue "crash-proof").
+extension InProcess {
+@Suite(.serialized, .timeLimit(.minutes(2)))
+final class HandoverTests {
+    let container: TestContainer
+    let server: LoopbackServer
+
+    init() throws {
+        container = try TestContainer()
+        server = try LoopbackServer()
+        _ = try DaemonUnderTest.start(container)
+        AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true)
+    }
+
+    deinit {
+        server.stop()
+        container.tearDown()
+    }
+
+    @Test("A default session downloads in-process with the same delegate calls")
+    func foregroundDownload() throws {
+        let payload = testPayload(size: 1 << 20, seed: 61)
+        server.serve("/fg.bin", data: payload)
+        let delegate = RecordingDelegate()
+        let session = URLSession(configuration: .default, delegate: delegate, delegateQueue: nil)
+        let task = session.downloadTask(with: server.url(for: "/fg.bin"))
+        #expect(task.state == .suspended)
+        task.resume()
+        #expect(delegate.wait { $0 == .completed(task: task.taskIdentifier, code: nil, status: 200) }, "\(delegate.calls)")
+        #expect(delegate.digests[task.taskIdentifier] == SHA256.hexDigest(of: payload))
+        #expect(delegate.locations.allSatisfy { !FileManager.default.fileExists(atPath: $0.path) })
+        session.finishTasksAndInvalidate()
+        #expect(delegate.wait { $0 == .invalid(code: nil) })
+    }
+
+    @Test("When the app's time runs out, the foreground download's resume data carries on in the background from the bytes on disk")
+    func foregroundToBackground() throws {
+        let payload = testPayload(size: 4 << 20, seed: 62)
+        var slow = RouteOptions()
+        slow.bytesPerSecond = 2 << 20
+        server.serve("/handover.bin", data: payload, options: slow)
+
+        let foregroundDelegate = RecordingDelegate()
+        let foreground = URLSession(configuration: .default, delegate: foregroundDelegate, delegateQueue: nil)
+        let task = foreground.downloadTask(with: server.url(for: "/handover.bin"))
+        task.resume()
+        let deadline = Date().addingTimeInterval(20)
+        while task.countOfBytesReceived < 1 << 20 && Date() < deadline { usleep(20_000) }
+
+        // The expiration handler: cancel with resume data, hand it to the background session.
+        let done = DispatchSemaphore(value: 0)
+        let box = Locked<Data?>(nil)
+        task.cancel { data in
+            box.withLock { $0 = data }
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let resumeData = try #require(box.withLock { $0 }, "a resumable foreground download gives resume data")
+        #expect(foregroundDelegate.wait { if case .completed(task.taskIdentifier, -999, _) = $0 { return true } else { return false } })
+        let offset = (try PropertyListSerialization.propertyList(from: resumeData, format: nil) as? [String: Any])?["NSURLSessionResumeBytesReceived"] as? Int64 ?? 0
+        #expect(offset >= 1 << 20)
+
+        let configuration = URLSessionConfiguration.background(withIdentifier: "handover")
+        configuration.sharedContainerIdentifier = InProcess.group.rawValue
+        configuration.sessionSendsLaunchEvents = false
+        let backgroundDelegate = RecordingDelegate()
+        let background = URLSession(configuration: configuration, delegate: backgroundDelegate, delegateQueue: nil)
+        let continued = background.downloadTask(withResumeData: resumeData)
+        continued.resume()
+        #expect(backgroundDelegate.wait { if case .completed(continued.taskIdentifier, nil, 206) = $0 { return true } else { return false } }, "\(backgroundDelegate.calls)")
+        #expect(backgroundDelegate.calls.contains(.resumed(task: continued.taskIdentifier, offset: offset, expected: Int64(payload.count))))
+        #expect(backgroundDelegate.digests[continued.taskIdentifier] == SHA256.hexDigest(of: payload), "one whole file from two processes' bytes")
+        #expect(server.bytesSent <= Int64(payload.count) + (256 << 10), "the bytes on disk were not fetched again (sent \(server.bytesSent))")
+        background.invalidateAndCancel()
+    }
+}
+}

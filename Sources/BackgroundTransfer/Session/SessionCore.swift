@@ -9,7 +9,7 @@ import TransferContainer
 /// connection's reader thread and are handed, in order, to `deliveryQueue` (serial), which
 /// runs each delegate call on the delegate queue and waits for it: the delegate sees events
 /// one at a time, in event-number order (S3.5). State shared between threads is in `state`.
-final class SessionCore: @unchecked Sendable {
+final class SessionCore: SessionBackend, @unchecked Sendable {
     let identifier: SessionIdentifier
     let configuration: URLSessionConfiguration
     let delegate: URLSessionDelegate?
@@ -147,7 +147,7 @@ final class SessionCore: @unchecked Sendable {
             if let existing = state.tasks[record.taskIdentifier] {
                 return existing
             }
-            let task: URLSessionTask = record.kind == .download ? URLSessionDownloadTask(record: record, core: self) : URLSessionUploadTask(record: record, core: self)
+            let task: URLSessionTask = record.kind == .download ? URLSessionDownloadTask(record: record, backend: self) : URLSessionUploadTask(record: record, backend: self)
             if record.state != .completed { state.tasks[record.taskIdentifier] = task }
             return task
         }

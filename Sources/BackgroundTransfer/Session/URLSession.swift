@@ -13,7 +13,7 @@ open class URLSession: @unchecked Sendable {
     public let configuration: URLSessionConfiguration
     public let delegateQueue: OperationQueue
     public var sessionDescription: String?
-    let core: SessionCore?
+    let core: (any SessionBackend)?
     /// Why this session could not be opened (ours; Apple reports it only through
     /// `didBecomeInvalidWithError`): -995, -996, a refused identifier, no daemon.
     public let invalidationError: Error?
@@ -28,8 +28,18 @@ open class URLSession: @unchecked Sendable {
         let configuration = configuration.copy()
         let environment = AppEnvironment.current
         let log = environment.log
-        var opened: SessionCore?
+        var opened: (any SessionBackend)?
         var failure: TransferFailure?
+        if configuration.identifier == nil {
+            // A default session: transfers run in this process while it lives.
+            let local = LocalSessionCore(configuration: configuration, delegate: delegate, delegateQueue: queue)
+            self.configuration = configuration
+            self.core = local
+            self.delegateQueue = local.delegateQueue
+            self.invalidationError = nil
+            local.adopt(primary: self)
+            return
+        }
         do {
             guard let name = configuration.identifier else {
                 throw TransferFailure(code: TransferFailure.requestRefused, message: "a background session needs an identifier")
@@ -80,7 +90,7 @@ open class URLSession: @unchecked Sendable {
         self.delegateQueue = opened?.delegateQueue ?? queue ?? OperationQueue()
         self.invalidationError = failure.map { $0.urlError() }
 
-        if let core = opened, core.primary == nil {
+        if let core = opened as? SessionCore, core.primary == nil {
             core.adopt(primary: self)
             do {
                 try core.attach()
@@ -98,7 +108,7 @@ open class URLSession: @unchecked Sendable {
         }
     }
 
-    private func requireOpenCore() -> SessionCore {
+    private func requireOpenCore() -> any SessionBackend {
         guard let core, !core.isInvalidated else {
             preconditionFailure(BackgroundSessionMisuse.sessionInvalidated.message)
         }

@@ -1,7 +1,8 @@
 import Foundation
 import TransferContainer
 
-/// A background session's configuration, with Apple's names and defaults (S5 table).
+/// A session's configuration, with Apple's names and defaults (S5 table): a background
+/// configuration (with an identifier) or the default one.
 /// Copied when a session is created, as Apple does. Thread-safe for reading once handed over.
 open class URLSessionConfiguration: @unchecked Sendable {
     /// The background session identifier (S1.1).
@@ -21,6 +22,12 @@ open class URLSessionConfiguration: @unchecked Sendable {
 
     private init(identifier: String?) {
         self.identifier = identifier
+    }
+
+    /// A default session's configuration: transfers run inside this process, while it runs
+    /// (for work done in the foreground; hand them to a background session with resume data).
+    open class var `default`: URLSessionConfiguration {
+        URLSessionConfiguration(identifier: nil)
     }
 
     /// A configuration for a background session with this identifier.

@@ -16,16 +16,16 @@ open class URLSessionTask: @unchecked Sendable {
     /// Unique within its session only, assigned by the daemon, stable across relaunch (S7.1).
     public let taskIdentifier: Int
     public let originalRequest: URLRequest?
-    weak var core: SessionCore?
+    weak var backend: (any SessionBackend)?
     private let snapshot: Locked<TaskRecord>
     private let failure = Locked<Error?>(nil)
     /// `progress`, as Apple offers it.
     public let progress: Progress
 
-    init(record: TaskRecord, core: SessionCore) {
+    init(record: TaskRecord, backend: any SessionBackend) {
         self.taskIdentifier = record.taskIdentifier
         self.originalRequest = URLSessionTask.request(from: record.originalRequest)
-        self.core = core
+        self.backend = backend
         self.snapshot = Locked(record)
         self.progress = Progress(totalUnitCount: max(record.countOfBytesExpectedToReceive, 0))
         self.progress.completedUnitCount = record.countOfBytesReceived
@@ -59,7 +59,7 @@ open class URLSessionTask: @unchecked Sendable {
         get { snapshot.withLock { $0.taskDescription } }
         set {
             snapshot.withLock { $0.taskDescription = newValue }
-            core?.setDescription(newValue, of: self)
+            backend?.setDescription(newValue, of: self)
         }
     }
 
@@ -67,16 +67,16 @@ open class URLSessionTask: @unchecked Sendable {
 
     /// Starts or continues the task (tasks start suspended, S2.4).
     open func resume() {
-        core?.resume(self)
+        backend?.resume(self)
     }
 
     open func suspend() {
-        core?.suspend(self)
+        backend?.suspend(self)
     }
 
     /// Cancels the task; the delegate gets `didCompleteWithError` with -999.
     open func cancel() {
-        core?.cancel(self)
+        backend?.cancel(self)
     }
 
     // MARK: Updates from the session
@@ -128,12 +128,12 @@ open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {
     /// (a GET whose server sent `ETag` or `Last-Modified` and accepts byte ranges), else nil
     /// (S6.1). The delegate still gets `didCompleteWithError` with -999.
     open func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
-        guard let core else {
+        guard let backend else {
             completionHandler(nil)
             return
         }
         DispatchQueue.global().async {
-            completionHandler(core.cancel(self, produceResumeData: true))
+            completionHandler(backend.cancel(self, produceResumeData: true))
         }
     }
 }

@@ -129,3 +129,14 @@ public struct TaskRecord: Codable, Sendable, Equatable {
         self.createdAt = createdAt
     }
 }
+
+extension TaskRecord {
+    /// Whether a stopped download can be resumed from `partialBytes` on disk: a GET whose
+    /// server sent a strong validator and accepts byte ranges (S6.1).
+    public func canResume(partialBytes: Int64) -> Bool {
+        guard kind == .download, originalRequest.httpMethod.uppercased() == "GET",
+              validator?.ifRangeValue != nil,
+              let ranges = response?.header("Accept-Ranges"), ranges.lowercased().contains("bytes") else { return false }
+        return partialBytes > 0
+    }
+}

@@ -8,11 +8,8 @@ extension TransferDaemon {
     /// Whether a stopped download can be resumed later: a GET whose server sent a strong
     /// validator and accepts byte ranges, with bytes on disk (S6.1).
     func isResumable(_ task: TaskRecord, partial: String) -> Bool {
-        guard task.kind == .download, task.originalRequest.httpMethod.uppercased() == "GET",
-              task.validator?.ifRangeValue != nil,
-              let ranges = task.response?.header("Accept-Ranges"), ranges.lowercased().contains("bytes"),
-              let size = try? FileManager.default.attributesOfItem(atPath: partial)[.size] as? NSNumber, size.int64Value > 0 else { return false }
-        return true
+        let size = ((try? FileManager.default.attributesOfItem(atPath: partial)[.size]) as? NSNumber)?.int64Value ?? 0
+        return task.canResume(partialBytes: size)
     }
 
     /// Sets a stopped download's partial data aside and describes it as resume data; nil when

@@ -1,0 +1,192 @@
+import Foundation
+import TransferContainer
+import TransferEngine
+
+/// A default session: its downloads run inside this process (on the engine's local
+/// transfer thread) and end with it. Partial files lie in the app's private container, so
+/// `cancel(byProducingResumeData:)` hands over bytes a background session can continue from.
+///
+/// Callbacks from the transfer thread are handed, in order, to `deliveryQueue` (serial),
+/// which runs each delegate call on the delegate queue and waits for it. State is in `state`.
+final class LocalSessionCore: SessionBackend, @unchecked Sendable {
+    let configuration: URLSessionConfiguration
+    let delegate: URLSessionDelegate?
+    let delegateQueue: OperationQueue
+    private(set) weak var primary: URLSession?
+    private var strongPrimary: URLSession?
+    private let deliveryQueue = DispatchQueue(label: "BackgroundTransfer.local-delivery")
+    private let directory: URL
+    private let log: TransferLog
+    private let runner = LocalTransferRunner.shared
+
+    private struct State {
+        var nextTaskIdentifier = 1
+        var tasks: [Int: URLSessionTask] = [:]
+        var invalidated = false
+        var finishing = false
+    }
+
+    private let state = Locked(State())
+
+    init(configuration: URLSessionConfiguration, delegate: URLSessionDelegate?, delegateQueue: OperationQueue?) {
+        self.configuration = configuration
+        self.delegate = delegate
+        if let delegateQueue {
+            self.delegateQueue = delegateQueue
+        } else {
+            let queue = OperationQueue()
+            queue.maxConcurrentOperationCount = 1
+            self.delegateQueue = queue
+        }
+        let environment = AppEnvironment.current
+        self.directory = environment.layout.privateContainer(environment.identity.bundleIdentifier).appendingPathComponent("Library/Caches/BackgroundTransfer/Foreground")
+        self.log = environment.log
+    }
+
+    func adopt(primary session: URLSession) {
+        primary = session
+        strongPrimary = session
+    }
+
+    var isInvalidated: Bool { state.withLock { $0.invalidated || $0.finishing } }
+
+    func waitForBacklog(timeout: TimeInterval) -> Bool { true }
+
+    private func partialPath(_ taskIdentifier: Int) -> String {
+        directory.appendingPathComponent("task-\(taskIdentifier)-\(ObjectIdentifier(self).hashValue).partial").path
+    }
+
+    // MARK: Tasks
+
+    func createTask(_ creation: TaskCreation) throws(TransferFailure) -> URLSessionTask {
+        guard creation.kind == .download, creation.resumeData == nil else {
+            throw TransferFailure(code: TransferFailure.unsupportedURL, message: "default sessions run downloads from a URL; hand resume data to a background session")
+        }
+        let task = state.withLock { state -> URLSessionTask in
+            var record = TaskRecord(taskIdentifier: state.nextTaskIdentifier, kind: .download, originalRequest: creation.request)
+            record.taskDescription = creation.taskDescription
+            state.nextTaskIdentifier += 1
+            let task = URLSessionDownloadTask(record: record, backend: self)
+            state.tasks[record.taskIdentifier] = task
+            return task
+        }
+        return task
+    }
+
+    func resume(_ task: URLSessionTask) {
+        guard task.state == .suspended else { return }
+        var record = task.record
+        record.state = .running
+        task.update(record)
+        guard let scheme = URL(string: record.originalRequest.url)?.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            finish(task, .failure(TransferFailure(code: TransferFailure.unsupportedURL, message: "unsupported URL \(record.originalRequest.url)")))
+            return
+        }
+        do { try DurableFile.makeDirectory(directory.path) } catch {
+            finish(task, .failure(TransferFailure(code: TransferFailure.cannotCreateFile, message: "\(error)", subject: directory.path)))
+            return
+        }
+        let configuration = (try? self.configuration.record()) ?? SessionConfiguration()
+        runner.start(record, partialPath: partialPath(task.taskIdentifier), configuration: configuration, callbacks: .init(
+            progress: { [weak self, weak task] progress in
+                guard let self, let task else { return }
+                task.update(progress)
+                self.deliveryQueue.async {
+                    guard let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate else { return }
+                    self.onDelegateQueue { session in
+                        delegate.urlSession(session, downloadTask: download, didWriteData: progress.bytesWritten, totalBytesWritten: progress.totalBytesWritten, totalBytesExpectedToWrite: progress.totalBytesExpectedToWrite)
+                    }
+                }
+            },
+            finished: { [weak self, weak task] record, result in
+                guard let self, let task else { return }
+                task.update(record)
+                self.finish(task, result.map { $0 })
+            }))
+    }
+
+    func suspend(_ task: URLSessionTask) {
+        guard task.state == .running else { return }
+        var record = runner.stop(taskIdentifier: task.taskIdentifier) ?? task.record
+        record.state = .suspended
+        task.update(record)
+    }
+
+    func cancel(_ task: URLSessionTask) {
+        _ = cancel(task, produceResumeData: false)
+    }
+
+    func cancel(_ task: URLSessionTask, produceResumeData: Bool) -> Data? {
+        guard task.state != .completed else { return nil }
+        let record = runner.stop(taskIdentifier: task.taskIdentifier) ?? task.record
+        task.update(record)
+        let partial = partialPath(task.taskIdentifier)
+        var failure = TransferFailure(code: TransferFailure.cancelled, message: "cancelled")
+        let size = ((try? FileManager.default.attributesOfItem(atPath: partial)[.size]) as? NSNumber)?.int64Value ?? 0
+        if produceResumeData, record.canResume(partialBytes: size), let validator = record.validator {
+            // The bytes stay where they are; the session that resumes takes them.
+            failure.resumeData = ResumeData(url: record.originalRequest.url, bytesReceived: size, expectedTotalBytes: record.countOfBytesExpectedToReceive,
+                                            entityTag: validator.entityTag, lastModified: validator.lastModified, partialFile: partial, requestHeaders: record.originalRequest.headers).encoded()
+        }
+        finish(task, .failure(failure), keepPartial: failure.resumeData != nil)
+        return failure.resumeData
+    }
+
+    func setDescription(_ description: String?, of task: URLSessionTask) {}
+
+    func allTasks() -> [URLSessionTask] {
+        state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
+    }
+
+    // MARK: Delivery
+
+    /// Ends a task: the delegate gets didFinishDownloadingTo (success) and didCompleteWithError.
+    private func finish(_ task: URLSessionTask, _ result: Result<String, TransferFailure>, keepPartial: Bool = false) {
+        task.setState(.completed)
+        state.withLock { _ = $0.tasks.removeValue(forKey: task.taskIdentifier) }
+        deliveryQueue.async {
+            var error: Error?
+            switch result {
+            case .success(let path):
+                if let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate {
+                    self.onDelegateQueue { session in delegate.urlSession(session, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: path)) }
+                }
+                unlink(path) // exists only during the call (S3.3)
+                unlink(self.partialPath(task.taskIdentifier))
+            case .failure(let failure):
+                error = failure.urlError(failingURL: task.originalRequest?.url?.absoluteString)
+                if !keepPartial { unlink(self.partialPath(task.taskIdentifier)) }
+            }
+            task.finish(with: error)
+            let outcome = error
+            if let delegate = self.delegate as? URLSessionTaskDelegate {
+                self.onDelegateQueue { session in delegate.urlSession(session, task: task, didCompleteWithError: outcome) }
+            }
+            self.invalidateIfFinished()
+        }
+    }
+
+    private func onDelegateQueue(_ call: @escaping @Sendable (URLSession) -> Void) {
+        guard let session = primary else { return }
+        delegateQueue.addOperations([BlockOperation { call(session) }], waitUntilFinished: true)
+    }
+
+    // MARK: Invalidation
+
+    func invalidate(cancelTasks: Bool) {
+        state.withLock { $0.finishing = true }
+        if cancelTasks { allTasks().forEach { cancel($0) } }
+        deliveryQueue.async { self.invalidateIfFinished() }
+    }
+
+    private func invalidateIfFinished() {
+        let now = state.withLock { state -> Bool in
+            guard state.finishing, !state.invalidated, state.tasks.isEmpty else { return false }
+            state.invalidated = true
+            return true
+        }
+        guard now else { return }
+        onDelegateQueue { session in self.delegate?.urlSession(session, didBecomeInvalidWithError: nil) }
+        strongPrimary = nil
+    }
+}

@@ -1,0 +1,24 @@
+import Foundation
+import TransferContainer
+
+/// What carries out a session's tasks: the daemon, for background sessions (`SessionCore`),
+/// or this process, for default sessions (`LocalSessionCore`). Tasks and `URLSession` talk
+/// to it only through these operations. Implementations are thread-safe.
+protocol SessionBackend: AnyObject, Sendable {
+    var delegate: URLSessionDelegate? { get }
+    var delegateQueue: OperationQueue { get }
+    var primary: URLSession? { get }
+    var isInvalidated: Bool { get }
+
+    func adopt(primary session: URLSession)
+    func createTask(_ creation: TaskCreation) throws(TransferFailure) -> URLSessionTask
+    func resume(_ task: URLSessionTask)
+    func suspend(_ task: URLSessionTask)
+    func cancel(_ task: URLSessionTask)
+    /// Cancels; returns resume data when the download can be resumed (S6.1).
+    func cancel(_ task: URLSessionTask, produceResumeData: Bool) -> Data?
+    func setDescription(_ description: String?, of task: URLSessionTask)
+    func allTasks() -> [URLSessionTask]
+    func invalidate(cancelTasks: Bool)
+    func waitForBacklog(timeout: TimeInterval) -> Bool
+}

@@ -1,0 +1,143 @@
+import Foundation
+import TransferContainer
+
+/// Downloads carried out inside the app's own process, for default (foreground) sessions:
+/// the same `DownloadTransfer` and libcurl loop the daemon uses, on a thread of their own.
+/// Their partial files lie in the app's private container, so that resume data made from
+/// them can be handed to a background session (issue "crash-proof": foreground → background).
+///
+/// Thread-safe: callers enqueue commands; the loop thread owns every transfer.
+public final class LocalTransferRunner: @unchecked Sendable {
+    /// What a local transfer reports, on the runner's thread.
+    public struct Callbacks: Sendable {
+        public var progress: @Sendable (TaskProgress) -> Void
+        /// The transfer ended; on success the body is in the returned path.
+        public var finished: @Sendable (TaskRecord, Result<String, TransferFailure>) -> Void
+
+        public init(progress: @escaping @Sendable (TaskProgress) -> Void, finished: @escaping @Sendable (TaskRecord, Result<String, TransferFailure>) -> Void) {
+            self.progress = progress
+            self.finished = finished
+        }
+    }
+
+    public static let shared = LocalTransferRunner()
+
+    private let commands = NSLock()
+    private var pending: [(EventLoop) -> Void] = []
+    private var waker: CurlMulti.Waker?
+    private let ready = DispatchSemaphore(value: 0)
+    private var started = false
+
+    private struct Running {
+        var transfer: DownloadTransfer
+        var callbacks: Callbacks
+        var lastReport = Date.distantPast
+    }
+
+    private init() {}
+
+    private func startIfNeeded() {
+        commands.lock()
+        let first = !started
+        started = true
+        commands.unlock()
+        guard first else { return }
+        let thread = Thread { [self] in runLoop() }
+        thread.name = "BackgroundTransfer.LocalTransfers"
+        thread.start()
+        ready.wait()
+    }
+
+    /// Runs `command` on the loop thread.
+    private func enqueue(_ command: @escaping (EventLoop) -> Void) {
+        startIfNeeded()
+        commands.lock()
+        pending.append(command)
+        let waker = self.waker
+        commands.unlock()
+        waker?.wakeup()
+    }
+
+    /// Starts a download of `task` into `partialPath` (resuming from its bytes with the task's validator).
+    public func start(_ task: TaskRecord, partialPath: String, configuration: SessionConfiguration, callbacks: Callbacks) {
+        let key = SessionKey(family: try! BundleIdentifier("local"), identifier: try! SessionIdentifier("local"))
+        enqueue { loop in
+            do {
+                let transfer = try DownloadTransfer(session: key, task: task, partialPath: partialPath, configuration: configuration)
+                try loop.multi.add(transfer.easy)
+                self.running[ObjectIdentifier(transfer.easy)] = Running(transfer: transfer, callbacks: callbacks)
+                self.byTask[task.taskIdentifier] = ObjectIdentifier(transfer.easy)
+            } catch {
+                callbacks.finished(task, .failure(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath)))
+            }
+        }
+    }
+
+    /// Stops a download, keeping its partial file; returns the task as it stood (nil if it had ended).
+    public func stop(taskIdentifier: Int) -> TaskRecord? {
+        let done = DispatchSemaphore(value: 0)
+        let result = LockedValue<TaskRecord?>(nil)
+        enqueue { loop in
+            if let id = self.byTask.removeValue(forKey: taskIdentifier), let running = self.running.removeValue(forKey: id) {
+                loop.multi.remove(running.transfer.easy)
+                running.transfer.close()
+                result.set(running.transfer.task)
+            }
+            done.signal()
+        }
+        done.wait()
+        return result.get()
+    }
+
+    // Loop-thread state.
+    private var running: [ObjectIdentifier: Running] = [:]
+    private var byTask: [Int: ObjectIdentifier] = [:]
+
+    private func runLoop() {
+        let loop: EventLoop
+        do { loop = try EventLoop() } catch { fatalError("libcurl cannot start: \(error)") }
+        commands.lock()
+        waker = loop.multi.waker
+        commands.unlock()
+        ready.signal()
+        loop.onTransferCompleted = { [unowned self] easy, result in
+            guard let running = running.removeValue(forKey: ObjectIdentifier(easy)) else { return }
+            byTask.removeValue(forKey: running.transfer.task.taskIdentifier)
+            let succeeded: Bool
+            if case .success = result { succeeded = true } else { succeeded = false }
+            let task = running.transfer.finish(success: succeeded)
+            if let failure = running.transfer.diskFailure {
+                running.callbacks.finished(task, .failure(failure))
+            } else {
+                switch result {
+                case .success: running.callbacks.finished(task, .success(running.transfer.bodyPath))
+                case .failure(let error):
+                    running.callbacks.finished(task, .failure(TransferFailure(code: TransferDaemon.urlErrorCode(error), message: error.description, subject: task.originalRequest.url)))
+                }
+            }
+        }
+        loop.onTurn = { [unowned self] in
+            commands.lock()
+            let work = pending
+            pending.removeAll()
+            commands.unlock()
+            work.forEach { $0(loop) }
+            let now = Date()
+            for (id, entry) in running where now.timeIntervalSince(entry.lastReport) >= 0.1 {
+                let task = entry.transfer.task
+                running[id]?.lastReport = now
+                entry.callbacks.progress(TaskProgress(taskIdentifier: task.taskIdentifier, bytesWritten: 0, totalBytesWritten: task.countOfBytesReceived, totalBytesExpectedToWrite: task.countOfBytesExpectedToReceive, state: .running, currentURL: task.currentURL, response: task.response))
+            }
+        }
+        loop.run()
+    }
+}
+
+/// A value handed between threads.
+final class LockedValue<Value>: @unchecked Sendable {
+    private var value: Value
+    private let lock = NSLock()
+    init(_ value: Value) { self.value = value }
+    func set(_ newValue: Value) { lock.lock(); value = newValue; lock.unlock() }
+    func get() -> Value { lock.lock(); defer { lock.unlock() }; return value }
+}
