@@ -135,6 +135,13 @@ extension TransferDaemon {
                 throw TransferFailure(code: TransferFailure.requestRefused, message: "session \(identifier) belongs to \(existing.record.owner)", subject: identifier.rawValue)
             }
             if let holder = existing.holder, holder !== connection, !holder.isClosed {
+                // The same process on a new connection (it reconnected): the new one takes over.
+                guard holder.pid == nil || holder.pid != connection.pid else {
+                    log.info("sessions", "\(connection.label) reconnected; it takes the session over from its old connection", session: identifier.rawValue)
+                    holder.attachedSessions.remove(key)
+                    existing.holder = nil
+                    return try open(identifier, configuration, for: hello, connection, launchedForEvents: launchedForEvents)
+                }
                 throw TransferFailure(code: TransferFailure.backgroundSessionInUseByAnotherProcess, message: "background session \(identifier) is already in use by another process (pid \(holder.pid ?? -1))", subject: identifier.rawValue)
             }
             // A reopened session keeps the configuration its tasks started with (S1.8).

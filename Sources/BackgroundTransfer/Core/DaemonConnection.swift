@@ -23,7 +23,10 @@ final class DaemonConnection: @unchecked Sendable {
         var nextRequestID: UInt64 = 1
         var waiters: [UInt64: Waiter] = [:]
         var subscribers: [SessionIdentifier: Subscriber] = [:]
+        /// Bumped by every connect; a reader whose connection is not the current one is ignored.
         var generation = 0
+        /// One reconnect loop at a time.
+        var reconnecting = false
     }
 
     private final class Waiter: @unchecked Sendable {
@@ -78,7 +81,20 @@ final class DaemonConnection: @unchecked Sendable {
         reader.start()
         let environment = AppEnvironment.current
         let hello = ClientHello(identity: environment.identity, executablePath: ProcessSpawner.currentExecutable, processName: environment.log.process, isForeground: environment.isForeground)
-        _ = try request(.hello(hello))
+        do {
+            _ = try request(.hello(hello))
+        } catch {
+            // A daemon dying as we connected: retire this connection, so that its reader's
+            // end does not start a second reconnect.
+            state.withLock { state in
+                if state.generation == generation {
+                    state.descriptor = nil
+                    state.generation += 1
+                }
+            }
+            shutdown(fd.rawValue, Int32(SHUT_RDWR))
+            throw error
+        }
     }
 
     // MARK: Requests
@@ -166,17 +182,20 @@ final class DaemonConnection: @unchecked Sendable {
 
     /// The daemon went away (killed, restarted): fail waiting requests, reconnect, reopen sessions.
     private func connectionLost(_ fd: FileDescriptor, generation: Int) {
-        let (waiters, subscribers) = state.withLock { state -> ([Waiter], [Subscriber]) in
-            guard state.generation == generation else { return ([], []) }
+        let (waiters, subscribers, shouldReconnect) = state.withLock { state -> ([Waiter], [Subscriber], Bool) in
+            guard state.generation == generation else { return ([], [], false) }
             state.descriptor = nil
             let waiters = Array(state.waiters.values)
             state.waiters.removeAll()
-            return (waiters, Array(state.subscribers.values))
+            let reconnect = !state.subscribers.isEmpty && !state.reconnecting
+            if reconnect { state.reconnecting = true }
+            return (waiters, Array(state.subscribers.values), reconnect)
         }
         fd.close()
         waiters.forEach { $0.semaphore.signal() }
-        guard !subscribers.isEmpty else { return }
+        guard shouldReconnect else { return }
         log.notice("connection", "lost the transfer daemon; reconnecting")
+        defer { state.withLock { $0.reconnecting = false } }
         var delay: UInt32 = 50_000
         for _ in 0..<40 {
             do {
