@@ -8,8 +8,12 @@ public struct DownloadCommand {
     /// Overrides the bundle-derived session identifier (to try identifiers out).
     public var sessionIdentifier: String?
     public var wait = false
+    /// Download in a default (in-process) session while the app has time, then hand the
+    /// bytes to the background session.
+    public var foreground = false
+    public var timeLimit: TimeInterval = 30
 
-    public static let usage = "download URL [--description TEXT] [--session IDENTIFIER] [--wait]"
+    public static let usage = "download URL [--description TEXT] [--session IDENTIFIER] [--wait] [--foreground [--time-limit SECONDS]]"
 
     public init(arguments: [String]) throws(UsageError) {
         var rest = arguments[...]
@@ -20,6 +24,10 @@ public struct DownloadCommand {
             case "--description": taskDescription = try Self.value(for: option, &rest)
             case "--session": sessionIdentifier = try Self.value(for: option, &rest)
             case "--wait": wait = true
+            case "--foreground": foreground = true
+            case "--time-limit":
+                guard let seconds = TimeInterval(try Self.value(for: option, &rest)), seconds >= 0 else { throw UsageError("--time-limit needs a number of seconds") }
+                timeLimit = seconds
             default: throw UsageError("unknown option \(option)")
             }
         }

@@ -124,6 +124,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
     func download(_ arguments: [String]) -> Never {
         do {
             let command = try DownloadCommand(arguments: arguments)
+            if command.foreground { foregroundDownload(command) }
             let delegate = StandInDelegate(echo: true)
             guard let (session, task) = StandInProgram.startDownload(command, delegate: delegate) else { exit(2) }
             sessions.append(session)
@@ -136,6 +137,43 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
             StandInProgram.complain("\(error); usage: host-app \(DownloadCommand.usage)")
             exit(64)
         }
+    }
+
+    /// `download URL --foreground`: the download runs in a default session while the app has
+    /// time; when its time runs out, the bytes so far go to the background session as resume
+    /// data (or the download starts over there when the server cannot resume).
+    func foregroundDownload(_ command: DownloadCommand) -> Never {
+        guard let url = URL(string: command.url), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
+            StandInProgram.complain("refusing \"\(command.url)\": http and https URLs only")
+            exit(2)
+        }
+        let delegate = StandInDelegate(echo: true)
+        let foreground = URLSession(configuration: .default, delegate: delegate, delegateQueue: nil)
+        let task = foreground.downloadTask(with: url)
+        sessions.append(foreground)
+        let backgroundTime = application.beginBackgroundTask(withName: "download", timeLimit: command.timeLimit) {
+            task.cancel { resumeData in
+                let identifier = StandInIdentities.host.defaultSessionIdentifier.rawValue
+                let background = URLSession(configuration: StandInProgram.configuration(identifier: identifier), delegate: StandInDelegate(echo: true), delegateQueue: nil)
+                let continued = resumeData.map { background.downloadTask(withResumeData: $0) } ?? background.downloadTask(with: url)
+                continued.resume()
+                let how = resumeData == nil ? "starting over" : "from \(task.countOfBytesReceived) bytes on disk"
+                AppEnvironment.log.notice("app", "time ran out: download handed to the background session as task \(continued.taskIdentifier), \(how)", session: identifier, task: continued.taskIdentifier)
+                print("handed over to background task \(continued.taskIdentifier) (\(how))")
+                exit(0)
+            }
+        }
+        task.resume()
+        AppEnvironment.log.notice("app", "started foreground download for \(url.absoluteString)")
+        DispatchQueue.global().async { [application] in
+            let outcome = delegate.waitForCompletion(of: task.taskIdentifier, timeout: 86_400)
+            guard outcome.finished, outcome.error == nil else { return } // cancelled: the handover exits
+            DispatchQueue.main.async {
+                application.endBackgroundTask(backgroundTime)
+                exit(0)
+            }
+        }
+        dispatchMain()
     }
 
     static func allTasks(of session: URLSession) -> [URLSessionTask] {

@@ -57,3 +57,32 @@ struct TerminationTests {
         #expect(finished.count == 1, "seen once: \(finished.map(\.message))")
     }
 }
+
+/// The foreground-to-background handover from a real process.
+@Suite(.timeLimit(.minutes(2)))
+struct HandoverProcessTests {
+    @Test("host-app download --foreground: when its time runs out the download goes on in the background from its bytes, and the relaunched host gets the file")
+    func foregroundTimeRunsOut() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let payload = testPayload(size: 3 << 20, seed: 71)
+        var slow = RouteOptions()
+        slow.bytesPerSecond = 2 << 20
+        server.serve("/movie.bin", data: payload, options: slow)
+        _ = try DaemonUnderTest.start(container)
+
+        let outcome = try Executable.hostApp.run(["download", server.url(for: "/movie.bin").absoluteString, "--foreground", "--time-limit", "0.6"], in: container)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        #expect(outcome.stdout.contains("handed over to background task 1 (from"), "\(outcome.stdout)")
+
+        let acknowledged = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        try #require(acknowledged != nil, "the host was relaunched for its background session")
+        #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("movie.bin").path) == SHA256.hexDigest(of: payload))
+        let requests = server.requests.filter { $0.path == "/movie.bin" }
+        #expect(requests.count == 2)
+        #expect(requests.last?.header("Range")?.hasPrefix("bytes=") == true && requests.last?.header("Range") != "bytes=0-", "continued from the bytes on disk")
+        #expect(server.bytesSent <= Int64(payload.count) + (256 << 10), "nothing fetched twice (sent \(server.bytesSent))")
+    }
+}

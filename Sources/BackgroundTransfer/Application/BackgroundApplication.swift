@@ -71,6 +71,36 @@ public final class BackgroundApplication: @unchecked Sendable {
         }
     }
 
+    // MARK: Background time (beginBackgroundTask)
+
+    private let backgroundTasks = Locked<[Int: DispatchWorkItem]>([:])
+    private let nextBackgroundTask = Locked(1)
+
+    /// Asks for time to finish work in the foreground (the analogue of
+    /// `UIApplication.beginBackgroundTask(withName:expirationHandler:)`): when `timeLimit`
+    /// runs out before `endBackgroundTask` is called, `expirationHandler` runs on the main
+    /// queue — the moment to cancel foreground downloads with resume data and hand them to a
+    /// background session.
+    public func beginBackgroundTask(withName name: String? = nil, timeLimit: TimeInterval = 30, expirationHandler: @escaping @Sendable () -> Void) -> Int {
+        let identifier = nextBackgroundTask.withLock { value -> Int in
+            defer { value += 1 }
+            return value
+        }
+        let item = DispatchWorkItem { [self] in
+            guard backgroundTasks.withLock({ $0.removeValue(forKey: identifier) }) != nil else { return }
+            AppEnvironment.log.notice("application", "background time of \(name ?? "task \(identifier)") expired after \(timeLimit) s")
+            expirationHandler()
+        }
+        backgroundTasks.withLock { $0[identifier] = item }
+        DispatchQueue.main.asyncAfter(deadline: .now() + timeLimit, execute: item)
+        return identifier
+    }
+
+    /// The work finished in time.
+    public func endBackgroundTask(_ identifier: Int) {
+        backgroundTasks.withLock { $0.removeValue(forKey: identifier) }?.cancel()
+    }
+
     /// Waits until the app calls the background launch's completion handler.
     public func waitForCompletionHandler(timeout: TimeInterval) -> Bool {
         completed.wait(timeout: .now() + timeout) == .success
