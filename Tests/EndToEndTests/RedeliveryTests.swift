@@ -97,6 +97,31 @@ struct RedeliveryTests {
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("noranges.bin").path) == SHA256.hexDigest(of: payload))
     }
 
+    @Test("A resource without any validator is fetched again from zero after a kill, never spliced")
+    func noValidatorRestartsFromZero() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let payload = testPayload(size: 4 << 20, seed: 23)
+        var options = RouteOptions()
+        options.bytesPerSecond = 4 << 20
+        options.validators = .none
+        server.serve("/plain.bin", data: payload, options: options)
+        let daemon = try DaemonUnderTest.start(container)
+        #expect(try Executable.fetchExtension.run(["download", server.url(for: "/plain.bin").absoluteString], in: container).status == 0)
+        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)/task-1.partial")
+        try #require(waitUntil { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 > 1 << 20 })
+        daemon.process.kill(signal: SIGKILL)
+        _ = daemon.process.wait(timeout: 10)
+        options.bytesPerSecond = nil
+        server.serve("/plain.bin", data: payload, options: options)
+        _ = try DaemonUnderTest.start(container)
+        try #require(container.waitForLog(timeout: 40) { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
+        #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("plain.bin").path) == SHA256.hexDigest(of: payload))
+        #expect(server.requests.filter { $0.path == "/plain.bin" }.last?.header("Range") == nil, "no range without a validator to check it against")
+    }
+
     @Test("A resource whose validator changed while the daemon was down is fetched again from zero")
     func changedValidatorRestartsFromZero() throws {
         let container = try TestContainer()

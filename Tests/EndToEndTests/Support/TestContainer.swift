@@ -38,7 +38,10 @@ final class TestContainer: @unchecked Sendable {
         }
         for pid in pids where pid > 0 { kill(pid, SIGKILL) }
         if FileLock.isHeld(layout.daemonLock.path), let pid = FileLock.holderPID(layout.daemonLock.path) { kill(pid, SIGKILL) }
-        try? FileManager.default.removeItem(at: parent)
+        // BGTRANSFER_KEEP_TEST_CONTAINERS=1 keeps them for a look after a failure.
+        if ProcessInfo.processInfo.environment["BGTRANSFER_KEEP_TEST_CONTAINERS"] == nil {
+            try? FileManager.default.removeItem(at: parent)
+        }
     }
 
     /// The app group's container.
