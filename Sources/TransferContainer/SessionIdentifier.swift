@@ -1,18 +1,13 @@
 import Foundation
 
-/// A background session identifier, checked once so that every later use is safe as a
-/// file-name component (S1.1; the daemon keeps one folder per session).
-public struct SessionIdentifier: Hashable, Codable, Sendable, CustomStringConvertible {
-    public let rawValue: String
+/// A name checked once so that every later use is safe as one path component; encoded in
+/// JSON as a plain string and checked again when decoded.
+public protocol CheckedName: Hashable, Codable, Sendable, CustomStringConvertible {
+    var rawValue: String { get }
+    init(_ rawValue: String) throws(IdentifierError)
+}
 
-    /// The longest identifier accepted, in bytes: leaves room for suffixes in a 255-byte name.
-    public static let maximumLength = 200
-
-    public init(_ rawValue: String) throws(IdentifierError) {
-        try Self.validate(rawValue, kind: "session identifier")
-        self.rawValue = rawValue
-    }
-
+extension CheckedName {
     public init(from decoder: Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         do { try self.init(text) } catch { throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.description)) }
@@ -24,6 +19,20 @@ public struct SessionIdentifier: Hashable, Codable, Sendable, CustomStringConver
     }
 
     public var description: String { rawValue }
+}
+
+/// A background session identifier, checked once so that every later use is safe as a
+/// file-name component (S1.1; the daemon keeps one folder per session).
+public struct SessionIdentifier: CheckedName {
+    public let rawValue: String
+
+    /// The longest identifier accepted, in bytes: leaves room for suffixes in a 255-byte name.
+    public static let maximumLength = 200
+
+    public init(_ rawValue: String) throws(IdentifierError) {
+        try Self.validate(rawValue, kind: "session identifier")
+        self.rawValue = rawValue
+    }
 
     /// Checks a name that becomes one path component: session identifiers, bundle identifiers, app groups.
     public static func validate(_ text: String, kind: String) throws(IdentifierError) {
@@ -43,7 +52,7 @@ public struct SessionIdentifier: Hashable, Codable, Sendable, CustomStringConver
 }
 
 /// A bundle identifier (app or extension), e.g. `com.example.host.fetch`.
-public struct BundleIdentifier: Hashable, Codable, Sendable, CustomStringConvertible, Comparable {
+public struct BundleIdentifier: CheckedName, Comparable {
     public let rawValue: String
 
     public init(_ rawValue: String) throws(IdentifierError) {
@@ -51,17 +60,6 @@ public struct BundleIdentifier: Hashable, Codable, Sendable, CustomStringConvert
         self.rawValue = rawValue
     }
 
-    public init(from decoder: Decoder) throws {
-        let text = try decoder.singleValueContainer().decode(String.self)
-        do { try self.init(text) } catch { throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.description)) }
-    }
-
-    public func encode(to encoder: Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(rawValue)
-    }
-
-    public var description: String { rawValue }
     public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 }
 

@@ -6,28 +6,8 @@ import LoopbackServer
 /// Suspended tasks across a crash (S4.3), the resource timeout (S6.2, S6.4) and disk trouble.
 extension InProcess {
 @Suite(.serialized, .timeLimit(.minutes(2)))
-final class DurabilityTests {
-    let container: TestContainer
-    let server: LoopbackServer
-
-    init() throws {
-        container = try TestContainer()
-        server = try LoopbackServer()
-        AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true)
-    }
-
-    deinit {
-        server.stop()
-        container.tearDown()
-    }
-
-    func session(_ identifier: String, delegate: RecordingDelegate, configure: (URLSessionConfiguration) -> Void = { _ in }) -> URLSession {
-        let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
-        configuration.sharedContainerIdentifier = InProcess.group.rawValue
-        configuration.sessionSendsLaunchEvents = false
-        configure(configuration)
-        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
-    }
+final class DurabilityTests: InProcessSuite, @unchecked Sendable {
+    override class var startsDaemon: Bool { false }
 
     @Test("Suspended tasks stay suspended across a daemon crash; the session reattaches by itself (S4.3, S1.7)")
     func suspendedAcrossCrash() throws {
@@ -36,7 +16,7 @@ final class DurabilityTests {
         slow.bytesPerSecond = 512 << 10
         server.serve("/held.bin", data: testPayload(size: 4 << 20), options: slow)
         let delegate = RecordingDelegate()
-        let session = session("suspended", delegate: delegate)
+        let session = fixture.session("suspended", delegate: delegate)
         let never = session.downloadTask(with: server.url(for: "/held.bin"))
         let paused = session.downloadTask(with: server.url(for: "/held.bin"))
         paused.resume()
@@ -69,7 +49,7 @@ final class DurabilityTests {
         slow.bytesPerSecond = 256 << 10
         server.serve("/forever.bin", data: testPayload(size: 8 << 20), options: slow)
         let delegate = RecordingDelegate()
-        let session = session("budget", delegate: delegate) { $0.timeoutIntervalForResource = 1.5 }
+        let session = fixture.session("budget", delegate: delegate) { $0.timeoutIntervalForResource = 1.5 }
         let task = session.downloadTask(with: server.url(for: "/forever.bin"))
         task.resume()
         #expect(delegate.wait { if case .completed(task.taskIdentifier, -1001, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
@@ -84,7 +64,7 @@ final class DurabilityTests {
         server.serve("/too-big.bin", data: testPayload(size: 6 << 20))
         server.serve("/small.bin", data: testPayload(size: 256 << 10))
         let delegate = RecordingDelegate()
-        let session = session("diskfull", delegate: delegate)
+        let session = fixture.session("diskfull", delegate: delegate)
         let big = session.downloadTask(with: server.url(for: "/too-big.bin"))
         big.resume()
         #expect(delegate.wait { if case .completed(big.taskIdentifier, -3002, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
@@ -104,7 +84,7 @@ final class DurabilityTests {
         try FileManager.default.createDirectory(at: caches, withIntermediateDirectories: true)
         try Data("in the way".utf8).write(to: caches.appendingPathComponent("blocked"))
         let delegate = RecordingDelegate()
-        let session = session("blocked", delegate: delegate)
+        let session = fixture.session("blocked", delegate: delegate)
         let task = session.downloadTask(with: server.url(for: "/nowhere.bin"))
         task.resume()
         #expect(delegate.wait { if case .completed(task.taskIdentifier, -3000, _) = $0 { return true } else { return false } }, "\(delegate.calls)")

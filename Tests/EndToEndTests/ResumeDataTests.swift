@@ -6,28 +6,7 @@ import LoopbackServer
 /// cancel(byProducingResumeData:) and downloadTask(withResumeData:) (S6.1–S6.3).
 extension InProcess {
 @Suite(.serialized, .timeLimit(.minutes(2)))
-final class ResumeDataTests {
-    let container: TestContainer
-    let server: LoopbackServer
-
-    init() throws {
-        container = try TestContainer()
-        server = try LoopbackServer()
-        _ = try DaemonUnderTest.start(container)
-        AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true)
-    }
-
-    deinit {
-        server.stop()
-        container.tearDown()
-    }
-
-    func session(_ identifier: String, delegate: RecordingDelegate) -> URLSession {
-        let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
-        configuration.sharedContainerIdentifier = InProcess.group.rawValue
-        configuration.sessionSendsLaunchEvents = false
-        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
-    }
+final class ResumeDataTests: InProcessSuite, @unchecked Sendable {
 
     /// Cancels a throttled download part-way and returns its resume data.
     func cancelPartWay(_ task: URLSessionDownloadTask, after bytes: Int64) -> Data? {
@@ -50,7 +29,7 @@ final class ResumeDataTests {
         slow.bytesPerSecond = 2 << 20
         server.serve("/resumable.bin", data: payload, options: slow)
         let delegate = RecordingDelegate()
-        let session = session("resume", delegate: delegate)
+        let session = fixture.session("resume", delegate: delegate)
         let first = session.downloadTask(with: server.url(for: "/resumable.bin"))
         first.resume()
         let data = try #require(cancelPartWay(first, after: 512 << 10), "a resumable download gives resume data")
@@ -86,7 +65,7 @@ final class ResumeDataTests {
     ])
     func badResumeData(_ kind: String, _ blob: Data) throws {
         let delegate = RecordingDelegate()
-        let session = session("bad-\(kind)", delegate: delegate)
+        let session = fixture.session("bad-\(kind)", delegate: delegate)
         let task = session.downloadTask(withResumeData: blob)
         task.resume()
         #expect(delegate.wait { if case .completed(task.taskIdentifier, -1016, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
@@ -102,7 +81,7 @@ final class ResumeDataTests {
         options.bytesPerSecond = 1 << 20
         server.serve("/noranges", data: testPayload(size: 2 << 20), options: options)
         let delegate = RecordingDelegate()
-        let session = session("noranges", delegate: delegate)
+        let session = fixture.session("noranges", delegate: delegate)
         let task = session.downloadTask(with: server.url(for: "/noranges"))
         task.resume()
         #expect(cancelPartWay(task, after: 256 << 10) == nil)
@@ -114,21 +93,7 @@ final class ResumeDataTests {
 /// From the foreground to the background without losing bytes (issue "crash-proof").
 extension InProcess {
 @Suite(.serialized, .timeLimit(.minutes(2)))
-final class HandoverTests {
-    let container: TestContainer
-    let server: LoopbackServer
-
-    init() throws {
-        container = try TestContainer()
-        server = try LoopbackServer()
-        _ = try DaemonUnderTest.start(container)
-        AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true)
-    }
-
-    deinit {
-        server.stop()
-        container.tearDown()
-    }
+final class HandoverTests: InProcessSuite, @unchecked Sendable {
 
     @Test("A default session downloads in-process with the same delegate calls")
     func foregroundDownload() throws {

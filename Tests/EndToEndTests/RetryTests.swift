@@ -6,28 +6,7 @@ import LoopbackServer
 /// The daemon retries network trouble by itself and resumes from the bytes on disk (S6.4).
 extension InProcess {
 @Suite(.serialized, .timeLimit(.minutes(2)))
-final class RetryTests {
-    let container: TestContainer
-    let server: LoopbackServer
-
-    init() throws {
-        container = try TestContainer()
-        server = try LoopbackServer()
-        _ = try DaemonUnderTest.start(container)
-        AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true)
-    }
-
-    deinit {
-        server.stop()
-        container.tearDown()
-    }
-
-    func session(_ identifier: String, delegate: RecordingDelegate) -> URLSession {
-        let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
-        configuration.sharedContainerIdentifier = InProcess.group.rawValue
-        configuration.sessionSendsLaunchEvents = false
-        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
-    }
+final class RetryTests: InProcessSuite, @unchecked Sendable {
 
     @Test("A connection dropped mid-body is retried and resumed with Range; the file is whole")
     func droppedConnectionResumes() throws {
@@ -36,7 +15,7 @@ final class RetryTests {
         options.dropAfterBytes = 1 << 20
         server.serve("/drop.bin", data: payload, options: options)
         let delegate = RecordingDelegate()
-        let session = session("drop", delegate: delegate)
+        let session = fixture.session("drop", delegate: delegate)
         let task = session.downloadTask(with: server.url(for: "/drop.bin"))
         task.resume()
         // After the first drop (the daemon says it retries), serve the rest normally.
@@ -58,7 +37,7 @@ final class RetryTests {
         unavailable.retryAfter = 1
         server.serve("/busy", data: Data("busy".utf8), options: unavailable)
         let delegate = RecordingDelegate()
-        let session = session("busy", delegate: delegate)
+        let session = fixture.session("busy", delegate: delegate)
         let task = session.downloadTask(with: server.url(for: "/busy"))
         task.resume()
         #expect(container.waitForLog { $0.process == "transferd" && $0.message.contains("HTTP 503, Retry-After 1 s") } != nil)
@@ -79,7 +58,7 @@ final class RetryTests {
         let port = later.port
         later.stop()
         let delegate = RecordingDelegate()
-        let session = session("refused", delegate: delegate)
+        let session = fixture.session("refused", delegate: delegate)
         let task = session.downloadTask(with: URL(string: "http://127.0.0.1:\(port)/late")!)
         task.resume()
         #expect(container.waitForLog { $0.process == "transferd" && $0.message.contains("retry 1") } != nil, "the daemon retries")

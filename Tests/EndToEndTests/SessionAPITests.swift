@@ -16,34 +16,11 @@ enum InProcess {
 /// The client API against a real daemon and a real loopback server.
 extension InProcess {
 @Suite(.serialized, .timeLimit(.minutes(2)))
-final class SessionAPITests {
-    let container: TestContainer
-    let server: LoopbackServer
-    static let group = InProcess.group
-
-    init() throws {
-        container = try TestContainer()
-        server = try LoopbackServer()
-        _ = try DaemonUnderTest.start(container)
-        AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true)
-    }
-
-    deinit {
-        server.stop()
-        container.tearDown()
-    }
-
-    /// A background configuration that never relaunches this test process.
-    func configuration(_ identifier: String) -> URLSessionConfiguration {
-        let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
-        configuration.sharedContainerIdentifier = Self.group.rawValue
-        configuration.sessionSendsLaunchEvents = false
-        return configuration
-    }
+final class SessionAPITests: InProcessSuite, @unchecked Sendable {
 
     @Test("Completion-handler and async task APIs, and uploads from Data or a stream, are refused with Apple's messages (S1.2, S2.1)")
     func refusedAPIs() async throws {
-        let session = URLSession(configuration: configuration("refusals"), delegate: RecordingDelegate(), delegateQueue: nil)
+        let session = fixture.session("refusals", delegate: RecordingDelegate())
         let url = server.url(for: "/x")
         #expect(throws: BackgroundSessionMisuse.completionHandlersUnsupported) { _ = try session.downloadTask(with: url) { _, _, _ in } }
         await #expect(throws: BackgroundSessionMisuse.completionHandlersUnsupported) { _ = try await session.data(from: url) }
@@ -61,7 +38,7 @@ final class SessionAPITests {
         options.bytesPerSecond = 8 << 20
         server.serve("/life.bin", data: payload, options: options)
         let delegate = RecordingDelegate()
-        let session = URLSession(configuration: configuration("lifecycle"), delegate: delegate, delegateQueue: nil)
+        let session = fixture.session("lifecycle", delegate: delegate)
         let task = session.downloadTask(with: server.url(for: "/life.bin"))
         #expect(task.state == .suspended)
         #expect(task.taskIdentifier == 1)
@@ -87,7 +64,7 @@ final class SessionAPITests {
         options.status = 404
         server.serve("/missing", data: Data(), options: options)
         let delegate = RecordingDelegate()
-        let session = URLSession(configuration: configuration("status"), delegate: delegate, delegateQueue: nil)
+        let session = fixture.session("status", delegate: delegate)
         let task = session.downloadTask(with: server.url(for: "/missing"))
         task.resume()
         #expect(delegate.wait { $0 == .completed(task: task.taskIdentifier, code: nil, status: 404) }, "\(delegate.calls)")
@@ -100,7 +77,7 @@ final class SessionAPITests {
         options.bytesPerSecond = 256 << 10
         server.serve("/slow-cancel", data: testPayload(size: 4 << 20), options: options)
         let delegate = RecordingDelegate()
-        let session = URLSession(configuration: configuration("cancel"), delegate: delegate, delegateQueue: nil)
+        let session = fixture.session("cancel", delegate: delegate)
         let slow = session.downloadTask(with: server.url(for: "/slow-cancel"))
         slow.resume()
         #expect(server.waitForRequests(count: 1, timeout: 10))
@@ -118,10 +95,10 @@ final class SessionAPITests {
         server.serve("/twice", data: Data("twice".utf8))
         let first = RecordingDelegate()
         let second = RecordingDelegate()
-        let a = URLSession(configuration: configuration("twice"), delegate: first, delegateQueue: nil)
+        let a = fixture.session("twice", delegate: first)
         let task = a.downloadTask(with: server.url(for: "/twice"))
         task.taskDescription = "kept by the daemon"
-        let b = URLSession(configuration: configuration("twice"), delegate: second, delegateQueue: nil)
+        let b = fixture.session("twice", delegate: second)
         #expect(b.invalidationError == nil)
         #expect(b.delegate === first, "the first delegate stays")
         #expect(container.waitForLog { $0.message.contains("A background URLSession with identifier twice already exists!") } != nil)
@@ -153,7 +130,7 @@ final class SessionAPITests {
         options.bytesPerSecond = 128 << 10
         server.serve("/inv", data: testPayload(size: 2 << 20), options: options)
         let delegate = RecordingDelegate()
-        let session = URLSession(configuration: configuration("invalidate"), delegate: delegate, delegateQueue: nil)
+        let session = fixture.session("invalidate", delegate: delegate)
         let running = session.downloadTask(with: server.url(for: "/inv"))
         running.resume()
         let suspended = session.downloadTask(with: server.url(for: "/inv"))
@@ -171,7 +148,7 @@ final class SessionAPITests {
     func finishTasksAndInvalidate() throws {
         server.serve("/finish", data: testPayload(size: 1 << 20, seed: 9))
         let delegate = RecordingDelegate()
-        let session = URLSession(configuration: configuration("finish"), delegate: delegate, delegateQueue: nil)
+        let session = fixture.session("finish", delegate: delegate)
         let task = session.downloadTask(with: server.url(for: "/finish"))
         task.resume()
         session.finishTasksAndInvalidate()

@@ -69,3 +69,13 @@ final class Locked<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+extension OperationQueue {
+    /// The delegate queue a session makes when given none: serial, so events arrive in order (S3.5).
+    static func serialDelegateQueue(name: String) -> OperationQueue {
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        queue.name = name
+        return queue
+    }
+}

@@ -31,13 +31,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     init(configuration: URLSessionConfiguration, delegate: URLSessionDelegate?, delegateQueue: OperationQueue?) {
         self.configuration = configuration
         self.delegate = delegate
-        if let delegateQueue {
-            self.delegateQueue = delegateQueue
-        } else {
-            let queue = OperationQueue()
-            queue.maxConcurrentOperationCount = 1
-            self.delegateQueue = queue
-        }
+        self.delegateQueue = delegateQueue ?? .serialDelegateQueue(name: "BackgroundTransfer.delegate.default")
         let environment = AppEnvironment.current
         self.directory = environment.layout.privateContainer(environment.identity.bundleIdentifier).appendingPathComponent("Library/Caches/BackgroundTransfer/Foreground")
         self.log = environment.log

@@ -72,14 +72,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         self.configuration = configuration
         self.recordConfiguration = recordConfiguration
         self.delegate = delegate
-        if let delegateQueue {
-            self.delegateQueue = delegateQueue
-        } else {
-            let queue = OperationQueue()
-            queue.maxConcurrentOperationCount = 1
-            queue.name = "BackgroundTransfer.delegate.\(identifier)"
-            self.delegateQueue = queue
-        }
+        self.delegateQueue = delegateQueue ?? .serialDelegateQueue(name: "BackgroundTransfer.delegate.\(identifier)")
         self.deliveryQueue = DispatchQueue(label: "BackgroundTransfer.delivery.\(identifier)")
         let environment = AppEnvironment.current
         self.layout = environment.layout

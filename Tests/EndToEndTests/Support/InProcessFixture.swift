@@ -1,0 +1,50 @@
+import Foundation
+import BackgroundTransfer
+import LoopbackServer
+
+/// What every in-process suite needs: its own container, a loopback server, optionally a
+/// daemon, and this process bootstrapped as the test app. Ends them all in `tearDown`.
+final class InProcessFixture: @unchecked Sendable {
+    let container: TestContainer
+    let server: LoopbackServer
+
+    init(startDaemon: Bool = true) throws {
+        container = try TestContainer()
+        server = try LoopbackServer()
+        if startDaemon { _ = try DaemonUnderTest.start(container) }
+        AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true)
+    }
+
+    func tearDown() {
+        server.stop()
+        container.tearDown()
+    }
+
+    /// A background session in the test app group that never relaunches this test process.
+    func session(_ identifier: String, delegate: RecordingDelegate, configure: (URLSessionConfiguration) -> Void = { _ in }) -> URLSession {
+        let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
+        configuration.sharedContainerIdentifier = InProcess.group.rawValue
+        configuration.sessionSendsLaunchEvents = false
+        configure(configuration)
+        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+}
+
+/// The base of the in-process suites: one fixture per test (Swift Testing makes a new
+/// instance for each), torn down when the instance goes.
+class InProcessSuite: @unchecked Sendable {
+    let fixture: InProcessFixture
+    var container: TestContainer { fixture.container }
+    var server: LoopbackServer { fixture.server }
+
+    /// Suites that start their own daemons override this with false.
+    class var startsDaemon: Bool { true }
+
+    required init() throws {
+        fixture = try InProcessFixture(startDaemon: Self.startsDaemon)
+    }
+
+    deinit {
+        fixture.tearDown()
+    }
+}
