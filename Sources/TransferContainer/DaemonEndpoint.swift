@@ -17,8 +17,12 @@ public enum DaemonEndpoint {
         let path = layout.daemonSocket.path
         if let fd = try? UnixSocket.connect(to: path) { return fd }
         let daemon = daemonExecutable()
+        // A container that is gone (deleted under us) gets no daemon: starting one would
+        // only recreate it somewhere nobody looks.
+        guard FileManager.default.fileExists(atPath: layout.daemonDirectory.path) else {
+            throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "the container \(layout.root.path) does not exist", subject: layout.root.path)
+        }
         do {
-            try layout.prepare()
             let pid = try ProcessSpawner.spawn(daemon, arguments: ["--container", layout.root.path, "--exit-when-idle", "30"], newSession: true, outputPath: layout.logsDirectory.appendingPathComponent("transferd.out").path)
             log?.notice("connection", "no daemon answered; started \(daemon) (pid \(pid))")
         } catch {

@@ -36,11 +36,24 @@ final class TestContainer: @unchecked Sendable {
                   let range = entry.message.range(of: #"\(pid (\d+)\)"#, options: .regularExpression) else { return nil }
             return Int32(entry.message[range].dropFirst(5).dropLast())
         }
+        pids += processesNamingContainer()
         for pid in pids where pid > 0 { kill(pid, SIGKILL) }
         if FileLock.isHeld(layout.daemonLock.path), let pid = FileLock.holderPID(layout.daemonLock.path) { kill(pid, SIGKILL) }
         // BGTRANSFER_KEEP_TEST_CONTAINERS=1 keeps them for a look after a failure.
         if ProcessInfo.processInfo.environment["BGTRANSFER_KEEP_TEST_CONTAINERS"] == nil {
             try? FileManager.default.removeItem(at: parent)
+        }
+    }
+
+    /// Every process whose command line names this container (daemons started on demand,
+    /// apps the daemon launched), so that none outlives the test.
+    private func processesNamingContainer() -> [Int32] {
+        let own = getpid()
+        return ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { name -> Int32? in
+            guard let pid = Int32(name), pid != own,
+                  let data = FileManager.default.contents(atPath: "/proc/\(name)/cmdline") else { return nil }
+            let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            return arguments.contains(root) ? pid : nil
         }
     }
 
