@@ -77,9 +77,8 @@ public final class TransferDaemon {
         }, onWritable: {}))
 
         loadSessions()
-        let listener = try UnixSocket.listen(at: layout.daemonSocket.path)
-        self.listener = listener
-        loop.watch(listener, .init(wantsWrite: { false }, onReadable: { [unowned self] in acceptClients() }, onWritable: {}))
+        self.listener = try UnixSocket.listen(at: layout.daemonSocket.path)
+        watchListener()
         loop.onTransferCompleted = { [unowned self] easy, result in transferEnded(easy, result) }
         loop.onTurn = { [unowned self] in housekeeping() }
         log.notice("daemon", "transferd started (pid \(getpid())) on \(layout.root.path); \(sessions.count) sessions, \(sessions.values.reduce(0) { $0 + $1.tasks.count }) unfinished tasks")
@@ -126,7 +125,16 @@ public final class TransferDaemon {
     // MARK: Clients
 
     private func acceptClients() {
-        while let listener, let fd = try? UnixSocket.accept(listener) {
+        while let listener {
+            let accepted: FileDescriptor?
+            do { accepted = try UnixSocket.accept(listener) } catch {
+                // Out of descriptors (EMFILE): stop listening for a moment instead of spinning.
+                log.error("ipc", "cannot accept a connection: \(error); pausing for 100 ms (\(connections.count) clients)")
+                loop.unwatch(listener)
+                loop.schedule(after: 0.1) { [unowned self] in watchListener() }
+                return
+            }
+            guard let fd = accepted else { return }
             nextConnectionID += 1
             let connection = ClientConnection(id: nextConnectionID, descriptor: fd)
             if let credentials = connection.credentials, credentials.uid != getuid() {
@@ -139,6 +147,21 @@ public final class TransferDaemon {
                 wantsWrite: { connection.hasPendingOutput },
                 onReadable: { [unowned self] in read(from: connection) },
                 onWritable: { connection.flush() }))
+        }
+    }
+
+    private func watchListener() {
+        guard let listener else { return }
+        loop.watch(listener, .init(wantsWrite: { false }, onReadable: { [unowned self] in acceptClients() }, onWritable: {}))
+    }
+
+    /// Connections that never said who they are are closed after this long.
+    static let helloDeadline: TimeInterval = 10
+
+    private func closeSilentConnections(now: Date) {
+        for connection in connections.values where connection.hello == nil && now.timeIntervalSince(connection.acceptedAt) > Self.helloDeadline {
+            log.info("ipc", "\(connection.label) said nothing for \(Int(Self.helloDeadline)) s; closed")
+            disconnect(connection)
         }
     }
 
@@ -230,6 +253,7 @@ public final class TransferDaemon {
         lastHousekeeping = now
         for pid in ProcessSpawner.reapExitedChildren() { launchEnded(pid: pid) }
         reportProgress(now: now)
+        closeSilentConnections(now: now)
         enforceResourceTimeouts(now: now)
         scheduleTransfers()
         enforceBackgroundBudget(now: now)

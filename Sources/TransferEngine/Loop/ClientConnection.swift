@@ -9,6 +9,7 @@ final class ClientConnection {
     let descriptor: FileDescriptor
     let credentials: UnixSocket.PeerCredentials?
     var hello: ClientHello?
+    let acceptedAt = Date()
     /// Sessions this client has open (attached), by identifier.
     var attachedSessions: Set<SessionKey> = []
     private var decoder = FrameDecoder()
