@@ -8,6 +8,8 @@ import TransferContainer
 let usage = """
 usage: bgtransfer [--container PATH] <command>
   inspect [--json] [--session ID]   show the daemon, apps, sessions, tasks, pending events and files
+  log [--follow] [--session ID] [--level debug|info|notice|error]
+                                    the log lines of every process (daemon, apps, extensions)
   demo                              a background download from an extension, end to end
   force-quit BUNDLE_ID              the user's force quit: cancel the app's transfers, no relaunch
                                     until the user launches it again (S4.2)
@@ -20,6 +22,8 @@ do { layout = try ContainerLayout.resolve(arguments: &arguments) } catch { Tool.
 switch arguments.first {
 case "inspect":
     Inspect.run(layout: layout, arguments: Array(arguments.dropFirst()))
+case "log":
+    LogCommand.run(layout: layout, arguments: Array(arguments.dropFirst()))
 case "demo":
     exit(Demo(layout: layout).run())
 case "force-quit":

@@ -43,6 +43,17 @@ struct ExtensionDownloadTests {
         #expect(waitUntil { container.pendingEventFiles(Self.fetchSession).isEmpty }, "the daemon forgot the acknowledged event")
         let caches = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)")
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: caches.path)) ?? []).isEmpty, "no partial or temporary file is left")
+
+        // What a person debugging it sees.
+        let log = try Executable.bgtransfer.run(["log", "--session", Self.fetchSession], in: container)
+        #expect(log.stdout.contains("host-app[\(acknowledged!.pid)] notice com.example.BackgroundTransfer.application [\(Self.fetchSession)]: completion handler called"), "\(log.stdout)")
+        let inspect = try Executable.bgtransfer.run(["inspect", "--json"], in: container)
+        let snapshot = try RecordCoding.decoder().decode(ContainerSnapshot.self, from: Data(inspect.stdout.utf8))
+        #expect(snapshot.daemon.running)
+        #expect(snapshot.sessions.map(\.identifier) == [Self.fetchSession])
+        #expect(snapshot.sessions.first?.owner == "com.example.host.fetch")
+        #expect(snapshot.sessions.first?.pendingEvents.isEmpty == true)
+        #expect(snapshot.appGroups.first?.files.contains { $0.path == "Downloads/report.bin" && $0.size == Int64(payload.count) } == true)
     }
 
     @Test("The extension killed with SIGKILL right after creating its task: the transfer completes and the host is relaunched")
