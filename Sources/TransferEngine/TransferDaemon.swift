@@ -51,6 +51,11 @@ public final class TransferDaemon {
     private var lastHousekeeping = Date.distantPast
 
     public init(options: Options) throws {
+        // Started on demand, the daemon serves an existing container only: a client racing
+        // the container's removal must not bring it back.
+        if options.exitWhenIdle != nil && !FileManager.default.fileExists(atPath: options.layout.root.path) {
+            throw DaemonError.noContainer(options.layout.root.path)
+        }
         self.options = options
         self.log = TransferLog(layout: options.layout, process: "transferd", subsystem: "com.example.transferd", echoLevel: options.echoLevel)
         try options.layout.prepare()
@@ -289,11 +294,14 @@ struct TaskKey: Hashable {
 /// Why the daemon cannot run.
 public enum DaemonError: Error, CustomStringConvertible {
     case alreadyRunning(container: String, pid: Int32?)
+    case noContainer(String)
 
     public var description: String {
         switch self {
         case .alreadyRunning(let container, let pid):
             "another transferd\(pid.map { " (pid \($0))" } ?? "") is already serving the container \(container)"
+        case .noContainer(let path):
+            "the container \(path) does not exist (a daemon started on demand does not create one)"
         }
     }
 }

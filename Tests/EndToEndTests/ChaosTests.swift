@@ -88,7 +88,8 @@ struct ChaosTests {
                     kills["transferd", default: 0] += 1
                 }
             default:
-                let hosts = launchedHosts(container).filter { ProcessSpawner.isAlive($0) }
+                // Only live processes of this container: an old pid may belong to another process now.
+                let hosts = Set(launchedHosts(container)).intersection(container.processesNamingContainer())
                 if let pid = hosts.randomElement(using: &random) {
                     kill(pid, SIGKILL)
                     kills["host-app", default: 0] += 1

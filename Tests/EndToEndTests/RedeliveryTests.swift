@@ -97,6 +97,31 @@ struct RedeliveryTests {
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("noranges.bin").path) == SHA256.hexDigest(of: payload))
     }
 
+    @Test("Killed with every byte on disk but before it finished: the restart's 416 completes the download, not an empty file")
+    func killedWithWholeFileOnDisk() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let payload = testPayload(size: 2 << 20, seed: 29)
+        var options = RouteOptions()
+        options.bytesPerSecond = 1 << 20
+        server.serve("/whole.bin", data: payload, options: options)
+        let daemon = try DaemonUnderTest.start(container)
+        #expect(try Executable.fetchExtension.run(["download", server.url(for: "/whole.bin").absoluteString], in: container).status == 0)
+        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)/task-1.partial")
+        try #require(waitUntil { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 > 256 << 10 })
+        daemon.process.kill(signal: SIGKILL)
+        _ = daemon.process.wait(timeout: 10)
+        try payload.write(to: partial) // as if the last byte had arrived just before the kill
+
+        _ = try DaemonUnderTest.start(container)
+        try #require(container.waitForLog(timeout: 40) { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
+        #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("whole.bin").path) == SHA256.hexDigest(of: payload))
+        #expect(server.requests.last { $0.path == "/whole.bin" }?.header("Range") == "bytes=\(payload.count)-")
+        #expect(container.logEntries(process: "host-app", category: "delegate").contains { $0.message.hasPrefix("didCompleteWithError(nil): task 1, HTTP 200") })
+    }
+
     @Test("A resource without any validator is fetched again from zero after a kill, never spliced")
     func noValidatorRestartsFromZero() throws {
         let container = try TestContainer()

@@ -264,8 +264,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
                 // A previous holder that died in didFinishDownloadingTo and took the file: done.
                 if exists && interruptedPhase != .completing {
                     if let delegate = delegate as? URLSessionDownloadDelegate {
-                        markDelivery(of: event.number, phase: .finishingDownload)
-                        onDelegateQueue { session in
+                        onDelegateQueue(marking: (event.number, .finishingDownload)) { session in
                             delegate.urlSession(session, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: path))
                         }
                     }
@@ -276,8 +275,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
                 }
             }
             if interruptedPhase != .completing, let delegate = delegate as? URLSessionTaskDelegate {
-                markDelivery(of: event.number, phase: .completing)
-                onDelegateQueue { session in delegate.urlSession(session, task: task, didCompleteWithError: error) }
+                onDelegateQueue(marking: (event.number, .completing)) { session in delegate.urlSession(session, task: task, didCompleteWithError: error) }
             }
             state.withLock { $0.deliveredThrough = event.number }
             do {
@@ -342,9 +340,14 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     }
 
     /// Runs a delegate call on the delegate queue and waits for it, keeping events in order.
-    private func onDelegateQueue(_ call: @escaping @Sendable (URLSession) -> Void) {
+    /// With `marking`, records the event and call as under way right before the call starts
+    /// (on the delegate queue, so that no queueing delay lies between the mark and the call).
+    private func onDelegateQueue(marking mark: (number: UInt64, phase: DeliveryPhase)? = nil, _ call: @escaping @Sendable (URLSession) -> Void) {
         guard let session = primary else { return }
-        let operation = BlockOperation { call(session) }
+        let operation = BlockOperation { [self] in
+            if let mark { markDelivery(of: mark.number, phase: mark.phase) }
+            call(session)
+        }
         delegateQueue.addOperations([operation], waitUntilFinished: true)
     }
 

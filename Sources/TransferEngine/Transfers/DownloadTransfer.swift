@@ -105,6 +105,16 @@ final class DownloadTransfer {
 
     /// Decides, from the final response head, whether the body continues the bytes on disk.
     private func beginBody() -> Bool {
+        if resumeOffset > 0 && head.statusCode == 416 {
+            // Asked for the bytes after the end: a daemon killed between the last byte and
+            // the rename already had the whole file. Any other 416 means start over.
+            guard head.contentRangeTotal == resumeOffset else {
+                mustRestartFromZero = true
+                return false
+            }
+            task.countOfBytesExpectedToReceive = resumeOffset
+            return true // the response of the earlier attempt stays the task's response
+        }
         finishHead()
         if !(200..<300).contains(head.statusCode) {
             // An error page: keep it apart; it is delivered (S2.5) or dropped before a retry.

@@ -39,7 +39,6 @@ struct Executable {
         process.standardError = try FileHandle(forWritingTo: stderr)
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        container.track(process.processIdentifier)
         return RunningProcess(process: process, stdoutPath: stdout, stderrPath: stderr)
     }
 

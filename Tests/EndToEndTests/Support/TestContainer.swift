@@ -7,8 +7,6 @@ import TransferContainer
 final class TestContainer: @unchecked Sendable {
     let parent: URL
     let layout: ContainerLayout
-    private let lock = NSLock()
-    private var processes: [Int32] = []
 
     init() throws {
         let base = URL(fileURLWithPath: "/tmp/bgt-\(getpid())-\(UUID().uuidString.prefix(8))")
@@ -20,25 +18,11 @@ final class TestContainer: @unchecked Sendable {
 
     var root: String { layout.root.path }
 
-    func track(_ pid: Int32) {
-        lock.lock()
-        processes.append(pid)
-        lock.unlock()
-    }
-
-    /// Ends every process the test started or the daemon launched for it, then removes the container.
+    /// Ends every process the test started or the daemon launched for it, then removes the
+    /// container. Only processes whose command line names this container are ended: a pid
+    /// remembered from earlier may belong to somebody else by now.
     func tearDown() {
-        lock.lock()
-        var pids = processes
-        lock.unlock()
-        pids += TransferLog.entries(layout: layout).compactMap { entry in
-            guard entry.process == "transferd", entry.message.hasPrefix("launched "),
-                  let range = entry.message.range(of: #"\(pid (\d+)\)"#, options: .regularExpression) else { return nil }
-            return Int32(entry.message[range].dropFirst(5).dropLast())
-        }
-        pids += processesNamingContainer()
-        for pid in pids where pid > 0 { kill(pid, SIGKILL) }
-        if FileLock.isHeld(layout.daemonLock.path), let pid = FileLock.holderPID(layout.daemonLock.path) { kill(pid, SIGKILL) }
+        for pid in processesNamingContainer() { kill(pid, SIGKILL) }
         // BGTRANSFER_KEEP_TEST_CONTAINERS=1 keeps them for a look after a failure.
         if ProcessInfo.processInfo.environment["BGTRANSFER_KEEP_TEST_CONTAINERS"] == nil {
             try? FileManager.default.removeItem(at: parent)
@@ -47,7 +31,7 @@ final class TestContainer: @unchecked Sendable {
 
     /// Every process whose command line names this container (daemons started on demand,
     /// apps the daemon launched), so that none outlives the test.
-    private func processesNamingContainer() -> [Int32] {
+    func processesNamingContainer() -> [Int32] {
         let own = getpid()
         return ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { name -> Int32? in
             guard let pid = Int32(name), pid != own,
