@@ -57,14 +57,16 @@ struct ChaosTests {
                 if random.chance(0.3) && download.executable.name != "host-app" {
                     let process = try download.executable.start(["download", url, "--wait"], in: container)
                     if container.waitForLog(timeout: 10, { $0.pid == process.pid && $0.message.hasPrefix("started download task") }) != nil {
+                        usleep(UInt32(random.next(below: 400_000))) // at a random moment of its life
                         process.kill()
                         kills["extension", default: 0] += 1
                     }
                     _ = process.wait(timeout: 10)
                 } else {
-                    // The user may have the app open with this session right now (-996): try again.
+                    // The app may hold this session right now (-996): the user, or a relaunch that
+                    // may keep it up to its background budget (30 s). Try again meanwhile.
                     var outcome = try download.executable.run(["download", url], in: container)
-                    for _ in 0..<50 where outcome.status == 2 && outcome.stderr.contains("(-996)") {
+                    for _ in 0..<400 where outcome.status == 2 && outcome.stderr.contains("(-996)") {
                         usleep(100_000)
                         outcome = try download.executable.run(["download", url], in: container)
                     }
@@ -82,7 +84,9 @@ struct ChaosTests {
                 _ = host.wait(timeout: 10)
                 kills["host-app", default: 0] += 1
             case 0:
-                if let pid = FileLock.holderPID(container.layout.daemonLock.path), FileLock.isHeld(container.layout.daemonLock.path) {
+                // The daemon by its command line: the pid in the lock file may still be the
+                // previous holder's for a moment, and that pid may be somebody else's by now.
+                if let pid = container.processesNamingContainer(executable: "transferd").first {
                     kill(pid, SIGKILL)
                     _ = waitUntil(timeout: 5) { !FileLock.isHeld(container.layout.daemonLock.path) }
                     kills["transferd", default: 0] += 1

@@ -39,7 +39,7 @@ struct Executable {
         process.standardError = try FileHandle(forWritingTo: stderr)
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        return RunningProcess(process: process, stdoutPath: stdout, stderrPath: stderr)
+        return RunningProcess(process: process, stdoutPath: stdout, stderrPath: stderr, containerRoot: container.root)
     }
 
     /// Runs to the end (with a deadline) and returns status and output.
@@ -54,11 +54,14 @@ final class RunningProcess: @unchecked Sendable {
     let process: Process
     let stdoutPath: URL
     let stderrPath: URL
+    /// Every process a test starts names its container on its command line.
+    let containerRoot: String
 
-    init(process: Process, stdoutPath: URL, stderrPath: URL) {
+    init(process: Process, stdoutPath: URL, stderrPath: URL, containerRoot: String) {
         self.process = process
         self.stdoutPath = stdoutPath
         self.stderrPath = stderrPath
+        self.containerRoot = containerRoot
     }
 
     struct Outcome {
@@ -82,14 +85,19 @@ final class RunningProcess: @unchecked Sendable {
         if exited.wait(timeout: .now() + timeout) == .success {
             status = process.terminationStatus
         } else {
-            sendSignal(process.processIdentifier, SIGKILL)
+            kill()
             _ = exited.wait(timeout: .now() + 5)
         }
         return Outcome(status: status, stdout: read(stdoutPath), stderr: read(stderrPath))
     }
 
+    /// Signals the process if it is still this one: once it has exited its pid may already
+    /// belong to another process, which must not be hit.
     func kill(signal: Int32 = SIGKILL) {
-        sendSignal(process.processIdentifier, signal)
+        let pid = process.processIdentifier
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"),
+              data.split(separator: 0).contains(where: { String(decoding: $0, as: UTF8.self) == containerRoot }) else { return }
+        sendSignal(pid, signal)
     }
 
     var stdout: String { read(stdoutPath) }

@@ -31,13 +31,15 @@ final class TestContainer: @unchecked Sendable {
 
     /// Every process whose command line names this container (daemons started on demand,
     /// apps the daemon launched), so that none outlives the test.
-    func processesNamingContainer() -> [Int32] {
+    func processesNamingContainer(executable: String? = nil) -> [Int32] {
         let own = getpid()
         return ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { name -> Int32? in
             guard let pid = Int32(name), pid != own,
                   let data = FileManager.default.contents(atPath: "/proc/\(name)/cmdline") else { return nil }
             let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-            return arguments.contains(root) ? pid : nil
+            guard arguments.contains(root) else { return nil }
+            if let executable, (arguments.first.map { ($0 as NSString).lastPathComponent } != executable) { return nil }
+            return pid
         }
     }
 
