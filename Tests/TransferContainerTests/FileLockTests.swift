@@ -96,7 +96,7 @@ struct FileLockTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let path = directory.path("test.lock")
-        let holder = try FlockHolder(path: path)
+        let holder = try await FlockHolder.holding(path)
         defer { holder.kill() }
         #expect(await holder.waitUntilHeld(), "flock child did not take the lock in time")
 

@@ -163,7 +163,7 @@ struct SessionCoordinatorTests {
         let layout = try directory.preparedLayout()
         try DurableFile.makeDirectory(layout.sessionDirectory(family: sampleFamily, identifier: sampleSession).path)
         let lockPath = layout.sessionLock(family: sampleFamily, identifier: sampleSession).path
-        let holder = try FlockHolder(path: lockPath)
+        let holder = try await FlockHolder.holding(lockPath)
         defer { holder.kill() }
         #expect(await holder.waitUntilHeld(), "flock child did not take the lock in time")
         try Data("\(holder.pid)\n".utf8).write(to: URL(fileURLWithPath: lockPath))
