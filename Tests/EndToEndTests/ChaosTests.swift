@@ -139,7 +139,15 @@ struct ChaosTests {
             }
         }
         #expect(duplicates.isEmpty, "completions seen more than once: \(duplicates) (seed \(seed))")
-        #expect(seen.count == downloads.count, "one completion per download: \(seen.count) (seed \(seed))")
+        // A holder SIGKILLed between recording a didCompleteWithError call and finishing it: the
+        // call may or may not have run, and the library does not repeat it (never twice). Such
+        // completions are the only ones allowed to be missing, and the library names them.
+        let cutShort = Set(container.logEntries(category: "delivery").filter { $0.message.contains("interrupted in completing") }.compactMap { entry in
+            entry.task.map { "\(entry.session ?? "?")#\($0)," }
+        })
+        let unseen = downloads.count - seen.count
+        print("chaos seed \(seed): \(seen.count) completions seen, \(cutShort.count) cut short by a kill inside the delegate call")
+        #expect(unseen <= cutShort.filter { !seen.keys.contains($0) }.count, "one completion per download, except calls cut short by a kill: \(seen.count) seen, cut short \(cutShort) (seed \(seed))")
         // Nothing temporary left in the caches.
         let caches = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer")
         let leftovers = (FileManager.default.enumerator(atPath: caches.path)?.allObjects as? [String] ?? []).filter { $0.hasSuffix(".partial") || $0.hasSuffix(".response") || $0.hasSuffix(".tmp") }
