@@ -6,8 +6,10 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
     private let application: BackgroundApplication
     private var sessions: [URLSession] = []
 
-    /// How long a background launch may take before giving up (the daemon may kill it sooner).
-    static let backgroundLaunchLimit: TimeInterval = 120
+    /// How long a background launch may take before giving up: iOS's background time, the
+    /// daemon's default budget. It matters when the daemon that launched us died (and its
+    /// budget with it): the session must not stay held by a lingering app.
+    static let backgroundLaunchLimit: TimeInterval = 30
 
     init(application: BackgroundApplication) {
         self.application = application
