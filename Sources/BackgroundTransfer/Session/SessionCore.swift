@@ -123,6 +123,24 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         }
     }
 
+    /// Sends a request, riding through a daemon restart: while the connection is lost, or
+    /// before this session has reattached, it waits and sends again (for up to 15 s). A
+    /// `resume()` must not be lost because the daemon was being restarted at that instant.
+    /// (A `createTask` whose reply was lost can be created twice; losing it would be worse.)
+    private func request(_ request: DaemonRequest) throws(TransferFailure) -> DaemonReply {
+        let deadline = Date().addingTimeInterval(15)
+        while true {
+            do {
+                return try connection().request(request)
+            } catch {
+                let transient = error.code == TransferFailure.networkConnectionLost
+                    || (error.code == TransferFailure.requestRefused && error.message.contains("is not open in this process"))
+                guard transient, Date() < deadline, !state.withLock({ $0.invalidated }) else { throw error }
+                usleep(50_000) // the connection reconnects and the session reattaches by themselves
+            }
+        }
+    }
+
     private func connection() throws(TransferFailure) -> DaemonConnection {
         guard let connection = state.withLock({ $0.connection }) else {
             throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "session \(identifier) is not attached to the transfer daemon", subject: identifier.rawValue)
@@ -147,7 +165,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     }
 
     func createTask(_ creation: TaskCreation) throws(TransferFailure) -> URLSessionTask {
-        let reply = try connection().request(.createTask(session: identifier, creation))
+        let reply = try request(.createTask(session: identifier, creation))
         guard case .task(let record) = reply else {
             throw TransferFailure(code: TransferFailure.unknown, message: "unexpected reply to createTask")
         }
@@ -171,7 +189,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         guard task.state != .completed else { return nil }
         task.setState(.canceling)
         do {
-            let reply = try connection().request(.cancelTask(session: identifier, task: task.taskIdentifier, produceResumeData: produceResumeData))
+            let reply = try self.request(.cancelTask(session: identifier, task: task.taskIdentifier, produceResumeData: produceResumeData))
             if case .cancelled(let data) = reply { return data }
         } catch {
             log.error("session", "cancel failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier)
@@ -186,7 +204,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
 
     private func perform(_ request: DaemonRequest, on task: URLSessionTask) {
         do {
-            let reply = try connection().request(request)
+            let reply = try self.request(request)
             if case .task(let record) = reply { task.update(record) }
         } catch {
             log.error("session", "\(request) failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier)
@@ -195,7 +213,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
 
     func allTasks() -> [URLSessionTask] {
         do {
-            let reply = try connection().request(.getAllTasks(session: identifier))
+            let reply = try request(.getAllTasks(session: identifier))
             guard case .tasks(let records) = reply else { return [] }
             return records.map { record in
                 let task = taskObject(for: record)
@@ -378,7 +396,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         }
         guard proceed else { return }
         do {
-            try connection().request(.invalidate(session: identifier, cancelTasks: cancelTasks))
+            _ = try request(.invalidate(session: identifier, cancelTasks: cancelTasks))
         } catch {
             log.error("session", "invalidate failed: \(error)", session: identifier.rawValue)
             deliveryQueue.async { self.finishInvalidation(nil) }
