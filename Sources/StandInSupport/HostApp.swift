@@ -180,13 +180,13 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
 
     static func allTasks(of session: URLSession) -> [URLSessionTask] {
         let done = DispatchSemaphore(value: 0)
-        let result = LockedBox<[URLSessionTask]>([])
+        let result = Locked<[URLSessionTask]>([])
         session.getAllTasks { tasks in
-            result.set(tasks)
+            result.withLock { $0 = tasks }
             done.signal()
         }
         _ = done.wait(timeout: .now() + 30)
-        return result.get().sorted { $0.taskIdentifier < $1.taskIdentifier }
+        return result.withLock { $0 }.sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 
     static func stateName(_ state: URLSessionTask.State) -> String {
@@ -199,11 +199,3 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
     }
 }
 
-/// A value handed from a callback to a waiting thread.
-final class LockedBox<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-    init(_ value: Value) { self.value = value }
-    func set(_ newValue: Value) { lock.lock(); value = newValue; lock.unlock() }
-    func get() -> Value { lock.lock(); defer { lock.unlock() }; return value }
-}

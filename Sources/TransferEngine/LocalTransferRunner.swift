@@ -76,17 +76,17 @@ public final class LocalTransferRunner: @unchecked Sendable {
     /// Stops a download, keeping its partial file; returns the task as it stood (nil if it had ended).
     public func stop(taskIdentifier: Int) -> TaskRecord? {
         let done = DispatchSemaphore(value: 0)
-        let result = LockedValue<TaskRecord?>(nil)
+        let result = Locked<TaskRecord?>(nil)
         enqueue { loop in
             if let id = self.byTask.removeValue(forKey: taskIdentifier), let running = self.running.removeValue(forKey: id) {
                 loop.multi.remove(running.transfer.easy)
                 running.transfer.close()
-                result.set(running.transfer.task)
+                result.withLock { $0 = running.transfer.task }
             }
             done.signal()
         }
         done.wait()
-        return result.get()
+        return result.withLock { $0 }
     }
 
     // Loop-thread state.
@@ -133,11 +133,3 @@ public final class LocalTransferRunner: @unchecked Sendable {
     }
 }
 
-/// A value handed between threads.
-final class LockedValue<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-    init(_ value: Value) { self.value = value }
-    func set(_ newValue: Value) { lock.lock(); value = newValue; lock.unlock() }
-    func get() -> Value { lock.lock(); defer { lock.unlock() }; return value }
-}

@@ -172,14 +172,3 @@ final class SessionAPITests: InProcessSuite, @unchecked Sendable {
 
 }
 
-/// A value shared with a callback in a test.
-final class Locked<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-    init(_ value: Value) { self.value = value }
-    func withLock<R>(_ body: (inout Value) -> R) -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&value)
-    }
-}

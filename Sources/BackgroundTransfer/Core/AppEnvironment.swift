@@ -55,21 +55,6 @@ extension FileManager {
     }
 }
 
-/// A value behind a lock: the one way this library shares mutable state between threads.
-final class Locked<Value>: @unchecked Sendable {
-    private var value: Value
-    private let lock = NSLock()
-
-    init(_ value: Value) { self.value = value }
-
-    @discardableResult
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}
-
 extension OperationQueue {
     /// The delegate queue a session makes when given none: serial, so events arrive in order (S3.5).
     static func serialDelegateQueue(name: String) -> OperationQueue {
