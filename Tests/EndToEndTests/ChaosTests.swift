@@ -16,8 +16,7 @@ struct ChaosTests {
 
     @Test("30 downloads, random 503s and dropped connections, at least 15 SIGKILLs of transferd, host-app and extensions")
     func chaos() throws {
-        let seed = ProcessInfo.processInfo.environment["BGTRANSFER_CHAOS_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64.max)
-        print("chaos seed \(seed) (replay with BGTRANSFER_CHAOS_SEED=\(seed))")
+        let seed = replayableSeed("BGTRANSFER_CHAOS_SEED", label: "chaos")
         var random = SeededRandom(seed: seed)
         let container = try TestContainer()
         defer { container.tearDown() }
@@ -166,7 +165,14 @@ struct ChaosTests {
     }
 }
 
-/// A seeded generator (xorshift64*), so a chaos run can be replayed.
+/// The seed of a randomized test: from `variable` to replay a run, else a new one; printed.
+func replayableSeed(_ variable: String, label: String) -> UInt64 {
+    let seed = ProcessInfo.processInfo.environment[variable].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64.max)
+    print("\(label) seed \(seed) (replay with \(variable)=\(seed))")
+    return seed
+}
+
+/// A seeded generator (xorshift64*), so a randomized run can be replayed.
 struct SeededRandom: RandomNumberGenerator {
     private var state: UInt64
     init(seed: UInt64) { state = seed == 0 ? 0x9E3779B97F4A7C15 : seed }

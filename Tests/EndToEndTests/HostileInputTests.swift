@@ -8,8 +8,7 @@ import TransferContainer
 struct HostileInputTests {
     @Test("100,000 random and mutated frames, oversized lengths, mid-frame hang-ups and 2,000 idle connections: the daemon still answers and keeps its tasks")
     func socketFuzz() throws {
-        let seed = ProcessInfo.processInfo.environment["BGTRANSFER_FUZZ_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64.max)
-        print("socket fuzz seed \(seed) (replay with BGTRANSFER_FUZZ_SEED=\(seed))")
+        let seed = replayableSeed("BGTRANSFER_FUZZ_SEED", label: "socket fuzz")
         var random = SeededRandom(seed: seed)
         let container = try TestContainer()
         defer { container.tearDown() }
@@ -102,8 +101,7 @@ struct HostileInputTests {
 extension HostileInputTests {
     @Test("1,000 corrupted, truncated and unknown-version records: the daemon sets them aside and keeps every good task")
     func corruptedRecords() throws {
-        let seed = ProcessInfo.processInfo.environment["BGTRANSFER_FUZZ_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64.max)
-        print("record fuzz seed \(seed)")
+        let seed = replayableSeed("BGTRANSFER_FUZZ_SEED", label: "record fuzz")
         var random = SeededRandom(seed: seed)
         let container = try TestContainer()
         defer { container.tearDown() }

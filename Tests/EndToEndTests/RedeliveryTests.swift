@@ -50,11 +50,7 @@ struct RedeliveryTests {
 
         let outcome = try Executable.fetchExtension.run(["download", server.url(for: "/big.bin").absoluteString], in: container)
         #expect(outcome.status == 0, "\(outcome.stderr)")
-        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)/task-1.partial")
-        let someBytes = waitUntil { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 > 1 << 20 }
-        try #require(someBytes, "the download did not start")
-        daemon.process.kill(signal: SIGKILL)
-        _ = daemon.process.wait(timeout: 10)
+        let partial = try killDaemon(daemon, in: container, onceTask1Has: 1 << 20)
         let onDisk = ((try FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.int64Value ?? 0
 
         _ = try DaemonUnderTest.start(container)
@@ -83,10 +79,7 @@ struct RedeliveryTests {
         server.serve("/noranges.bin", data: payload, options: options)
         let daemon = try DaemonUnderTest.start(container)
         #expect(try Executable.fetchExtension.run(["download", server.url(for: "/noranges.bin").absoluteString], in: container).status == 0)
-        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)/task-1.partial")
-        try #require(waitUntil { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 > 1 << 20 })
-        daemon.process.kill(signal: SIGKILL)
-        _ = daemon.process.wait(timeout: 10)
+        try killDaemon(daemon, in: container, onceTask1Has: 1 << 20)
 
         // The same bytes, but the server now ignores Range and answers 200.
         options.acceptsRanges = false
@@ -109,10 +102,7 @@ struct RedeliveryTests {
         server.serve("/whole.bin", data: payload, options: options)
         let daemon = try DaemonUnderTest.start(container)
         #expect(try Executable.fetchExtension.run(["download", server.url(for: "/whole.bin").absoluteString], in: container).status == 0)
-        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)/task-1.partial")
-        try #require(waitUntil { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 > 256 << 10 })
-        daemon.process.kill(signal: SIGKILL)
-        _ = daemon.process.wait(timeout: 10)
+        let partial = try killDaemon(daemon, in: container, onceTask1Has: 256 << 10)
         try payload.write(to: partial) // as if the last byte had arrived just before the kill
 
         _ = try DaemonUnderTest.start(container)
@@ -135,10 +125,7 @@ struct RedeliveryTests {
         server.serve("/plain.bin", data: payload, options: options)
         let daemon = try DaemonUnderTest.start(container)
         #expect(try Executable.fetchExtension.run(["download", server.url(for: "/plain.bin").absoluteString], in: container).status == 0)
-        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)/task-1.partial")
-        try #require(waitUntil { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 > 1 << 20 })
-        daemon.process.kill(signal: SIGKILL)
-        _ = daemon.process.wait(timeout: 10)
+        try killDaemon(daemon, in: container, onceTask1Has: 1 << 20)
         options.bytesPerSecond = nil
         server.serve("/plain.bin", data: payload, options: options)
         _ = try DaemonUnderTest.start(container)
@@ -161,10 +148,7 @@ struct RedeliveryTests {
         server.serve("/changing.bin", data: old, options: options)
         let daemon = try DaemonUnderTest.start(container)
         #expect(try Executable.fetchExtension.run(["download", server.url(for: "/changing.bin").absoluteString], in: container).status == 0)
-        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)/task-1.partial")
-        try #require(waitUntil { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 > 1 << 20 })
-        daemon.process.kill(signal: SIGKILL)
-        _ = daemon.process.wait(timeout: 10)
+        try killDaemon(daemon, in: container, onceTask1Has: 1 << 20)
 
         options.etag = "\"v2\""
         options.bytesPerSecond = nil
@@ -172,5 +156,17 @@ struct RedeliveryTests {
         _ = try DaemonUnderTest.start(container)
         try #require(container.waitForLog(timeout: 40) { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("changing.bin").path) == SHA256.hexDigest(of: new), "the new resource whole, not old bytes followed by new ones")
+    }
+
+    /// SIGKILLs the daemon once the fetch extension's task 1 has more than `bytes` on disk;
+    /// returns that task's partial file.
+    @discardableResult
+    func killDaemon(_ daemon: DaemonUnderTest, in container: TestContainer, onceTask1Has bytes: Int) throws -> URL {
+        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)/task-1.partial")
+        let started = waitUntil { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 > bytes }
+        try #require(started, "the download did not start")
+        daemon.process.kill(signal: SIGKILL)
+        _ = daemon.process.wait(timeout: 10)
+        return partial
     }
 }

@@ -75,6 +75,12 @@ public enum ProcessSpawner {
         }
     }
 
+    /// The arguments a process was started with (`/proc/<pid>/cmdline`), nil if it is gone.
+    public static func commandLine(of pid: Int32) -> [String]? {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+        return data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+    }
+
     /// The path of the running executable.
     public static var currentExecutable: String {
         (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]

@@ -95,8 +95,7 @@ final class RunningProcess: @unchecked Sendable {
     /// belong to another process, which must not be hit.
     func kill(signal: Int32 = SIGKILL) {
         let pid = process.processIdentifier
-        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"),
-              data.split(separator: 0).contains(where: { String(decoding: $0, as: UTF8.self) == containerRoot }) else { return }
+        guard ProcessSpawner.commandLine(of: pid)?.contains(containerRoot) == true else { return }
         sendSignal(pid, signal)
     }
 

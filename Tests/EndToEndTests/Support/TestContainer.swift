@@ -34,10 +34,7 @@ final class TestContainer: @unchecked Sendable {
     func processesNamingContainer(executable: String? = nil) -> [Int32] {
         let own = getpid()
         return ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { name -> Int32? in
-            guard let pid = Int32(name), pid != own,
-                  let data = FileManager.default.contents(atPath: "/proc/\(name)/cmdline") else { return nil }
-            let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-            guard arguments.contains(root) else { return nil }
+            guard let pid = Int32(name), pid != own, let arguments = ProcessSpawner.commandLine(of: pid), arguments.contains(root) else { return nil }
             if let executable, (arguments.first.map { ($0 as NSString).lastPathComponent } != executable) { return nil }
             return pid
         }
