@@ -81,7 +81,8 @@ public enum StandInProgram {
         return (session, task)
     }
 
-    /// An extension: `download URL` starts a transfer in its own session and exits at once.
+    /// An extension: `download URL` or `upload FILE URL` starts a transfer in its own session
+    /// and exits at once.
     public static func runExtension(_ identity: AppIdentity) -> Never {
         let application: BackgroundApplication
         do { application = try BackgroundApplication(identity: identity) } catch {
@@ -89,23 +90,30 @@ public enum StandInProgram {
             exit(64)
         }
         let arguments = application.arguments
-        guard arguments.first == "download" else {
-            complain("usage: \(DownloadCommand.usage)")
-            exit(64)
-        }
+        let delegate = StandInDelegate(echo: true)
+        let started: (task: URLSessionTask, wait: Bool)?
         do {
-            let command = try DownloadCommand(arguments: Array(arguments.dropFirst()))
-            let delegate = StandInDelegate(echo: true)
-            guard let (_, task) = startDownload(command, delegate: delegate) else { exit(2) }
-            if command.wait {
-                let outcome = delegate.waitForCompletion(of: task.taskIdentifier, timeout: 600)
-                exit(outcome.finished && outcome.error == nil ? 0 : 1)
+            switch arguments.first {
+            case "download":
+                let command = try DownloadCommand(arguments: Array(arguments.dropFirst()))
+                started = startDownload(command, delegate: delegate).map { ($0.1, command.wait) }
+            case "upload":
+                let command = try UploadCommand(arguments: Array(arguments.dropFirst()))
+                started = startUpload(command, delegate: delegate).map { ($0.1, command.wait) }
+            default:
+                complain("usage: \(DownloadCommand.usage) | \(UploadCommand.usage)")
+                exit(64)
             }
-            // Extensions exit as soon as their work is handed over.
-            exit(0)
         } catch {
-            complain("\(error); usage: \(DownloadCommand.usage)")
+            complain("\(error); usage: \(DownloadCommand.usage) | \(UploadCommand.usage)")
             exit(64)
         }
+        guard let started else { exit(2) }
+        if started.wait {
+            let outcome = delegate.waitForCompletion(of: started.task.taskIdentifier, timeout: 600)
+            exit(outcome.finished && outcome.error == nil ? 0 : 1)
+        }
+        // Extensions exit as soon as their work is handed over.
+        exit(0)
     }
 }

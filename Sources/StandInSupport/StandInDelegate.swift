@@ -1,10 +1,10 @@
 import BackgroundTransfer
 
 /// The session delegate of the stand-in app and extensions: moves finished downloads into
-/// the app group's `Downloads/`, logs every delegate call (tests read the order from the
+/// the app group's `Downloads/`, logs every delegate call (and the server's answer to an upload) (tests read the order from the
 /// log), and tells its owner when tasks end and when events are finished.
 /// Called on the session's serial delegate queue; its own state is behind a lock.
-public final class StandInDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
+public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDelegate, @unchecked Sendable {
     private let lock = NSLock()
     private var completed: [Int: Error?] = [:]
     private let completedCondition = NSCondition()
@@ -34,12 +34,17 @@ public final class StandInDelegate: URLSessionDownloadDelegate, @unchecked Senda
         }
     }
 
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let text = String(decoding: data.prefix(200), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        say("didReceive: task \(dataTask.taskIdentifier), \(data.count) bytes: \(text)", session: session, task: dataTask.taskIdentifier)
+    }
+
     public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
         let status = (task.response as? HTTPURLResponse)?.statusCode
         if let error {
             let info = (error as NSError).userInfo
             let reason = (info[NSURLErrorBackgroundTaskCancelledReasonKey] as? Int).map { ", cancelled reason \($0)" } ?? ""
-            let resumable = info[NSURLSessionDownloadTaskResumeData] != nil ? ", with resume data" : ""
+            let resumable = info[NSURLSessionDownloadTaskResumeData] != nil || info[NSURLSessionUploadTaskResumeData] != nil ? ", with resume data" : ""
             say("didCompleteWithError: task \(task.taskIdentifier) failed: \(error.localizedDescription) (\((error as NSError).code)\(reason)\(resumable))", session: session, task: task.taskIdentifier)
         } else {
             say("didCompleteWithError(nil): task \(task.taskIdentifier), HTTP \(status.map(String.init) ?? "-")", session: session, task: task.taskIdentifier)

@@ -29,9 +29,13 @@ extension TransferDaemon {
             var refusal = creation.resumeData == nil ? refusal(of: creation) : nil
             var task = try session.createTask(creation, inBackground: !hello.isForeground, pendingFailure: refusal)
             if let blob = creation.resumeData {
-                // The resume data says what to fetch; it is checked first, then its URL.
+                // The resume data says what to transfer; it is checked first, then its URL.
                 refusal = adoptResumeData(blob, into: &task, in: session, for: hello.identity)
-                    ?? self.refusal(of: TaskCreation(kind: .download, request: task.originalRequest))
+                    ?? self.refusal(of: TaskCreation(kind: task.kind, request: task.originalRequest))
+                task.pendingFailure = refusal
+                try session.update(task)
+            } else if task.kind == .upload && refusal == nil {
+                refusal = takeUploadBody(creation.uploadFile, into: &task, in: session, for: hello.identity)
                 task.pendingFailure = refusal
                 try session.update(task)
             }
@@ -191,9 +195,6 @@ extension TransferDaemon {
         }
         guard let host = components.host, !host.isEmpty else {
             return TransferFailure(code: TransferFailure.badURL, message: "URL \"\(url)\" has no host", subject: url)
-        }
-        guard creation.kind == .download else {
-            return TransferFailure(code: TransferFailure.unsupportedURL, message: "upload tasks are not supported yet", subject: url)
         }
         return nil
     }

@@ -4,29 +4,14 @@ import TransferContainer
 
 /// Starting, finishing and retrying transfers.
 extension TransferDaemon {
-    func partialPath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsDirectory.appendingPathComponent("task-\(task.taskIdentifier).partial").path
-    }
-
-    /// Removes a task's partial data and any error page (cancel, failure).
+    /// Removes a task's partial data, error page or upload files (cancel, failure, done).
     func removeTransferFiles(of task: TaskRecord, in session: DaemonSession) {
         let partial = partialPath(for: task, in: session)
         unlink(partial)
         unlink(partial + ".response")
-    }
-
-    /// The finished file handed to `didFinishDownloadingTo`: named after the task, so that a
-    /// restart finds a download that was finished but not yet announced.
-    func finishedPath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsDirectory.appendingPathComponent("CFNetworkDownload_\(task.taskIdentifier).tmp").path
-    }
-
-    /// After a restart: announces downloads finished before the kill; running tasks start again.
-    func recoverTasks() {
-        for session in sessions.values {
-            for task in session.unfinishedTasks where FileManager.default.fileExists(atPath: finishedPath(for: task, in: session)) {
-                completeDownload(task, in: session)
-            }
+        if task.kind == .upload {
+            unlink(uploadBodyPath(for: task, in: session))
+            unlink(uploadResponsePath(for: task, in: session))
         }
     }
 
@@ -57,42 +42,36 @@ extension TransferDaemon {
     }
 
     private func start(_ task: TaskRecord, in session: DaemonSession) {
-        let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        retryNotBefore[key] = nil
-        do {
-            try DurableFile.makeDirectory(session.downloadsDirectory.path)
-            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partialPath(for: task, in: session), configuration: session.record.configuration)
-            transfer.onResponse = { [unowned self, unowned session] task in
-                do { try session.update(task) } catch { log.error("store", "cannot record response: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier) }
-            }
-            transfer.onCheckpoint = { [unowned session] task in try? session.update(task) }
-            transfer.onResumed = { [unowned self, unowned session] task, offset in
-                var task = task
-                task.reportsResumeOffset = false
-                try? session.update(task)
-                push(.didResume(session: session.key.identifier, taskIdentifier: task.taskIdentifier, offset: offset, expectedTotalBytes: task.countOfBytesExpectedToReceive), to: session)
-            }
-            try loop.multi.add(transfer.easy)
-            transfersByHandle[ObjectIdentifier(transfer.easy)] = transfer
-            transfersByTask[key] = transfer
-            log.info("transfers", "started at offset \(transfer.bytesOnDisk)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-        } catch {
-            let failure = TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath(for: task, in: session))
-            fail(task, in: session, failure)
+        retryNotBefore[TaskKey(session: session.key, task: task.taskIdentifier)] = nil
+        switch task.kind {
+        case .download: startDownload(task, in: session)
+        case .upload: startUpload(task, in: session, step: task.uploadResumption == nil ? .create : .retrieveOffset)
         }
     }
 
-    /// Stops a running transfer without ending its task (suspend, cancel, shutdown).
+    /// Hands a configured transfer to libcurl.
+    func attach(_ transfer: any Transfer, for key: TaskKey) throws {
+        try loop.multi.add(transfer.easy)
+        transfersByHandle[ObjectIdentifier(transfer.easy)] = transfer
+        transfersByTask[key] = transfer
+    }
+
+    /// Stops a running transfer without ending its task (suspend, cancel, shutdown); what it
+    /// learnt (counts, response, validator, upload location) stays in the task.
     func stopTransfer(_ key: TaskKey) {
         guard let transfer = transfersByTask.removeValue(forKey: key) else { return }
         transfersByHandle.removeValue(forKey: ObjectIdentifier(transfer.easy))
         loop.multi.remove(transfer.easy)
         transfer.close()
         if let session = sessions[key.session], var task = session.tasks[key.task] {
-            task.countOfBytesReceived = transfer.bytesOnDisk
-            task.countOfBytesExpectedToReceive = transfer.task.countOfBytesExpectedToReceive
-            task.validator = transfer.task.validator
-            task.response = transfer.task.response
+            let known = transfer.task
+            task.countOfBytesReceived = known.countOfBytesReceived
+            task.countOfBytesExpectedToReceive = known.countOfBytesExpectedToReceive
+            task.countOfBytesSent = known.countOfBytesSent
+            task.countOfBytesExpectedToSend = known.countOfBytesExpectedToSend
+            task.validator = known.validator
+            task.response = known.response
+            task.uploadResumption = known.uploadResumption
             try? session.update(task)
         }
     }
@@ -102,60 +81,19 @@ extension TransferDaemon {
         guard let transfer = transfersByHandle.removeValue(forKey: ObjectIdentifier(easy)) else { return }
         let key = TaskKey(session: transfer.session, task: transfer.task.taskIdentifier)
         transfersByTask.removeValue(forKey: key) // libcurl has already taken it out of the multi
-        guard let session = sessions[transfer.session], session.tasks[key.task] != nil else { return }
-        let succeeded: Bool
-        if case .success = result { succeeded = true } else { succeeded = false }
-        var task = transfer.finish(success: succeeded)
-
-        if transfer.mustRestartFromZero {
-            truncate(transfer.partialPath, 0)
-            task.validator = nil
-            task.countOfBytesReceived = 0
-            try? session.update(task)
-            log.notice("transfers", "server answered an unexpected range; starting over from zero", session: session.key.identifier.rawValue, task: key.task)
-            scheduleTransfers()
+        guard let session = sessions[transfer.session], session.tasks[key.task] != nil else {
+            transfer.close()
             return
         }
-        if let failure = transfer.diskFailure {
-            fail(task, in: session, failure)
-            return
-        }
-        if case .success = result, let wait = transfer.retryAfter {
-            // 503 with Retry-After: the server asks us to come back; the bytes on disk stay (S6.4).
-            unlink(transfer.errorBodyPath)
-            retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(Int(wait)) s")
-            return
-        }
-        switch result {
-        case .success:
-            do {
-                try session.update(task)
-                if transfer.bodyIsErrorResponse { unlink(transfer.partialPath) }
-                guard rename(transfer.bodyPath, finishedPath(for: task, in: session)) == 0 else { throw Errno.current("rename", path: transfer.bodyPath) }
-                completeDownload(task, in: session)
-            } catch {
-                fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath))
-            }
-        case .failure(let error):
-            retryOrFail(task, in: session, error, resumable: transfer.isResumable)
-        }
-    }
-
-    /// Announces a finished download: durable event, then delivery to the holder.
-    private func completeDownload(_ task: TaskRecord, in session: DaemonSession) {
-        let file = finishedPath(for: task, in: session)
-        do {
-            _ = try session.complete(task, downloadedFile: file, error: nil)
-            log.notice("transfers", "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-            pushPendingEvents(session)
-            finishInvalidationIfDone(session)
-        } catch {
-            log.error("store", "cannot record the completion: \(error); will retry at next start", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        switch transfer {
+        case let download as DownloadTransfer: downloadEnded(download, result, in: session)
+        case let upload as UploadTransfer: uploadEnded(upload, result, in: session)
+        default: preconditionFailure("unknown transfer \(type(of: transfer))")
         }
     }
 
     /// Network trouble is retried with backoff until the resource timeout (S6.4); the rest ends the task.
-    private func retryOrFail(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError, resumable: Bool) {
+    func retryOrFail(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {
         var task = task
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         task.retryCount += 1
@@ -176,7 +114,7 @@ extension TransferDaemon {
     }
 
     /// Schedules another attempt after `delay` (bounded by the resource timeout).
-    private func retryLater(_ task: TaskRecord, in session: DaemonSession, after delay: TimeInterval, reason: String) {
+    func retryLater(_ task: TaskRecord, in session: DaemonSession, after delay: TimeInterval, reason: String) {
         var task = task
         task.retryCount += 1
         task.lastError = reason
@@ -219,9 +157,9 @@ extension TransferDaemon {
     func reportProgress(now: Date) {
         for transfer in transfersByHandle.values {
             guard let session = sessions[transfer.session], session.holder != nil else { continue }
-            let total = transfer.bytesOnDisk
+            let total = transfer.bytesMoved
             guard total != transfer.lastReportedBytes, now.timeIntervalSince(transfer.lastProgressReport) >= 0.1 else { continue }
-            let progress = TaskProgress(taskIdentifier: transfer.task.taskIdentifier, bytesWritten: total - transfer.lastReportedBytes, totalBytesWritten: total, totalBytesExpectedToWrite: transfer.task.countOfBytesExpectedToReceive, state: .running, currentURL: transfer.task.currentURL, response: transfer.task.response)
+            let progress = transfer.progress(now: now)
             transfer.lastReportedBytes = total
             transfer.lastProgressReport = now
             push(.progress(session: session.key.identifier, progress), to: session)

@@ -40,8 +40,8 @@ public final class TransferDaemon {
     private var daemonLock: FileLock?
 
     // Transfers in flight, by libcurl handle and by task.
-    var transfersByHandle: [ObjectIdentifier: DownloadTransfer] = [:]
-    var transfersByTask: [TaskKey: DownloadTransfer] = [:]
+    var transfersByHandle: [ObjectIdentifier: any Transfer] = [:]
+    var transfersByTask: [TaskKey: any Transfer] = [:]
     /// Tasks waiting out a retry backoff, with the time they may start again.
     var retryNotBefore: [TaskKey: Date] = [:]
     /// The containing apps launched for events, by family.

@@ -22,15 +22,16 @@ public struct BackgroundSessionMisuse: Error, CustomStringConvertible, Equatable
 }
 
 extension TransferFailure {
-    /// The error handed to delegates: a `URLError` with Apple's code and userInfo keys.
-    func urlError(failingURL: String? = nil) -> URLError {
+    /// The error handed to delegates: a `URLError` with Apple's code and userInfo keys
+    /// (resume data under the download or the upload key, after the task's kind).
+    func urlError(failingURL: String? = nil, kind: TaskKind = .download) -> URLError {
         var userInfo: [String: Any] = [NSLocalizedDescriptionKey: message]
         if let failingURL {
             userInfo["NSErrorFailingURLStringKey"] = failingURL
             if let url = URL(string: failingURL) { userInfo[NSURLErrorFailingURLErrorKey] = url }
         }
         if let reason = backgroundTaskCancelledReason { userInfo[NSURLErrorBackgroundTaskCancelledReasonKey] = reason }
-        if let resumeData { userInfo[NSURLSessionDownloadTaskResumeData] = resumeData }
+        if let resumeData { userInfo[kind == .upload ? NSURLSessionUploadTaskResumeData : NSURLSessionDownloadTaskResumeData] = resumeData }
         if let subject { userInfo[BackgroundTransferErrorSubjectKey] = subject }
         return URLError(URLError.Code(rawValue: code) ?? .unknown, userInfo: userInfo)
     }

@@ -26,6 +26,12 @@ public protocol URLSessionDownloadDelegate: URLSessionTaskDelegate {
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64)
 }
 
+/// Data-task events (Apple's `URLSessionDataDelegate`): for upload tasks, the server's answer.
+public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
+    /// The body of the server's answer to an upload, before `didCompleteWithError` (S2.1).
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data)
+}
+
 extension URLSessionDelegate {
     public func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?) {}
     public func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {}
@@ -40,4 +46,8 @@ extension URLSessionTaskDelegate {
 extension URLSessionDownloadDelegate {
     public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {}
     public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {}
+}
+
+extension URLSessionDataDelegate {
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
 }

@@ -60,6 +60,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
 
     private enum DeliveryPhase: String, Codable {
         case finishingDownload
+        case receivingData
         case completing
     }
 
@@ -236,9 +237,14 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
             guard let task = state.withLock({ $0.tasks[progress.taskIdentifier] }) else { return }
             task.update(progress)
             deliveryQueue.async {
-                guard let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate else { return }
-                self.onDelegateQueue { session in
-                    delegate.urlSession(session, downloadTask: download, didWriteData: progress.bytesWritten, totalBytesWritten: progress.totalBytesWritten, totalBytesExpectedToWrite: progress.totalBytesExpectedToWrite)
+                if task is URLSessionUploadTask, let delegate = self.delegate as? URLSessionTaskDelegate {
+                    self.onDelegateQueue { session in
+                        delegate.urlSession(session, task: task, didSendBodyData: progress.bytesSent, totalBytesSent: progress.totalBytesSent, totalBytesExpectedToSend: progress.totalBytesExpectedToSend)
+                    }
+                } else if let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate {
+                    self.onDelegateQueue { session in
+                        delegate.urlSession(session, downloadTask: download, didWriteData: progress.bytesWritten, totalBytesWritten: progress.totalBytesWritten, totalBytesExpectedToWrite: progress.totalBytesExpectedToWrite)
+                    }
                 }
             }
         case .didResume(_, let taskID, let offset, let expected):
@@ -267,7 +273,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         } else {
             let task = taskObject(for: event.task)
             task.update(event.task)
-            let error = event.error.map { $0.urlError(failingURL: event.task.originalRequest.url) }
+            let error = event.error.map { $0.urlError(failingURL: event.task.originalRequest.url, kind: event.task.kind) }
             task.finish(with: error)
             let interruptedPhase = state.withLock { state -> DeliveryPhase? in
                 state.tasks.removeValue(forKey: event.task.taskIdentifier)
@@ -290,6 +296,13 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
                     try? FileManager.default.removeItem(atPath: path)
                 } else if !exists && interruptedPhase == nil {
                     log.error("delivery", "downloaded file \(path) is gone; didFinishDownloadingTo skipped", session: identifier.rawValue, task: task.taskIdentifier)
+                }
+            }
+            // An upload's answer: given again if a holder died during the call (at least once).
+            if let data = event.responseBody, !data.isEmpty, interruptedPhase != .completing,
+               let upload = task as? URLSessionUploadTask, let delegate = delegate as? URLSessionDataDelegate {
+                onDelegateQueue(marking: (event.number, .receivingData)) { session in
+                    delegate.urlSession(session, dataTask: upload, didReceive: data)
                 }
             }
             if interruptedPhase != .completing, let delegate = delegate as? URLSessionTaskDelegate {

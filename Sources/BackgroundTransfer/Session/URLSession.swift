@@ -123,14 +123,7 @@ open class URLSession: @unchecked Sendable {
     }
 
     open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
-        let core = requireOpenCore()
-        let creation = TaskCreation(kind: .download, request: Self.record(of: request))
-        do {
-            guard let task = try core.createTask(creation) as? URLSessionDownloadTask else { preconditionFailure("daemon returned a task of another kind") }
-            return task
-        } catch {
-            preconditionFailure("the transfer daemon refused the task: \(error)")
-        }
+        makeTask(TaskCreation(kind: .download, request: Self.record(of: request)), requireOpenCore())
     }
 
     /// A download that continues from resume data (S6.1); the delegate gets
@@ -139,13 +132,7 @@ open class URLSession: @unchecked Sendable {
     open func downloadTask(withResumeData resumeData: Data) -> URLSessionDownloadTask {
         let core = requireOpenCore()
         let url = (try? ResumeData(decoding: resumeData))?.url ?? ""
-        let creation = TaskCreation(kind: .download, request: RequestRecord(url: url), resumeData: resumeData)
-        do {
-            guard let task = try core.createTask(creation) as? URLSessionDownloadTask else { preconditionFailure("daemon returned a task of another kind") }
-            return task
-        } catch {
-            preconditionFailure("the transfer daemon refused the task: \(error)")
-        }
+        return makeTask(TaskCreation(kind: .download, request: RequestRecord(url: url), resumeData: resumeData), core)
     }
 
     /// Refused in background sessions (S1.2).
@@ -166,6 +153,35 @@ open class URLSession: @unchecked Sendable {
     /// Refused in background sessions (S1.2).
     open func data(from url: URL) async throws -> (Data, URLResponse) {
         throw BackgroundSessionMisuse.completionHandlersUnsupported
+    }
+
+    /// An upload of the file at `fileURL` with `request`'s method (PUT or POST) and headers,
+    /// suspended until `resume()` (S2.1). The daemon keeps its own link to the file, so the
+    /// upload finishes even if this process exits and the file is removed. A file that is
+    /// missing (-1100), a directory (-1101), or unreadable or outside the app's containers
+    /// (-1102) makes the task fail when resumed, with the path in the error.
+    open func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> URLSessionUploadTask {
+        let core = requireOpenCore()
+        let creation = TaskCreation(kind: .upload, request: Self.record(of: request), uploadFile: fileURL.standardizedFileURL.path)
+        return makeTask(creation, core)
+    }
+
+    /// An upload that continues where the server's copy ends (S6.6): HEAD for the offset, then
+    /// PATCH of the rest. The resume data comes from `cancel(byProducingResumeData:)` or from
+    /// `NSURLSessionUploadTaskResumeData` in an error's userInfo.
+    open func uploadTask(withResumeData resumeData: Data) -> URLSessionUploadTask {
+        let core = requireOpenCore()
+        let url = (try? ResumeData(decoding: resumeData))?.url ?? ""
+        return makeTask(TaskCreation(kind: .upload, request: RequestRecord(url: url), resumeData: resumeData), core)
+    }
+
+    private func makeTask<Task: URLSessionTask>(_ creation: TaskCreation, _ core: any SessionBackend) -> Task {
+        do {
+            guard let task = try core.createTask(creation) as? Task else { preconditionFailure("the session made a task of another kind") }
+            return task
+        } catch {
+            preconditionFailure("the session refused the task: \(error)")
+        }
     }
 
     /// Refused in background sessions (S2.1).

@@ -27,8 +27,9 @@ open class URLSessionTask: @unchecked Sendable {
         self.originalRequest = URLSessionTask.request(from: record.originalRequest)
         self.backend = backend
         self.snapshot = Locked(record)
-        self.progress = Progress(totalUnitCount: max(record.countOfBytesExpectedToReceive, 0))
-        self.progress.completedUnitCount = record.countOfBytesReceived
+        let upload = record.kind == .upload
+        self.progress = Progress(totalUnitCount: max(upload ? record.countOfBytesExpectedToSend : record.countOfBytesExpectedToReceive, 0))
+        self.progress.completedUnitCount = upload ? record.countOfBytesSent : record.countOfBytesReceived
     }
 
     // MARK: Properties with Apple's names
@@ -85,18 +86,32 @@ open class URLSessionTask: @unchecked Sendable {
 
     func update(_ record: TaskRecord) {
         snapshot.withLock { $0 = record }
-        updateProgress(received: record.countOfBytesReceived, expected: record.countOfBytesExpectedToReceive)
+        if record.kind == .upload {
+            updateProgress(received: record.countOfBytesSent, expected: record.countOfBytesExpectedToSend)
+        } else {
+            updateProgress(received: record.countOfBytesReceived, expected: record.countOfBytesExpectedToReceive)
+        }
     }
 
     func update(_ progress: TaskProgress) {
-        snapshot.withLock { record in
-            record.countOfBytesReceived = progress.totalBytesWritten
-            record.countOfBytesExpectedToReceive = progress.totalBytesExpectedToWrite
+        let kind = snapshot.withLock { record -> TaskKind in
+            if record.kind == .upload {
+                record.countOfBytesSent = progress.totalBytesSent
+                record.countOfBytesExpectedToSend = progress.totalBytesExpectedToSend
+            } else {
+                record.countOfBytesReceived = progress.totalBytesWritten
+                record.countOfBytesExpectedToReceive = progress.totalBytesExpectedToWrite
+            }
             record.state = progress.state
             if let url = progress.currentURL { record.currentURL = url }
             if let response = progress.response { record.response = response }
+            return record.kind
         }
-        updateProgress(received: progress.totalBytesWritten, expected: progress.totalBytesExpectedToWrite)
+        if kind == .upload {
+            updateProgress(received: progress.totalBytesSent, expected: progress.totalBytesExpectedToSend)
+        } else {
+            updateProgress(received: progress.totalBytesWritten, expected: progress.totalBytesExpectedToWrite)
+        }
     }
 
     func setState(_ state: TaskState) {
@@ -122,12 +137,10 @@ open class URLSessionTask: @unchecked Sendable {
     }
 }
 
-/// A download task (Apple's `URLSessionDownloadTask`).
-open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {
-    /// Cancels the download; the handler gets resume data when the download can be resumed
-    /// (a GET whose server sent `ETag` or `Last-Modified` and accepts byte ranges), else nil
-    /// (S6.1). The delegate still gets `didCompleteWithError` with -999.
-    open func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
+extension URLSessionTask {
+    /// Cancels in the daemon and hands `completionHandler` the resume data, or nil, on
+    /// another thread; the delegate still gets `didCompleteWithError` with -999.
+    func cancelProducingResumeData(_ completionHandler: @escaping @Sendable (Data?) -> Void) {
         guard let backend else {
             completionHandler(nil)
             return
@@ -138,5 +151,27 @@ open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {
     }
 }
 
-/// An upload task from a file (Apple's `URLSessionUploadTask`).
-open class URLSessionUploadTask: URLSessionTask, @unchecked Sendable {}
+/// A download task (Apple's `URLSessionDownloadTask`).
+open class URLSessionDownloadTask: URLSessionTask, @unchecked Sendable {
+    /// Cancels the download; the handler gets resume data when the download can be resumed
+    /// (a GET whose server sent `ETag` or `Last-Modified` and accepts byte ranges), else nil
+    /// (S6.1). The delegate still gets `didCompleteWithError` with -999.
+    open func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
+        cancelProducingResumeData(completionHandler)
+    }
+}
+
+/// A task whose response body goes to the delegate (Apple's `URLSessionDataTask`); in a
+/// background session only upload tasks are of this kind.
+open class URLSessionDataTask: URLSessionTask, @unchecked Sendable {}
+
+/// An upload task from a file (Apple's `URLSessionUploadTask`). The server's answer arrives
+/// through `URLSessionDataDelegate`'s `didReceive data`, then `didCompleteWithError`.
+open class URLSessionUploadTask: URLSessionDataTask, @unchecked Sendable {
+    /// Cancels the upload; the handler gets resume data when the server offered resumable
+    /// uploads (a `104` with `Location`, S6.6), else nil. The delegate still gets
+    /// `didCompleteWithError` with -999.
+    open func cancel(byProducingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
+        cancelProducingResumeData(completionHandler)
+    }
+}

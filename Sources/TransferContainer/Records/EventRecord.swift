@@ -30,6 +30,8 @@ public struct TransferFailure: Error, Codable, Sendable, Equatable, CustomString
     public static let cannotConnectToHost = -1004
     public static let networkConnectionLost = -1005
     public static let fileDoesNotExist = -1100
+    public static let fileIsDirectory = -1101
+    public static let noPermissionsToReadFile = -1102
     public static let cannotDecodeContentData = -1016
     public static let cannotOpenFile = -3001
     public static let backgroundSessionRequiresSharedContainer = -995
@@ -63,13 +65,16 @@ public struct EventRecord: Codable, Sendable, Equatable {
     /// For a successful download: the finished file, to hand to `didFinishDownloadingTo`.
     public var downloadedFile: String?
     public var error: TransferFailure?
+    /// For an upload: the server's response body, for `didReceive data` (S2.1).
+    public var responseBody: Data?
 
-    public init(number: UInt64, kind: EventKind, createdAt: Date = Date(), task: TaskRecord, downloadedFile: String? = nil, error: TransferFailure? = nil) {
+    public init(number: UInt64, kind: EventKind, createdAt: Date = Date(), task: TaskRecord, downloadedFile: String? = nil, error: TransferFailure? = nil, responseBody: Data? = nil) {
         self.number = number
         self.kind = kind
         self.createdAt = createdAt
         self.task = task
         self.downloadedFile = downloadedFile
         self.error = error
+        self.responseBody = responseBody
     }
 }

@@ -1,11 +1,12 @@
 import Foundation
 
 /// Resume data, as `cancel(byProducingResumeData:)` hands it to the app and
-/// `downloadTask(withResumeData:)` takes it back: a property list with Apple's keys (S6.3),
-/// plus our format marker and the partial file it stands for. Opaque to the app.
+/// `downloadTask(withResumeData:)` / `uploadTask(withResumeData:)` take it back: a property
+/// list with Apple's keys (S6.3), plus our format marker and the file it stands for (the
+/// partial download, or the upload's body). Opaque to the app.
 ///
-/// Single-use: the daemon moves the partial file into the task that resumes it, so the same
-/// blob used again finds no file and is refused as stale.
+/// Single-use: the daemon moves the file into the task that resumes it, so the same blob
+/// used again finds no file and is refused as stale.
 public struct ResumeData: Sendable, Equatable {
     public static let format = "com.example.BackgroundTransfer.resume-data"
     public static let currentVersion = 1
@@ -18,6 +19,11 @@ public struct ResumeData: Sendable, Equatable {
     /// The partial file, inside the container.
     public var partialFile: String
     public var requestHeaders: [HeaderField]
+    /// `.upload`: resume data of an upload, with `upload` set and `partialFile` its body.
+    public var kind: TaskKind = .download
+    public var httpMethod = "GET"
+    /// Where the server keeps the upload (S6.6).
+    public var upload: UploadResumption?
 
     public init(url: String, bytesReceived: Int64, expectedTotalBytes: Int64, entityTag: String?, lastModified: String?, partialFile: String, requestHeaders: [HeaderField]) {
         self.url = url
@@ -27,6 +33,15 @@ public struct ResumeData: Sendable, Equatable {
         self.lastModified = lastModified
         self.partialFile = partialFile
         self.requestHeaders = requestHeaders
+    }
+
+    /// Resume data of an upload the server keeps at `upload.location`; `bodyFile` is the
+    /// daemon's copy of what is being sent.
+    public init(upload: UploadResumption, url: String, httpMethod: String, bytesSent: Int64, totalBytes: Int64, bodyFile: String, requestHeaders: [HeaderField]) {
+        self.init(url: url, bytesReceived: bytesSent, expectedTotalBytes: totalBytes, entityTag: nil, lastModified: nil, partialFile: bodyFile, requestHeaders: requestHeaders)
+        self.kind = .upload
+        self.httpMethod = httpMethod
+        self.upload = upload
     }
 
     public var validator: Validator { Validator(entityTag: entityTag, lastModified: lastModified) }
@@ -43,6 +58,12 @@ public struct ResumeData: Sendable, Equatable {
         ]
         if let entityTag { plist["NSURLSessionResumeEntityTag"] = entityTag }
         if let lastModified { plist["NSURLSessionResumeServerDownloadDate"] = lastModified }
+        if let upload {
+            plist["BackgroundTransferTaskKind"] = TaskKind.upload.rawValue
+            plist["BackgroundTransferHTTPMethod"] = httpMethod
+            plist["BackgroundTransferUploadLocation"] = upload.location
+            plist["BackgroundTransferUploadInteropVersion"] = upload.interopVersion
+        }
         return (try? PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)) ?? Data()
     }
 
@@ -72,6 +93,17 @@ public struct ResumeData: Sendable, Equatable {
         self.partialFile = partial
         self.requestHeaders = ((plist["BackgroundTransferRequestHeaders"] as? [[String]]) ?? []).compactMap { pair in
             pair.count == 2 ? HeaderField(name: pair[0], value: pair[1]) : nil
+        }
+        if plist["BackgroundTransferTaskKind"] as? String == TaskKind.upload.rawValue {
+            guard let location = plist["BackgroundTransferUploadLocation"] as? String,
+                  let version = (plist["BackgroundTransferUploadInteropVersion"] as? NSNumber)?.intValue,
+                  UploadResumption.supportedVersions.contains(version) else {
+                throw .corrupted("upload resume data without a usable upload location and interop version")
+            }
+            self.kind = .upload
+            self.httpMethod = plist["BackgroundTransferHTTPMethod"] as? String ?? "PUT"
+            self.upload = UploadResumption(location: location, interopVersion: version)
+            return
         }
         guard entityTag != nil || lastModified != nil else { throw .corrupted("no validator (ETag or Last-Modified)") }
     }

@@ -83,6 +83,25 @@ public struct Validator: Codable, Sendable, Equatable {
     }
 }
 
+/// Where a server that speaks "Resumable Uploads for HTTP" keeps an upload (S6.6): the
+/// `Location` of its `104` answer and the draft interop version it was created with.
+public struct UploadResumption: Codable, Sendable, Equatable {
+    /// The upload resource, absolute.
+    public var location: String
+    /// 3, 5 or 6 (`Upload-Draft-Interop-Version`).
+    public var interopVersion: Int
+
+    public init(location: String, interopVersion: Int) {
+        self.location = location
+        self.interopVersion = interopVersion
+    }
+
+    /// The interop versions spoken, as NIOResumableUpload does.
+    public static let supportedVersions: Set<Int> = [3, 5, 6]
+    /// Sent on a new upload unless the request names another.
+    public static let defaultVersion = 6
+}
+
 /// `Sessions/<family>/<identifier>/tasks/<taskIdentifier>.json`: one task not yet finished.
 /// Written by the daemon only; also the snapshot of a task sent to clients.
 public struct TaskRecord: Codable, Sendable, Equatable {
@@ -108,8 +127,10 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var countOfBytesClientExpectsToSend: Int64 = -1
     public var validator: Validator?
     public var response: ResponseRecord?
-    /// For uploads: the file the body is read from.
+    /// For uploads: the file the body is read from (the daemon's own link to the app's file).
     public var uploadFile: String?
+    /// For uploads to a server that offered resumption: where the upload continues.
+    public var uploadResumption: UploadResumption?
     public var createdAt: Date
     /// Whether the creating process was in the background (such tasks are discretionary).
     public var createdInBackground: Bool = false

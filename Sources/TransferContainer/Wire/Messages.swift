@@ -106,21 +106,30 @@ public enum DaemonPush: Codable, Sendable {
     case invalidated(session: SessionIdentifier, TransferFailure?)
 }
 
-/// Progress of one task.
+/// Progress of one task: bytes received (`didWriteData`) for a download, bytes sent
+/// (`didSendBodyData`) for an upload.
 public struct TaskProgress: Codable, Sendable, Equatable {
     public var taskIdentifier: Int
     public var bytesWritten: Int64
     public var totalBytesWritten: Int64
     public var totalBytesExpectedToWrite: Int64
+    public var bytesSent: Int64
+    public var totalBytesSent: Int64
+    public var totalBytesExpectedToSend: Int64
     public var state: TaskState
     public var currentURL: String?
     public var response: ResponseRecord?
 
-    public init(taskIdentifier: Int, bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64, state: TaskState, currentURL: String? = nil, response: ResponseRecord? = nil) {
+    public init(taskIdentifier: Int, bytesWritten: Int64 = 0, totalBytesWritten: Int64 = 0, totalBytesExpectedToWrite: Int64 = -1,
+                bytesSent: Int64 = 0, totalBytesSent: Int64 = 0, totalBytesExpectedToSend: Int64 = -1,
+                state: TaskState, currentURL: String? = nil, response: ResponseRecord? = nil) {
         self.taskIdentifier = taskIdentifier
         self.bytesWritten = bytesWritten
         self.totalBytesWritten = totalBytesWritten
         self.totalBytesExpectedToWrite = totalBytesExpectedToWrite
+        self.bytesSent = bytesSent
+        self.totalBytesSent = totalBytesSent
+        self.totalBytesExpectedToSend = totalBytesExpectedToSend
         self.state = state
         self.currentURL = currentURL
         self.response = response

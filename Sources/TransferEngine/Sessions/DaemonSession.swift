@@ -137,10 +137,10 @@ final class DaemonSession {
     }
 
     /// Ends a task: writes its completion event, then removes its record. Returns the event.
-    func complete(_ task: TaskRecord, downloadedFile: String?, error: TransferFailure?) throws -> EventRecord {
+    func complete(_ task: TaskRecord, downloadedFile: String?, error: TransferFailure?, responseBody: Data? = nil) throws -> EventRecord {
         var finished = task
         finished.state = .completed
-        let event = EventRecord(number: record.nextEventNumber, kind: .taskCompleted, task: finished, downloadedFile: downloadedFile, error: error)
+        let event = EventRecord(number: record.nextEventNumber, kind: .taskCompleted, task: finished, downloadedFile: downloadedFile, error: error, responseBody: responseBody)
         try RecordCoding.write(event, to: eventsDirectory.appendingPathComponent("\(event.number).json").path)
         record.nextEventNumber += 1
         events[event.number] = event

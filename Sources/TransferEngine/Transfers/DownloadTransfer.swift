@@ -9,7 +9,7 @@ import TransferContainer
 /// Resume rules (issue "crash-proof"): the offset is the partial file's size; a `206` whose
 /// range starts there is appended; a `200` (range ignored, or validator changed) restarts
 /// the file from zero — never a mixed file; a resource without a validator restarts from zero.
-final class DownloadTransfer {
+final class DownloadTransfer: Transfer {
     let session: SessionKey
     private(set) var task: TaskRecord
     let easy: CurlEasy
@@ -202,15 +202,14 @@ final class DownloadTransfer {
     /// The file that holds this attempt's body: the partial download or an error page.
     var bodyPath: String { bodyIsErrorResponse ? errorBodyPath : partialPath }
 
-    /// Seconds the server asked us to wait (`503` with `Retry-After`: seconds or an HTTP date).
-    var retryAfter: TimeInterval? {
-        guard head.statusCode == 503, let value = head.value("Retry-After") else { return nil }
-        if let seconds = TimeInterval(value.trimmingCharacters(in: .whitespaces)) { return max(0, seconds) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
+    /// Seconds the server asked us to wait (`503` with `Retry-After`).
+    var retryAfter: TimeInterval? { head.retryAfter }
+
+    var bytesMoved: Int64 { bytesOnDisk }
+
+    func progress(now: Date) -> TaskProgress {
+        TaskProgress(taskIdentifier: task.taskIdentifier, bytesWritten: bytesOnDisk - lastReportedBytes, totalBytesWritten: bytesOnDisk,
+                     totalBytesExpectedToWrite: task.countOfBytesExpectedToReceive, state: .running, currentURL: task.currentURL, response: task.response)
     }
 
     /// Whether the resource can be resumed later from the bytes on disk (S6.1).

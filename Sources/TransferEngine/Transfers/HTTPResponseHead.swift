@@ -60,4 +60,15 @@ struct HTTPResponseHead {
     }
 
     var contentLength: Int64? { value("Content-Length").flatMap { Int64($0) } }
+
+    /// Seconds a `503` asks the client to wait (`Retry-After`: seconds or an HTTP date).
+    var retryAfter: TimeInterval? {
+        guard statusCode == 503, let value = value("Retry-After") else { return nil }
+        if let seconds = TimeInterval(value.trimmingCharacters(in: .whitespaces)) { return max(0, seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
+    }
 }

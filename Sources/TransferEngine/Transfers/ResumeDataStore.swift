@@ -2,8 +2,8 @@ internal import Glibc
 import Foundation
 import TransferContainer
 
-/// Making and taking resume data (S6.1–S6.3): which downloads can be resumed, where their
-/// partial data waits meanwhile, and which partial files an app may hand back.
+/// Making and taking resume data (S6.1–S6.3, S6.6): which transfers can be resumed, where
+/// their partial data or upload body waits meanwhile, and which files an app may hand back.
 extension TransferDaemon {
     /// Whether a stopped download can be resumed later: a GET whose server sent a strong
     /// validator and accepts byte ranges, with bytes on disk (S6.1).
@@ -15,6 +15,7 @@ extension TransferDaemon {
     /// Sets a stopped download's partial data aside and describes it as resume data; nil when
     /// it cannot be resumed. The caller ends the task.
     func makeResumeData(for task: TaskRecord, in session: DaemonSession) -> Data? {
+        if task.kind == .upload { return makeUploadResumeData(for: task, in: session) }
         let partial = partialPath(for: task, in: session)
         guard isResumable(task, partial: partial), let validator = task.validator else { return nil }
         let kept = session.downloadsDirectory.appendingPathComponent("resume-\(UUID().uuidString).partial").path
@@ -29,15 +30,33 @@ extension TransferDaemon {
         return data.encoded()
     }
 
-    /// Takes resume data for a new task: checks it, and moves its partial file to the task's.
-    /// Returns the task's starting state or the reason the task will fail.
+    /// An upload can be resumed when its server offered resumption (S6.6): its body is set
+    /// aside with the upload's location; nil for a plain server.
+    private func makeUploadResumeData(for task: TaskRecord, in session: DaemonSession) -> Data? {
+        guard let resumption = task.uploadResumption, let body = task.uploadFile else { return nil }
+        let kept = session.downloadsDirectory.appendingPathComponent("resume-\(UUID().uuidString).upload").path
+        guard rename(body, kept) == 0 else {
+            log.error("resume", "cannot keep the upload body for resume data: \(Errno.current("rename", path: body))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            return nil
+        }
+        let data = ResumeData(upload: resumption, url: task.originalRequest.url, httpMethod: task.originalRequest.httpMethod, bytesSent: task.countOfBytesSent,
+                              totalBytes: task.countOfBytesExpectedToSend, bodyFile: kept, requestHeaders: task.originalRequest.headers)
+        log.info("resume", "upload resume data made at \(task.countOfBytesSent) bytes sent", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        return data.encoded()
+    }
+
+    /// Takes resume data for a new task: checks it, and moves its file (partial download or
+    /// upload body) to the task's. Returns the reason the task will fail, if it will.
     func adoptResumeData(_ blob: Data, into task: inout TaskRecord, in session: DaemonSession, for identity: AppIdentity) -> TransferFailure? {
         let resume: ResumeData
         do { resume = try ResumeData(decoding: blob) } catch {
             return TransferFailure(code: TransferFailure.cannotDecodeContentData, message: error.description)
         }
-        task.originalRequest = RequestRecord(url: resume.url, httpMethod: "GET", headers: resume.requestHeaders)
-        guard let source = allowedPartialFile(resume.partialFile, for: identity) else {
+        guard resume.kind == task.kind else {
+            return TransferFailure(code: TransferFailure.cannotDecodeContentData, message: ResumeDataError.foreign("resume data of \(resume.kind.rawValue == "upload" ? "an upload" : "a download") cannot make \(task.kind.rawValue == "upload" ? "an upload" : "a download") task").description)
+        }
+        task.originalRequest = RequestRecord(url: resume.url, httpMethod: resume.httpMethod, headers: resume.requestHeaders)
+        guard let source = allowedFile(resume.partialFile, for: identity) else {
             return TransferFailure(code: TransferFailure.cannotDecodeContentData, message: ResumeDataError.foreign("its partial file \(resume.partialFile) is not in a container \(identity.bundleIdentifier) may use").description, subject: resume.partialFile)
         }
         var st = stat()
@@ -47,12 +66,19 @@ extension TransferDaemon {
         guard st.st_mode & S_IFMT == S_IFREG, Int64(st.st_size) >= resume.bytesReceived else {
             return TransferFailure(code: TransferFailure.cannotOpenFile, message: ResumeDataError.stale("its partial file holds \(st.st_size) bytes, not the \(resume.bytesReceived) it describes").description, subject: resume.partialFile)
         }
-        let destination = partialPath(for: task, in: session)
+        let destination = task.kind == .upload ? uploadBodyPath(for: task, in: session) : partialPath(for: task, in: session)
         do { try DurableFile.makeDirectory(session.downloadsDirectory.path) } catch {
             return TransferFailure(code: TransferFailure.cannotCreateFile, message: "\(error)", subject: session.downloadsDirectory.path)
         }
         guard rename(source, destination) == 0 else {
             return TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot take the partial data: \(Errno.current("rename", path: source))", subject: source)
+        }
+        if let upload = resume.upload {
+            task.uploadFile = destination
+            task.uploadResumption = upload
+            task.countOfBytesSent = resume.bytesReceived
+            task.countOfBytesExpectedToSend = Int64(st.st_size)
+            return nil
         }
         truncate(destination, off_t(resume.bytesReceived))
         task.validator = resume.validator
@@ -62,9 +88,9 @@ extension TransferDaemon {
         return nil
     }
 
-    /// The real path of a partial file if it lies where the app may read: its app groups,
-    /// its own private container, or (for a containing app) those of its extensions.
-    private func allowedPartialFile(_ path: String, for identity: AppIdentity) -> String? {
+    /// The real path of a file if it lies where the app may read: its app groups, its own
+    /// private container, or (for a containing app) those of its extensions.
+    func allowedFile(_ path: String, for identity: AppIdentity) -> String? {
         guard path.hasPrefix("/"), let resolvedDirectory = realpath((path as NSString).deletingLastPathComponent, nil) else { return nil }
         defer { free(resolvedDirectory) }
         let real = String(cString: resolvedDirectory) + "/" + (path as NSString).lastPathComponent

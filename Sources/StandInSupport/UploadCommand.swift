@@ -1,0 +1,75 @@
+import BackgroundTransfer
+
+/// `upload FILE URL [--method PUT|POST] [--description TEXT] [--session ID] [--wait]`: the
+/// upload command line of the stand-in extensions.
+public struct UploadCommand {
+    public var file: String
+    public var url: String
+    public var method = "PUT"
+    public var taskDescription: String?
+    public var sessionIdentifier: String?
+    public var wait = false
+
+    public static let usage = "upload FILE URL [--method PUT|POST] [--description TEXT] [--session IDENTIFIER] [--wait]"
+
+    public init(arguments: [String]) throws(UsageError) {
+        var rest = arguments[...]
+        guard let file = rest.popFirst(), let url = rest.popFirst() else { throw UsageError("upload needs a FILE and a URL") }
+        self.file = file
+        self.url = url
+        while let option = rest.popFirst() {
+            switch option {
+            case "--method":
+                guard let method = rest.popFirst()?.uppercased(), ["PUT", "POST"].contains(method) else { throw UsageError("--method takes PUT or POST") }
+                self.method = method
+            case "--description": taskDescription = try Self.value(for: option, &rest)
+            case "--session": sessionIdentifier = try Self.value(for: option, &rest)
+            case "--wait": wait = true
+            default: throw UsageError("unknown option \(option)")
+            }
+        }
+    }
+
+    private static func value(for option: String, _ rest: inout ArraySlice<String>) throws(UsageError) -> String {
+        guard let value = rest.popFirst() else { throw UsageError("\(option) needs a value") }
+        return value
+    }
+}
+
+extension StandInProgram {
+    /// Copies the file into the app group (where an extension's files must be for the daemon to
+    /// read them), starts the upload in the process's background session, prints the task
+    /// identifier, and removes the copy: from then on the daemon holds what it needs.
+    static func startUpload(_ command: UploadCommand, delegate: StandInDelegate) -> (URLSession, URLSessionUploadTask)? {
+        guard let url = URL(string: command.url), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false else {
+            complain("refusing \"\(command.url)\": background sessions upload to http and https URLs only")
+            return nil
+        }
+        let source = URL(fileURLWithPath: command.file)
+        let group = FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: StandInIdentities.appGroup.rawValue)!
+        let staging = group.appendingPathComponent("Uploads").appendingPathComponent(UUID().uuidString)
+        let copy = staging.appendingPathComponent(source.lastPathComponent)
+        do {
+            try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            try FileManager.default.copyItem(at: source, to: copy)
+        } catch {
+            complain("cannot copy \(command.file) into the app group: \(error.localizedDescription)")
+            return nil
+        }
+        defer { try? FileManager.default.removeItem(at: staging) }
+        let identifier = command.sessionIdentifier ?? AppEnvironment.identity.defaultSessionIdentifier.rawValue
+        let session = URLSession(configuration: configuration(identifier: identifier), delegate: delegate, delegateQueue: nil)
+        if let error = session.invalidationError {
+            complain("cannot open background session: \(error.localizedDescription) (\((error as NSError).code))")
+            return nil
+        }
+        var request = URLRequest(url: url)
+        request.httpMethod = command.method
+        let task = session.uploadTask(with: request, fromFile: copy)
+        if let description = command.taskDescription { task.taskDescription = description }
+        task.resume()
+        print(task.taskIdentifier)
+        AppEnvironment.log.notice("app", "started upload task \(task.taskIdentifier) of \(command.file) to \(url.absoluteString) (\(command.method))", session: identifier, task: task.taskIdentifier)
+        return (session, task)
+    }
+}

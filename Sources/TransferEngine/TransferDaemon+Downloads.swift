@@ -1,0 +1,102 @@
+internal import Glibc
+import Foundation
+import TransferContainer
+
+/// Downloads: where their bytes wait, how a finished one is announced.
+extension TransferDaemon {
+    func partialPath(for task: TaskRecord, in session: DaemonSession) -> String {
+        session.downloadsDirectory.appendingPathComponent("task-\(task.taskIdentifier).partial").path
+    }
+
+    /// The finished file handed to `didFinishDownloadingTo`: named after the task, so that a
+    /// restart finds a download that was finished but not yet announced.
+    func finishedPath(for task: TaskRecord, in session: DaemonSession) -> String {
+        session.downloadsDirectory.appendingPathComponent("CFNetworkDownload_\(task.taskIdentifier).tmp").path
+    }
+
+    /// After a restart: announces downloads finished before the kill; running tasks start again.
+    func recoverTasks() {
+        for session in sessions.values {
+            for task in session.unfinishedTasks where FileManager.default.fileExists(atPath: finishedPath(for: task, in: session)) {
+                completeDownload(task, in: session)
+            }
+        }
+    }
+
+    func startDownload(_ task: TaskRecord, in session: DaemonSession) {
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        do {
+            try DurableFile.makeDirectory(session.downloadsDirectory.path)
+            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partialPath(for: task, in: session), configuration: session.record.configuration)
+            transfer.onResponse = { [unowned self, unowned session] task in
+                do { try session.update(task) } catch { log.error("store", "cannot record response: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier) }
+            }
+            transfer.onCheckpoint = { [unowned session] task in try? session.update(task) }
+            transfer.onResumed = { [unowned self, unowned session] task, offset in
+                var task = task
+                task.reportsResumeOffset = false
+                try? session.update(task)
+                push(.didResume(session: session.key.identifier, taskIdentifier: task.taskIdentifier, offset: offset, expectedTotalBytes: task.countOfBytesExpectedToReceive), to: session)
+            }
+            try attach(transfer, for: key)
+            log.info("transfers", "started at offset \(transfer.bytesOnDisk)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        } catch {
+            let failure = TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath(for: task, in: session))
+            fail(task, in: session, failure)
+        }
+    }
+
+    /// libcurl finished a download, well or not.
+    func downloadEnded(_ transfer: DownloadTransfer, _ result: Result<Void, CurlError>, in session: DaemonSession) {
+        let key = TaskKey(session: transfer.session, task: transfer.task.taskIdentifier)
+        let succeeded: Bool
+        if case .success = result { succeeded = true } else { succeeded = false }
+        var task = transfer.finish(success: succeeded)
+
+        if transfer.mustRestartFromZero {
+            truncate(transfer.partialPath, 0)
+            task.validator = nil
+            task.countOfBytesReceived = 0
+            try? session.update(task)
+            log.notice("transfers", "server answered an unexpected range; starting over from zero", session: session.key.identifier.rawValue, task: key.task)
+            scheduleTransfers()
+            return
+        }
+        if let failure = transfer.diskFailure {
+            fail(task, in: session, failure)
+            return
+        }
+        if case .success = result, let wait = transfer.retryAfter {
+            // 503 with Retry-After: the server asks us to come back; the bytes on disk stay (S6.4).
+            unlink(transfer.errorBodyPath)
+            retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(Int(wait)) s")
+            return
+        }
+        switch result {
+        case .success:
+            do {
+                try session.update(task)
+                if transfer.bodyIsErrorResponse { unlink(transfer.partialPath) }
+                guard rename(transfer.bodyPath, finishedPath(for: task, in: session)) == 0 else { throw Errno.current("rename", path: transfer.bodyPath) }
+                completeDownload(task, in: session)
+            } catch {
+                fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath))
+            }
+        case .failure(let error):
+            retryOrFail(task, in: session, error)
+        }
+    }
+
+    /// Announces a finished download: durable event, then delivery to the holder.
+    private func completeDownload(_ task: TaskRecord, in session: DaemonSession) {
+        let file = finishedPath(for: task, in: session)
+        do {
+            _ = try session.complete(task, downloadedFile: file, error: nil)
+            log.notice("transfers", "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            pushPendingEvents(session)
+            finishInvalidationIfDone(session)
+        } catch {
+            log.error("store", "cannot record the completion: \(error); will retry at next start", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        }
+    }
+}

@@ -1,0 +1,141 @@
+internal import Glibc
+import Foundation
+import TransferContainer
+
+/// Uploads from a file (S2.1, S6.6): taking the app's file at creation, stepping through the
+/// resumable-upload exchanges, and announcing the server's answer.
+extension TransferDaemon {
+    /// The daemon's own link to the app's file: the upload finishes even if the process that
+    /// started it has exited and removed its copy.
+    func uploadBodyPath(for task: TaskRecord, in session: DaemonSession) -> String {
+        session.downloadsDirectory.appendingPathComponent("task-\(task.taskIdentifier).upload").path
+    }
+
+    /// Where the server's answer is kept until it is announced.
+    func uploadResponsePath(for task: TaskRecord, in session: DaemonSession) -> String {
+        session.downloadsDirectory.appendingPathComponent("task-\(task.taskIdentifier).upload-response").path
+    }
+
+    /// At creation: checks the app's file (it must exist, be a regular file the app may read,
+    /// inside a container of the app's) and links it where the daemon keeps upload bodies.
+    /// Returns why the task will fail instead, with the `URLError` code Apple uses.
+    func takeUploadBody(_ path: String?, into task: inout TaskRecord, in session: DaemonSession, for identity: AppIdentity) -> TransferFailure? {
+        guard let path, !path.isEmpty else {
+            return TransferFailure(code: TransferFailure.fileDoesNotExist, message: "an upload task needs a file to upload")
+        }
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            let error = Errno.current("lstat", path: path)
+            if error.code == ENOENT || error.code == ENOTDIR {
+                return TransferFailure(code: TransferFailure.fileDoesNotExist, message: "cannot read file at \(path): it does not exist", subject: path)
+            }
+            return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot read file at \(path): \(error)", subject: path)
+        }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR: return TransferFailure(code: TransferFailure.fileIsDirectory, message: "cannot upload \(path): it is a directory", subject: path)
+        default: return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot upload \(path): not a regular file", subject: path)
+        }
+        guard let source = allowedFile(path, for: identity) else {
+            return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot upload \(path): it is not in a container \(identity.bundleIdentifier) may read", subject: path)
+        }
+        let readable: FileDescriptor
+        do { readable = try FileDescriptor.open(source, O_RDONLY | O_NONBLOCK) } catch {
+            return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot read file at \(path): \(error)", subject: path)
+        }
+        readable.close()
+        let destination = uploadBodyPath(for: task, in: session)
+        do {
+            try DurableFile.makeDirectory(session.downloadsDirectory.path)
+            unlink(destination)
+            if link(source, destination) != 0 {
+                // Another file system: a copy is the only way to keep the bytes.
+                try FileManager.default.copyItem(atPath: source, toPath: destination)
+            }
+        } catch {
+            return TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot keep the upload body of \(path): \(error)", subject: path)
+        }
+        task.uploadFile = destination
+        task.countOfBytesExpectedToSend = Int64(st.st_size)
+        return nil
+    }
+
+    func startUpload(_ task: TaskRecord, in session: DaemonSession, step: UploadTransfer.Step, conflicts: Int = 0) {
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        let sessionName = session.key.identifier.rawValue
+        do {
+            try DurableFile.makeDirectory(session.downloadsDirectory.path)
+            let transfer = try UploadTransfer(session: session.key, task: task, step: step, responsePath: uploadResponsePath(for: task, in: session),
+                                              configuration: session.record.configuration, conflicts: conflicts)
+            transfer.onResumptionOffered = { [unowned self, unowned session] task in
+                do { try session.update(task) } catch {
+                    log.error("store", "cannot record the upload location: \(error)", session: sessionName, task: task.taskIdentifier)
+                }
+                log.info("transfers", "server keeps the upload at \(task.uploadResumption?.location ?? "?") (interop version \(task.uploadResumption?.interopVersion ?? 0))", session: sessionName, task: task.taskIdentifier)
+            }
+            try attach(transfer, for: key)
+            switch step {
+            case .create: log.info("transfers", "started upload of \(transfer.task.countOfBytesExpectedToSend) bytes", session: sessionName, task: task.taskIdentifier)
+            case .retrieveOffset: log.info("transfers", "asking the server how much of the upload it has", session: sessionName, task: task.taskIdentifier)
+            case .append(let offset): log.info("transfers", "resuming the upload at \(offset) bytes", session: sessionName, task: task.taskIdentifier)
+            }
+        } catch let failure as TransferFailure {
+            fail(task, in: session, failure)
+        } catch let error as Errno {
+            let code = error.code == ENOENT ? TransferFailure.fileDoesNotExist : TransferFailure.noPermissionsToReadFile
+            fail(task, in: session, TransferFailure(code: code, message: "cannot read the upload body: \(error)", subject: task.uploadFile))
+        } catch {
+            fail(task, in: session, TransferFailure(code: TransferFailure.unknown, message: "cannot start the upload: \(error)", subject: task.originalRequest.url))
+        }
+    }
+
+    /// libcurl finished one exchange of an upload: go on, retry, or announce the answer.
+    func uploadEnded(_ transfer: UploadTransfer, _ result: Result<Void, CurlError>, in session: DaemonSession) {
+        let outcome = transfer.finish(result)
+        var task = transfer.task
+        let sessionName = session.key.identifier.rawValue
+        if let failure = transfer.diskFailure {
+            fail(task, in: session, failure)
+            return
+        }
+        switch outcome {
+        case .completed:
+            if transfer.responseBytesDropped > 0 {
+                log.error("transfers", "the server's answer exceeds \(UploadTransfer.responseBodyLimit) bytes; \(transfer.responseBytesDropped) bytes not delivered", session: sessionName, task: task.taskIdentifier)
+            }
+            completeUpload(task, responseBody: transfer.responseBody(), in: session)
+        case .next(let step):
+            session.updateInMemory(task)
+            let conflicts = step == .retrieveOffset ? transfer.conflicts + 1 : transfer.conflicts
+            if step == .retrieveOffset { log.notice("transfers", "the server disagrees about the upload offset (409); asking it again", session: sessionName, task: task.taskIdentifier) }
+            startUpload(task, in: session, step: step, conflicts: conflicts)
+        case .restartFromZero(let reason):
+            task.uploadResumption = nil
+            task.countOfBytesSent = 0
+            try? session.update(task)
+            log.notice("transfers", "\(reason); sending the whole body again", session: sessionName, task: task.taskIdentifier)
+            startUpload(task, in: session, step: .create)
+        case .retryAfter(let wait):
+            unlink(transfer.responsePath)
+            retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(Int(wait)) s")
+        case .transportFailure(let error):
+            if task.uploadResumption == nil { task.countOfBytesSent = 0 }
+            session.updateInMemory(task)
+            retryOrFail(task, in: session, error)
+        }
+    }
+
+    /// Announces a finished upload with the server's answer (`didReceive data`, then
+    /// `didCompleteWithError(nil)`); the daemon's copy of the body goes.
+    private func completeUpload(_ task: TaskRecord, responseBody: Data?, in session: DaemonSession) {
+        do {
+            _ = try session.complete(task, downloadedFile: nil, error: nil, responseBody: responseBody)
+            removeTransferFiles(of: task, in: session)
+            log.notice("transfers", "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesSent) bytes sent", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            pushPendingEvents(session)
+            finishInvalidationIfDone(session)
+        } catch {
+            log.error("store", "cannot record the completion: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        }
+    }
+}

@@ -1,0 +1,284 @@
+internal import Glibc
+import Foundation
+import TransferContainer
+
+/// One step of an upload in flight: a libcurl exchange streaming the body from the daemon's
+/// link to the app's file, and keeping the server's answer in the task's response file.
+/// Owned by the event loop.
+///
+/// Every new upload offers resumption as iOS 17 does (IETF draft "Resumable Uploads for
+/// HTTP", S6.6): a server that answers `104` with a `Location` keeps what it received, so an
+/// interrupted upload asks it how much it has (`HEAD`) and appends the rest (`PATCH`). A
+/// server that does not answer `104` gets a plain upload, sent again from zero after a failure.
+final class UploadTransfer: Transfer {
+    /// Which exchange of the resumable-upload protocol this is.
+    enum Step: Equatable {
+        /// The app's request with the whole body, offering resumption.
+        case create
+        /// `HEAD` the upload resource for `Upload-Offset`.
+        case retrieveOffset
+        /// `PATCH` the rest of the body from this offset.
+        case append(from: Int64)
+    }
+
+    /// What the engine does once this step's exchange ended.
+    enum Outcome {
+        /// The server gave its final answer: the task is done (whatever the status, S2.5).
+        case completed
+        /// Go on at once with the next exchange.
+        case next(Step)
+        /// The server no longer knows the upload (or never did): send it again from zero.
+        case restartFromZero(reason: String)
+        /// `503` with `Retry-After`.
+        case retryAfter(TimeInterval)
+        /// A transport failure: retry with backoff, resuming if the server offered it.
+        case transportFailure(CurlError)
+    }
+
+    let session: SessionKey
+    private(set) var task: TaskRecord
+    let easy: CurlEasy
+    let step: Step
+    /// Where the server's response body goes.
+    let responsePath: String
+    /// 409s in a row so far in this chain of steps (a server that keeps disagreeing gets a
+    /// fresh upload rather than an endless loop).
+    let conflicts: Int
+    private var body: FileDescriptor?
+    private let bodySize: Int64
+    /// The body offset this exchange started sending from.
+    private let startOffset: Int64
+    private var response: FileDescriptor?
+    private var responseBytes: Int64 = 0
+    private var head = HTTPResponseHead()
+    private var offeredResumption = false
+    private(set) var diskFailure: TransferFailure?
+    var lastProgressReport = Date.distantPast
+    var lastReportedBytes: Int64 = 0
+
+    /// Called when the server offered resumption (`104`), so the location is durable before
+    /// more bytes depend on it (the engine persists the task).
+    var onResumptionOffered: ((TaskRecord) -> Void)?
+
+    /// The largest response body kept for `didReceive data`; the rest is dropped and logged.
+    static let responseBodyLimit: Int64 = 16 << 20
+    static let partialUploadContentType = "application/partial-upload"
+
+    init(session: SessionKey, task: TaskRecord, step: Step, responsePath: String, configuration: SessionConfiguration, conflicts: Int = 0) throws {
+        guard let path = task.uploadFile else {
+            throw TransferFailure(code: TransferFailure.fileDoesNotExist, message: "upload task \(task.taskIdentifier) has no body file")
+        }
+        let resumption = task.uploadResumption
+        if step != .create && resumption == nil {
+            throw TransferFailure(code: TransferFailure.unknown, message: "upload task \(task.taskIdentifier) has no upload location to resume at")
+        }
+        self.session = session
+        self.task = task
+        self.step = step
+        self.responsePath = responsePath
+        self.conflicts = conflicts
+        self.easy = try CurlEasy()
+        let body = try FileDescriptor.open(path, O_RDONLY)
+        self.body = body
+        // Past this point a throw still closes the file: the instance is whole, so deinit runs.
+        do { self.bodySize = try body.size() } catch {
+            body.close()
+            throw error
+        }
+
+        var headers = (configuration.httpAdditionalHeaders ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+        headers += task.originalRequest.headers.filter { !Self.isProtocolHeader($0.name) }.map { "\($0.name): \($0.value)" }
+        switch step {
+        case .create:
+            startOffset = 0
+            try easy.setURL(task.originalRequest.url)
+            easy.setMethod(task.originalRequest.httpMethod)
+            easy.setUploadSize(bodySize)
+            let version = Self.requestedVersion(task.originalRequest)
+            headers += task.originalRequest.headers.filter { $0.name.lowercased() == "content-type" }.map { "\($0.name): \($0.value)" }
+            headers += ["Upload-Draft-Interop-Version: \(version)", Self.completeHeader(version: version)]
+        case .retrieveOffset:
+            startOffset = 0
+            try easy.setURL(resumption!.location)
+            easy.setMethod("HEAD")
+            headers.append("Upload-Draft-Interop-Version: \(resumption!.interopVersion)")
+        case .append(let offset):
+            let resumption = resumption!
+            startOffset = min(max(0, offset), bodySize)
+            try easy.setURL(resumption.location)
+            easy.setMethod("PATCH")
+            easy.setUploadSize(bodySize - startOffset)
+            headers += ["Upload-Draft-Interop-Version: \(resumption.interopVersion)", "Upload-Offset: \(startOffset)",
+                        Self.completeHeader(version: resumption.interopVersion)]
+            if resumption.interopVersion >= 6 { headers.append("Content-Type: \(Self.partialUploadContentType)") }
+        }
+        try easy.setHeaders(headers)
+        easy.setFollowsRedirects(true, maximum: 16)
+        let idle = task.originalRequest.timeoutInterval ?? configuration.timeoutIntervalForRequest
+        easy.setTimeouts(connect: min(idle, 60), lowSpeedLimit: 1, lowSpeedTime: idle)
+        easy.setBufferSize(2 << 20)
+        _ = try body.seek(to: startOffset)
+        self.task.countOfBytesSent = startOffset
+        self.task.countOfBytesExpectedToSend = bodySize
+
+        easy.onHeaderLine = { [unowned self] line in self.headerLine(line) }
+        easy.onBody = { [unowned self] bytes in self.receive(bytes) }
+        if step != .retrieveOffset {
+            easy.onUploadRead = { [unowned self] buffer in self.read(into: buffer) }
+            easy.onUploadSeek = { [unowned self] offset in self.rewind(to: offset) }
+        }
+    }
+
+    /// The interop version to offer: the app's own `Upload-Draft-Interop-Version` if it set
+    /// one we speak, else the latest.
+    static func requestedVersion(_ request: RequestRecord) -> Int {
+        let asked = request.headers.last { $0.name.caseInsensitiveCompare("Upload-Draft-Interop-Version") == .orderedSame }.flatMap { Int($0.value.trimmingCharacters(in: .whitespaces)) }
+        return asked.flatMap { UploadResumption.supportedVersions.contains($0) ? $0 : nil } ?? UploadResumption.defaultVersion
+    }
+
+    /// "This request carries the rest of the body": `Upload-Complete: ?1` from version 5 on,
+    /// `Upload-Incomplete: ?0` in version 3.
+    private static func completeHeader(version: Int) -> String {
+        version >= 5 ? "Upload-Complete: ?1" : "Upload-Incomplete: ?0"
+    }
+
+    /// Headers this transfer sets itself on every step.
+    private static func isProtocolHeader(_ name: String) -> Bool {
+        ["upload-draft-interop-version", "upload-complete", "upload-incomplete", "upload-offset",
+         "content-length", "content-type", "expect", "transfer-encoding"].contains(name.lowercased())
+    }
+
+    // MARK: libcurl callbacks
+
+    private func headerLine(_ line: String) {
+        head.consume(line)
+        guard head.isComplete, head.statusCode == 104, step == .create, !offeredResumption else { return }
+        offeredResumption = true
+        let version = head.value("Upload-Draft-Interop-Version").flatMap { Int($0) } ?? Self.requestedVersion(task.originalRequest)
+        guard let location = head.value("Location"), UploadResumption.supportedVersions.contains(version),
+              let base = URL(string: easy.effectiveURL ?? task.originalRequest.url),
+              let absolute = URL(string: location, relativeTo: base)?.absoluteURL,
+              let scheme = absolute.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return }
+        task.uploadResumption = UploadResumption(location: absolute.absoluteString, interopVersion: version)
+        onResumptionOffered?(task)
+    }
+
+    private func read(into buffer: UnsafeMutableRawBufferPointer) -> CurlEasy.UploadDisposition {
+        guard let body else { return .abort }
+        do {
+            let count = try body.read(into: buffer)
+            task.countOfBytesSent += Int64(count)
+            return .bytes(count)
+        } catch {
+            diskFailure = TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot read the upload body \(task.uploadFile ?? ""): \(error)", subject: task.uploadFile)
+            return .abort
+        }
+    }
+
+    /// libcurl sends the body again (a redirect, a dead reused connection): `offset` counts
+    /// from this exchange's start.
+    private func rewind(to offset: Int64) -> Bool {
+        guard let position = try? body?.seek(to: startOffset + offset) else { return false }
+        task.countOfBytesSent = position
+        return true
+    }
+
+    private func receive(_ bytes: UnsafeRawBufferPointer) -> CurlEasy.BodyDisposition {
+        if response == nil {
+            do {
+                response = try FileDescriptor.open(responsePath, O_WRONLY | O_CREAT | O_TRUNC)
+            } catch {
+                diskFailure = TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot keep the server's answer in \(responsePath): \(error)", subject: responsePath)
+                return .abort
+            }
+        }
+        let room = max(0, Self.responseBodyLimit - responseBytes)
+        let kept = UnsafeRawBufferPointer(rebasing: bytes.prefix(Int(min(room, Int64(bytes.count)))))
+        do { try response?.writeAll(kept) } catch {
+            diskFailure = TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot keep the server's answer in \(responsePath): \(error)", subject: responsePath)
+            return .abort
+        }
+        responseBytes += Int64(bytes.count)
+        return .consumed
+    }
+
+    // MARK: The end of the exchange
+
+    /// Bytes of the server's answer beyond what was kept.
+    var responseBytesDropped: Int64 { max(0, responseBytes - Self.responseBodyLimit) }
+
+    /// Decides what comes next, from libcurl's result and the final response. Records the
+    /// response in the task when it is the final one.
+    func finish(_ result: Result<Void, CurlError>) -> Outcome {
+        close()
+        if case .failure(let error) = result { return .transportFailure(error) }
+        let status = head.statusCode
+        switch step {
+        case .retrieveOffset:
+            if status == 404 || status == 410 { return .restartFromZero(reason: "the server no longer has the upload (HTTP \(status))") }
+            if status == 503, let wait = retryAfter { return .retryAfter(wait) }
+            guard (200..<300).contains(status), let offset = head.value("Upload-Offset").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }) else {
+                return .restartFromZero(reason: "the server answered the offset request with HTTP \(status) and no Upload-Offset")
+            }
+            guard offset >= 0 && offset <= bodySize else { return .restartFromZero(reason: "the server holds \(offset) bytes of a \(bodySize)-byte body") }
+            if serverSaysComplete {
+                // It has everything; only its final answer was lost with the connection.
+                recordResponse()
+                task.countOfBytesSent = bodySize
+                return .completed
+            }
+            task.countOfBytesSent = offset
+            return .next(.append(from: offset))
+        case .append:
+            if status == 409 {
+                return conflicts >= 3 ? .restartFromZero(reason: "the server disagreed about the offset \(conflicts + 1) times") : .next(.retrieveOffset)
+            }
+            if status == 404 || status == 410 { return .restartFromZero(reason: "the server no longer has the upload (HTTP \(status))") }
+            if status == 503, let wait = retryAfter { return .retryAfter(wait) }
+        case .create:
+            if status == 503, let wait = retryAfter { return .retryAfter(wait) }
+        }
+        recordResponse()
+        return .completed
+    }
+
+    private var serverSaysComplete: Bool {
+        if let complete = head.value("Upload-Complete") { return complete.trimmingCharacters(in: .whitespaces) == "?1" }
+        if let incomplete = head.value("Upload-Incomplete") { return incomplete.trimmingCharacters(in: .whitespaces) == "?0" }
+        return false
+    }
+
+    private func recordResponse() {
+        task.response = ResponseRecord(url: easy.effectiveURL ?? task.originalRequest.url, statusCode: head.statusCode, headers: head.headerDictionary)
+        task.currentURL = easy.effectiveURL
+        task.countOfBytesReceived = min(responseBytes, Self.responseBodyLimit)
+        task.countOfBytesExpectedToReceive = head.contentLength ?? responseBytes
+    }
+
+    /// The server's answer as delivered to `didReceive data`; nil when it sent no body.
+    func responseBody() -> Data? {
+        guard responseBytes > 0, let fd = try? FileDescriptor.open(responsePath, O_RDONLY) else { return nil }
+        defer { fd.close() }
+        return try? fd.readToEnd(limit: Int(Self.responseBodyLimit))
+    }
+
+    /// Stops sending (cancel, suspend, shutdown).
+    func close() {
+        response?.close()
+        response = nil
+        body?.close()
+        body = nil
+    }
+
+    deinit { close() }
+
+    /// Seconds the server asked us to wait.
+    private var retryAfter: TimeInterval? { head.retryAfter }
+
+    var bytesMoved: Int64 { task.countOfBytesSent }
+
+    func progress(now: Date) -> TaskProgress {
+        TaskProgress(taskIdentifier: task.taskIdentifier, bytesSent: task.countOfBytesSent - lastReportedBytes, totalBytesSent: task.countOfBytesSent,
+                     totalBytesExpectedToSend: bodySize, state: .running, currentURL: task.currentURL)
+    }
+}
