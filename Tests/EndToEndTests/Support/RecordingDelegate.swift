@@ -3,9 +3,11 @@ import BackgroundTransfer
 
 /// A delegate that records every call in order, and lets a test wait for one.
 /// Called on the session's delegate queue; its record is behind a condition lock.
-final class RecordingDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
+final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegate, @unchecked Sendable {
     enum Call: Equatable {
         case wroteData(task: Int, total: Int64, expected: Int64)
+        case sentBody(task: Int, total: Int64, expected: Int64)
+        case receivedData(task: Int, count: Int)
         case finishedDownloading(task: Int, existedDuringCall: Bool, size: Int64)
         case completed(task: Int, code: Int?, status: Int?)
         case resumed(task: Int, offset: Int64, expected: Int64)
@@ -21,6 +23,8 @@ final class RecordingDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
     private(set) var digests: [Int: String] = [:]
     /// The errors given to didCompleteWithError, by task.
     private(set) var errors: [Int: Error] = [:]
+    /// What didReceive data handed over, by task.
+    private(set) var receivedBodies: [Int: Data] = [:]
 
     var calls: [Call] {
         condition.lock()
@@ -48,6 +52,17 @@ final class RecordingDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
 
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
         record(.wroteData(task: downloadTask.taskIdentifier, total: totalBytesWritten, expected: totalBytesExpectedToWrite))
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        record(.sentBody(task: task.taskIdentifier, total: totalBytesSent, expected: totalBytesExpectedToSend))
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        condition.lock()
+        receivedBodies[dataTask.taskIdentifier, default: Data()].append(data)
+        condition.unlock()
+        record(.receivedData(task: dataTask.taskIdentifier, count: data.count))
     }
 
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
