@@ -36,6 +36,11 @@ extension TransferDaemon {
         case S_IFDIR: return TransferFailure(code: TransferFailure.fileIsDirectory, message: "cannot upload \(path): it is a directory", subject: path)
         default: return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot upload \(path): not a regular file", subject: path)
         }
+        // The app runs as the file's owner: without the owner's read bit it could not read
+        // the file itself (even when the daemon, say as root, could).
+        guard st.st_mode & S_IRUSR != 0 else {
+            return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot read file at \(path): permission denied", subject: path)
+        }
         guard let source = allowedFile(path, for: identity) else {
             return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot upload \(path): it is not in a container \(identity.bundleIdentifier) may read", subject: path)
         }

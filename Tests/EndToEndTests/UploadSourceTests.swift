@@ -48,10 +48,7 @@ final class UploadSourceTests: InProcessSuite, @unchecked Sendable {
         let locked = try groupFile("locked.bin")
         chmod(locked.path, 0)
         defer { chmod(locked.path, 0o600) }
-        // Root reads anything: the check only means something for an ordinary user.
-        if getuid() != 0 {
-            #expect(failure(uploading: locked, session: "locked").code == NSURLErrorNoPermissionsToReadFile)
-        }
+        #expect(failure(uploading: locked, session: "locked").code == NSURLErrorNoPermissionsToReadFile)
 
         let outside = container.layout.root.deletingLastPathComponent().appendingPathComponent("outside.bin")
         try testPayload(size: 1024).write(to: outside)
