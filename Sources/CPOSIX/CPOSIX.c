@@ -2,6 +2,7 @@
 #include "CPOSIX.h"
 #include <fcntl.h>
 #include <spawn.h>
+#include <string.h>
 #include <sys/socket.h>
 
 int cposix_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
@@ -24,4 +25,8 @@ int cposix_open_directory_path(const char *path) {
 
 short cposix_spawn_setsid_flag(void) {
     return POSIX_SPAWN_SETSID;
+}
+
+const void *cposix_memmem(const void *haystack, size_t haystack_length, const void *needle, size_t needle_length) {
+    return memmem(haystack, haystack_length, needle, needle_length);
 }

@@ -83,9 +83,9 @@ public enum StandInProgram {
 
     /// An extension: `download URL` or `upload FILE URL` starts a transfer in its own session
     /// and exits at once.
-    public static func runExtension(_ identity: AppIdentity) -> Never {
+    public static func runExtension(entitlements: String) -> Never {
         let application: BackgroundApplication
-        do { application = try BackgroundApplication(identity: identity) } catch {
+        do { application = try BackgroundApplication(entitlements: entitlements) } catch {
             complain("\(error)")
             exit(64)
         }

@@ -15,9 +15,10 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
         self.application = application
     }
 
-    public static func main() -> Never {
+    /// Runs the app whose executable declares `entitlements` (see `Entitlements`).
+    public static func main(entitlements: String) -> Never {
         let application: BackgroundApplication
-        do { application = try BackgroundApplication(identity: StandInIdentities.host) } catch {
+        do { application = try BackgroundApplication(entitlements: entitlements) } catch {
             StandInProgram.complain("\(error)")
             exit(64)
         }

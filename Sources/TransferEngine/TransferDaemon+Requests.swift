@@ -105,10 +105,24 @@ extension TransferDaemon {
         }
     }
 
-    private func welcome(_ hello: ClientHello, _ connection: ClientConnection) throws -> DaemonReply {
+    /// A process says who it is; it is believed only as far as its executable's entitlements
+    /// go, and its executable path is the kernel's, not its own.
+    private func welcome(_ claimed: ClientHello, _ connection: ClientConnection) throws -> DaemonReply {
+        var hello = claimed
         guard hello.identity.kind == .app || hello.identity.containingApp != hello.identity.bundleIdentifier else {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "an extension must name its containing app")
         }
+        guard let pid = connection.pid else {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "the daemon cannot see who is connected (no peer credentials)")
+        }
+        let peer = try peers.identify(pid: pid)
+        guard peer.entitled.contains(hello.identity) else {
+            let declared = peer.entitled.isEmpty ? "no entitlements" : peer.entitled.map { "\($0.bundleIdentifier) (groups \($0.appGroups.map(\.rawValue).joined(separator: ", ")))" }.joined(separator: "; ")
+            let message = "process \(pid) (\(peer.executablePath)) may not act as \(hello.identity.bundleIdentifier) with app groups [\(hello.identity.appGroups.map(\.rawValue).joined(separator: ", "))]: its executable declares \(declared)"
+            log.error("trust", "refused: \(message)")
+            throw TransferFailure(code: TransferFailure.requestRefused, message: message, subject: hello.identity.bundleIdentifier.rawValue)
+        }
+        hello.executablePath = peer.executablePath
         connection.hello = hello
         registry.register(hello)
         if hello.isForeground && hello.identity.kind == .app {

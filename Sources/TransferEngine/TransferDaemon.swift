@@ -32,6 +32,8 @@ public final class TransferDaemon {
     let log: TransferLog
     let loop: EventLoop
     let registry: AppRegistry
+    /// Who connected processes are, by their executables' entitlements.
+    let peers = PeerIdentifier()
     var sessions: [SessionKey: DaemonSession] = [:]
     var connections: [Int32: ClientConnection] = [:]
     private var nextConnectionID = 0

@@ -1,4 +1,13 @@
 import StandInSupport
 
+// What this executable is entitled to. The daemon reads this very text from the executable
+// file of every process that connects, so a process cannot claim more (see `Entitlements`).
+let entitlements = """
+BGTRANSFER-ENTITLEMENTS-BEGIN
+[{"bundleIdentifier": "com.example.host.share", "kind": "extension", "containingApp": "com.example.host",
+  "containingAppExecutable": "host-app", "appGroups": ["group.com.example.transfers"]}]
+BGTRANSFER-ENTITLEMENTS-END
+"""
+
 // The share extension: starts background transfers in its own session and exits at once.
-StandInProgram.runExtension(StandInIdentities.shareExtension)
+StandInProgram.runExtension(entitlements: entitlements)

@@ -21,7 +21,7 @@ struct HostileInputTests {
         try #require(before.count == 1)
 
         // Valid frames to mutate.
-        let hello = ClientHello(identity: AppIdentity(bundleIdentifier: try BundleIdentifier("com.example.fuzz"), kind: .app, containingApp: try BundleIdentifier("com.example.fuzz"), containingAppExecutable: "fuzz", appGroups: []), executablePath: "/nonexistent", processName: "fuzz", isForeground: true)
+        let hello = ClientHello(identity: testIdentity("com.example.fuzz"), executablePath: "/nonexistent", processName: "fuzz", isForeground: true)
         let samples: [Data] = try [
             Frame.encode(RequestFrame(id: 1, request: .hello(hello))),
             Frame.encode(RequestFrame(id: 2, request: .openSession(identifier: try SessionIdentifier("fuzz"), configuration: SessionConfiguration(), launchedForEvents: false))),

@@ -9,8 +9,8 @@ import LoopbackServer
 enum InProcess {
     static let family = try! BundleIdentifier("com.example.tests")
     static let group = try! BundleIdentifier("group.com.example.tests")
-    static let app = AppIdentity(bundleIdentifier: family, kind: .app, containingApp: family, containingAppExecutable: "tests", appGroups: [group])
-    static let appExtension = AppIdentity(bundleIdentifier: try! BundleIdentifier("com.example.tests.ext"), kind: .appExtension, containingApp: family, containingAppExecutable: "tests", appGroups: [group])
+    static let app = testIdentity("com.example.tests")
+    static let appExtension = testIdentity("com.example.tests.ext")
 }
 
 /// The client API against a real daemon and a real loopback server.

@@ -35,6 +35,16 @@ public final class BackgroundApplication: @unchecked Sendable {
     private let completed = DispatchSemaphore(value: 0)
     private let handlerCalled = Locked(false)
 
+    /// Reads the launch options, sets up `AppEnvironment` for the one bundle the executable's
+    /// entitlements declare (`entitlements` is the declaration literal compiled into it; the
+    /// daemon reads the same bytes from the executable file, see `Entitlements`).
+    /// - Throws: `EntitlementsError`, or `ContainerError` / `IdentifierError` for bad launch options.
+    public convenience init(entitlements: String, arguments: [String] = Array(CommandLine.arguments.dropFirst())) throws {
+        let identities = try Entitlements.identities(inDeclaration: entitlements)
+        guard identities.count == 1 else { throw EntitlementsError.notOneIdentity(count: identities.count) }
+        try self.init(identity: identities[0], arguments: arguments)
+    }
+
     /// Reads the launch options, sets up `AppEnvironment` for `identity`.
     /// - Throws: `ContainerError` or `IdentifierError` for bad launch options.
     public init(identity: AppIdentity, arguments: [String] = Array(CommandLine.arguments.dropFirst())) throws {

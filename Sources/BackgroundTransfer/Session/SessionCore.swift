@@ -416,6 +416,13 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         }
     }
 
+    /// The daemon refused to open the session (who we are, the identifier's owner, the app
+    /// group): it is invalid from the start, and the delegate hears why.
+    func openingRefused(_ failure: TransferFailure) {
+        state.withLock { $0.invalidating = true }
+        deliveryQueue.async { self.finishInvalidation(failure) }
+    }
+
     private func finishInvalidation(_ failure: TransferFailure?) {
         let first = state.withLock { state -> Bool in
             guard !state.invalidated else { return false }

@@ -15,8 +15,9 @@ open class URLSession: @unchecked Sendable {
     public var sessionDescription: String?
     let core: (any SessionBackend)?
     /// Why this session could not be opened (ours; Apple reports it only through
-    /// `didBecomeInvalidWithError`): -995, -996, a refused identifier, no daemon.
-    public let invalidationError: Error?
+    /// `didBecomeInvalidWithError`): -995, -996, a refused identifier or process. Set in
+    /// `init` only.
+    public private(set) var invalidationError: Error?
 
     public var delegate: URLSessionDelegate? { core?.delegate }
 
@@ -96,6 +97,11 @@ open class URLSession: @unchecked Sendable {
                 try core.attach()
             } catch {
                 log.error("session", "cannot open the session in the daemon: \(error)", session: configuration.identifier)
+                // The daemon said no (not merely "not there"): the session is invalid.
+                if [TransferFailure.requestRefused, TransferFailure.backgroundSessionInUseByAnotherProcess, TransferFailure.backgroundSessionRequiresSharedContainer].contains(error.code) {
+                    invalidationError = error.urlError()
+                    core.openingRefused(error)
+                }
             }
         }
         if let failure {

@@ -1,5 +1,5 @@
 // The few Linux/GNU interfaces that Glibc's Swift module does not expose without
-// _GNU_SOURCE: SO_PEERCRED credentials, accept4, O_PATH, POSIX_SPAWN_SETSID.
+// _GNU_SOURCE: SO_PEERCRED credentials, accept4, O_PATH, POSIX_SPAWN_SETSID, memmem.
 #ifndef CPOSIX_H
 #define CPOSIX_H
 #include <sys/types.h>
@@ -12,4 +12,6 @@ int cposix_accept_nonblocking(int fd);
 int cposix_open_directory_path(const char *path);
 /// The POSIX_SPAWN_SETSID flag.
 short cposix_spawn_setsid_flag(void);
+/// memmem(haystack, haystack_length, needle, needle_length).
+const void *cposix_memmem(const void *haystack, size_t haystack_length, const void *needle, size_t needle_length);
 #endif
