@@ -32,7 +32,7 @@ let package = Package(
         // Default (foreground) sessions run the engine's transfers in-process.
         .target(name: "BackgroundTransfer", dependencies: ["TransferContainer", "TransferEngine"]),
         // A small HTTP/1.1 server on POSIX sockets for tests, the demo and the benchmark.
-        .target(name: "LoopbackServer"),
+        .target(name: "LoopbackServer", dependencies: ["TransferContainer"]),
         // What the stand-in app and extensions share: identities, command lines, Downloads/.
         .target(name: "StandInSupport", dependencies: ["BackgroundTransfer"]),
 

@@ -2,22 +2,24 @@ import Foundation
 import Glibc
 
 /// Serves one accepted connection: reads requests one after another (keep-alive), reads
-/// or drains each body, records the request and writes the response.
+/// or drains each body, records the request and writes the response. Requests for upload
+/// routes and resume paths are handed to `UploadExchange`, which reads their bodies itself.
 ///
 /// Runs entirely on the connection's own thread, which alone reads and writes the socket.
 /// The socket's entry in the server's registry (under the server lock) exists only so
-/// `stop()` can shut it down; `ServerCore.connectionEnded` closes it when `run` returns.
+/// `stop()`, or a request taking over a resumable upload this connection is reading, can
+/// shut it down; `ServerCore.connectionEnded` closes it when `run` returns.
 final class Connection {
     /// Largest request head accepted; longer ones get 431.
     static let headLimit = 64 * 1024
     /// An idle keep-alive connection is closed after this long without a request.
     static let idleTimeoutSeconds = 120
 
-    private let id: Int
+    let id: Int
     private let socket: SocketFD
-    private let core: ServerCore
-    private let reader: SocketReader
-    private let writer: HTTPResponseWriter
+    let core: ServerCore
+    let reader: SocketReader
+    let writer: HTTPResponseWriter
 
     init(id: Int, socket: SocketFD, core: ServerCore) {
         self.id = id
@@ -53,6 +55,10 @@ final class Connection {
         } catch {
             return refuse(error.status)
         }
+        if let target = core.uploadTarget(for: head) {
+            return UploadExchange(connection: self, head: head, framing: framing, target: target).run()
+        }
+
         let bodyLength: Int64
         do {
             bodyLength = try readBody(of: head, framing: framing)
@@ -64,12 +70,22 @@ final class Connection {
             return false
         }
 
+        record(head, bodyLength: bodyLength)
+        return respond(RequestHandler(core: core).plan(for: head), to: head)
+    }
+
+    /// Adds the request to the log (after its body was read, before it is answered).
+    func record(_ head: RequestHead, bodyLength: Int64) {
         core.record(RecordedRequest(method: head.method, target: head.target, path: head.path,
                                     query: head.query, httpVersion: head.version.description,
                                     headers: head.headers, bodyLength: bodyLength,
                                     connectionID: id, time: Date()))
+    }
 
-        var plan = RequestHandler(core: core).plan(for: head)
+    /// Writes the answer to `head` with the right `Connection` field; returns whether the
+    /// connection stays open for another request.
+    func respond(_ plan: ResponsePlan, to head: RequestHead) -> Bool {
+        var plan = plan
         let keepAlive = head.wantsKeepAlive && !plan.closeConnection && !core.isStopping
         if !keepAlive {
             plan.head.add("Connection", "close")
@@ -80,7 +96,7 @@ final class Connection {
     }
 
     /// Reads the request body in full, even when nothing uses it, so the next request on
-    /// this connection starts where it should. Upload routes will hook their sink in here.
+    /// this connection starts where it should.
     private func readBody(of head: RequestHead, framing: RequestBodyFraming) throws -> Int64 {
         guard framing != .none else { return 0 }
         if head.expectsContinue { try writer.writeContinue() }
@@ -104,14 +120,18 @@ final class Connection {
     /// half-close, and read what the client still sends for a moment, because closing
     /// with unread input makes the kernel reset the connection and the client may lose
     /// the answer.
-    private func refuse(_ status: Int) -> Bool {
+    func refuse(_ status: Int) -> Bool {
         var plan = ResponsePlan.text(status)
         plan.head.add("Connection", "close")
-        if write(plan, headOnly: false) {
-            socket.shutdown(Int32(SHUT_WR))
-            socket.setReceiveTimeout(seconds: 1)
-            reader.discardRemaining(limit: 1 << 20)
-        }
+        if write(plan, headOnly: false) { closeGracefully() }
         return false
+    }
+
+    /// Half-closes (the client reads end of stream after what was sent) and drains what the
+    /// client still sends for a moment, so that the final close is a FIN, not a reset.
+    func closeGracefully() {
+        socket.shutdown(Int32(SHUT_WR))
+        socket.setReceiveTimeout(seconds: 1)
+        reader.discardRemaining(limit: 1 << 20)
     }
 }

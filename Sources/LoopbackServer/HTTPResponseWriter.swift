@@ -32,6 +32,7 @@ struct ResponseHead {
     static func reason(for status: Int) -> String {
         switch status {
         case 100: "Continue"
+        case 104: "Upload Resumption Supported"
         case 200: "OK"
         case 201: "Created"
         case 204: "No Content"

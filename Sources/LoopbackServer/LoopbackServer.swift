@@ -5,7 +5,9 @@ import Glibc
 ///
 /// `init` binds a free port and starts serving at once: an accept thread plus one thread
 /// per connection. Register what paths serve with `serve(_:file:options:)` /
-/// `serve(_:data:options:)`; inspect traffic with `requests` and `bytesSent`.
+/// `serve(_:data:options:)` and which take uploads with `acceptUploads(at:options:)`;
+/// inspect traffic with `requests`, `bytesSent`, `receivedUploads(at:)` and
+/// `uploadBytesReceived`.
 /// All methods may be called from any thread; shared state sits behind one lock (see
 /// `ServerCore`). `stop()` (also run by `deinit`) closes everything and waits for the
 /// server's threads to finish.
@@ -44,7 +46,44 @@ public final class LoopbackServer: Sendable {
         core.setRoute(.data(data, options: options), for: path)
     }
 
-    /// Stops serving `path` (it answers 404 afterwards).
+    /// Makes `path` accept uploads: `PUT` and `POST` bodies (Content-Length or chunked) are
+    /// streamed into `options.storage`, never held whole in memory. Other methods get 405
+    /// (GET and HEAD are still served if `serve` registered content at the same path).
+    ///
+    /// A completed upload is answered with `options.responseStatus` (default 201 for PUT,
+    /// 200 for POST) and `{"bytes":N,"sha256":"hex"}` as `application/json` (no sha256 with
+    /// `.countOnly`), and appears in `receivedUploads(at:)`. With `options.resumable` the
+    /// route also speaks the resumable-upload draft: `104` with a resume URL under
+    /// `/.uploads/`, offset queries (HEAD), appends (PATCH) and cancellation (DELETE) there.
+    ///
+    /// Calling it again replaces the options (re-arming one-shot faults) without forgetting
+    /// resumable uploads in progress.
+    public func acceptUploads(at path: String, options: UploadOptions = .init()) {
+        core.setUploadRoute(options, for: path)
+    }
+
+    /// Completed uploads to the route at `path`, in completion order.
+    public func receivedUploads(at path: String) -> [ReceivedUpload] {
+        let key = ServerCore.routeKey(path)
+        return core.state.withLock { $0.uploads.received[key] ?? [] }
+    }
+
+    /// Waits until at least `count` uploads to `path` have completed or `timeout` passes;
+    /// returns whether they had. Blocks on the server's condition variable, no polling.
+    public func waitForUploads(at path: String, count: Int, timeout: TimeInterval) -> Bool {
+        let key = ServerCore.routeKey(path)
+        return core.state.wait(until: Date(timeIntervalSinceNow: timeout)) { ($0.uploads.received[key]?.count ?? 0) >= count }
+    }
+
+    /// Body bytes read on upload routes and resume paths so far, including uploads cut off
+    /// part-way and every PATCH append: how much the clients have (re)sent. Bytes a drop
+    /// fault or an early error answer discards are not included.
+    public var uploadBytesReceived: Int64 {
+        core.state.withLock { $0.uploads.bytesReceived }
+    }
+
+    /// Stops serving `path` and accepting uploads there (it answers 404 afterwards).
+    /// Resumable uploads already started there can still be resumed.
     public func remove(_ path: String) {
         core.removeRoute(for: path)
     }
@@ -197,7 +236,7 @@ final class ServerCore: Sendable {
     }
 
     /// Routes are keyed by the plain path without any query.
-    private static func routeKey(_ path: String) -> String {
+    static func routeKey(_ path: String) -> String {
         let full = path.hasPrefix("/") ? path : "/" + path
         return String(full.prefix { $0 != "?" })
     }
@@ -207,7 +246,19 @@ final class ServerCore: Sendable {
     }
 
     func removeRoute(for path: String) {
-        state.withLock { $0.routes[Self.routeKey(path)] = nil }
+        state.withLock { state in
+            state.routes[Self.routeKey(path)] = nil
+            state.uploads.routes[Self.routeKey(path)] = nil
+        }
+    }
+
+    func setUploadRoute(_ options: UploadOptions, for path: String) {
+        state.withLock { $0.uploads.setRoute(Self.routeKey(path), options: options) }
+    }
+
+    /// Where `head` goes if the upload machinery handles it; nil for `RequestHandler`.
+    func uploadTarget(for head: RequestHead) -> UploadTarget? {
+        state.withLock { $0.uploads.target(for: head, alsoServed: $0.routes[head.path] != nil) }
     }
 
     func route(for requestPath: String) -> Route? {
@@ -216,6 +267,10 @@ final class ServerCore: Sendable {
 
     func record(_ request: RecordedRequest) {
         state.withLock(notify: true) { $0.log.append(request) }
+    }
+
+    func countUploadBytes(_ count: Int) {
+        state.withLock { $0.uploads.bytesReceived += Int64(count) }
     }
 
     func countBodyBytes(_ count: Int) {

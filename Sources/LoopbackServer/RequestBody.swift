@@ -47,11 +47,19 @@ enum RequestBodyFraming: Equatable {
 
 /// Reads a request body off the connection, handing each received piece to a sink.
 ///
-/// Today every body is drained (read and dropped) so keep-alive stays in step; upload
-/// routes will pass a sink that writes to a file. Runs on the connection thread.
+/// Bodies nothing uses are drained (read and dropped) so keep-alive stays in step; upload
+/// routes pass a sink that counts, hashes or stores the bytes. Runs on the connection thread.
 enum RequestBodyReader {
     /// A chunked body that is not valid chunked coding.
     struct MalformedChunk: Error {}
+
+    /// How a read ended.
+    enum Outcome: Equatable {
+        /// The whole body was read; its decoded length.
+        case complete(Int64)
+        /// `stopAfter` bytes were read and more of the body was still to come (not read).
+        case stopped
+    }
 
     /// Longest chunk-size line and total trailer size accepted.
     static let lineLimit = 4096
@@ -61,32 +69,56 @@ enum RequestBodyReader {
     @discardableResult
     static func read(_ framing: RequestBodyFraming, from reader: SocketReader,
                      into sink: (UnsafeRawBufferPointer) throws -> Void = { _ in }) throws -> Int64 {
+        guard case .complete(let length) = try read(framing, from: reader, stopAfter: nil, into: sink) else {
+            preconditionFailure("a read without stopAfter cannot stop early")
+        }
+        return length
+    }
+
+    /// Reads the body, or only its first `stopAfter` bytes when it is longer than that
+    /// (the rest stays unread: the caller is about to drop the connection). Pieces are at
+    /// most `pieceLimit` bytes, so a throttling sink can pace itself.
+    static func read(_ framing: RequestBodyFraming, from reader: SocketReader, stopAfter: Int64?,
+                     pieceLimit: Int = .max,
+                     into sink: (UnsafeRawBufferPointer) throws -> Void) throws -> Outcome {
+        var total: Int64 = 0
+        /// Reads `count` bytes of content unless the stop point comes first; false if it did.
+        func content(_ count: Int64) throws -> Bool {
+            var left = count
+            while left > 0 {
+                let room = stopAfter.map { $0 - total } ?? left
+                guard room > 0 else { return false }
+                let take = min(left, room)
+                try reader.read(exactly: take, pieceLimit: pieceLimit, sink)
+                total += take
+                left -= take
+            }
+            return true
+        }
+
         switch framing {
         case .none:
-            return 0
+            return .complete(0)
         case .length(let length):
-            try reader.read(exactly: length, sink)
-            return length
+            return try content(length) ? .complete(length) : .stopped
         case .chunked:
-            return try readChunked(from: reader, into: sink)
+            while true {
+                let size = try chunkSize(try reader.readLine(limit: lineLimit))
+                if size == 0 { break }
+                guard try content(size) else { return .stopped }
+                guard try reader.consumeLineEnd() else { throw MalformedChunk() }
+            }
+            try skipTrailer(reader)
+            return .complete(total)
         }
     }
 
-    private static func readChunked(from reader: SocketReader,
-                                    into sink: (UnsafeRawBufferPointer) throws -> Void) throws -> Int64 {
-        var total: Int64 = 0
-        while true {
-            let size = try chunkSize(try reader.readLine(limit: lineLimit))
-            if size == 0 { break }
-            try reader.read(exactly: size, sink)
-            total += size
-            guard try reader.consumeLineEnd() else { throw MalformedChunk() }
-        }
-        // Trailer fields are read and ignored, up to the blank line.
+    /// Trailer fields are read and ignored, up to the blank line.
+    private static func skipTrailer(_ reader: SocketReader) throws {
         var trailerBytes = 0
         while true {
             let line = try reader.readLine(limit: lineLimit)
-            if line.isEmpty { return total }
+            if line.isEmpty { return }
             trailerBytes += line.count
             if trailerBytes > trailerLimit { throw SocketReader.ReadError.tooLarge }
         }

@@ -2,7 +2,9 @@ import Foundation
 
 /// One request as the server saw it. Recorded by the connection thread after the request's
 /// head and body were read and before the response is written, so a client that has its
-/// response can rely on the request being in `LoopbackServer.requests`. Immutable.
+/// response can rely on the request being in `LoopbackServer.requests`. Requests on upload
+/// routes and resume paths are recorded even when their body was cut off (by the client or
+/// a drop fault); `bodyLength` is then what arrived. Immutable.
 public struct RecordedRequest: Sendable {
     public let method: String
     /// The request target exactly as sent, e.g. `/a%20b?x=1`.
@@ -13,7 +15,8 @@ public struct RecordedRequest: Sendable {
     /// `HTTP/1.1` or `HTTP/1.0`.
     public let httpVersion: String
     public let headers: HTTPHeaders
-    /// Decoded length of the request body (0 without one).
+    /// Decoded length of the request body (0 without one, or when it was not read because
+    /// the answer came first).
     public let bodyLength: Int64
     /// Which connection carried it: equal IDs mean a reused (keep-alive) connection.
     public let connectionID: Int

@@ -3,9 +3,11 @@ import Glibc
 /// Everything the API callers, the accept thread and the connection threads share.
 /// Lives inside `ServerCore.state`, so every access holds the server's one lock.
 struct ServerState {
-    /// Route table, keyed by plain (percent-decoded, query-less) path.
+    /// Route table (content to serve), keyed by plain (percent-decoded, query-less) path.
     var routes: [String: Route] = [:]
     var log = RequestLog()
+    /// Upload routes, resumable uploads and what was received.
+    var uploads = UploadRegistry()
     /// Live connections by ID. An entry is added by the accept thread before the
     /// connection's thread starts and removed (with the socket closed) as it ends.
     var connections: [Int: ConnectionRecord] = [:]
@@ -17,7 +19,8 @@ struct ServerState {
     var stopped = false
 }
 
-/// A live connection as the registry sees it: its socket (so `stop()` can shut it down)
+/// A live connection as the registry sees it: its socket (so `stop()` and
+/// `ServerCore.takeOver` can shut it down)
 /// and, once running, its thread (so `stop()` called from that thread does not wait for itself).
 struct ConnectionRecord {
     let socket: SocketFD

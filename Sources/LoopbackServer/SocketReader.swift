@@ -114,19 +114,23 @@ final class SocketReader {
         return buffer[start]
     }
 
-    /// Reads exactly `count` bytes, handing them to `consume` piece by piece as they arrive.
-    func read(exactly count: Int64, _ consume: (UnsafeRawBufferPointer) throws -> Void) throws {
+    /// Reads exactly `count` bytes, handing them to `consume` piece by piece as they arrive,
+    /// never more than `pieceLimit` at once (so a throttled reader takes small sips).
+    func read(exactly count: Int64, pieceLimit: Int = .max,
+              _ consume: (UnsafeRawBufferPointer) throws -> Void) throws {
         var remaining = count
-        // Buffered bytes first (whatever came in with the head).
-        if start < buffer.count && remaining > 0 {
-            let take = Int(min(Int64(buffer.count - start), remaining))
-            try buffer.withUnsafeBytes { try consume(UnsafeRawBufferPointer(rebasing: $0[start..<start + take])) }
-            start += take
-            remaining -= Int64(take)
-        }
-        // The rest straight from the socket, never more than this message needs.
+        let limit = max(1, min(pieceLimit, scratch.count))
         while remaining > 0 {
-            let want = Int(min(Int64(scratch.count), remaining))
+            let want = Int(min(Int64(limit), remaining))
+            if start < buffer.count {
+                // Buffered bytes first (whatever came in with the head or a chunk line).
+                let take = min(buffer.count - start, want)
+                try buffer.withUnsafeBytes { try consume(UnsafeRawBufferPointer(rebasing: $0[start..<start + take])) }
+                start += take
+                remaining -= Int64(take)
+                continue
+            }
+            // The rest straight from the socket, never more than this message needs.
             let n = try socket.receive(into: UnsafeMutableRawBufferPointer(rebasing: scratch[..<want]))
             if n == 0 { throw ReadError.truncated }
             try consume(UnsafeRawBufferPointer(rebasing: scratch[..<n]))
