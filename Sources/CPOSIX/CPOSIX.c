@@ -2,6 +2,7 @@
 #include "CPOSIX.h"
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 int cposix_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
@@ -24,4 +25,12 @@ int cposix_open_directory_path(const char *path) {
 
 short cposix_spawn_setsid_flag(void) {
     return POSIX_SPAWN_SETSID;
+}
+
+int cposix_terminal_size(int fd, int *rows, int *columns) {
+    struct winsize size;
+    if (ioctl(fd, TIOCGWINSZ, &size) != 0) return -1;
+    *rows = size.ws_row;
+    *columns = size.ws_col;
+    return 0;
 }

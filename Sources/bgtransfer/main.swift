@@ -55,12 +55,4 @@ enum Tool {
     static var executablesDirectory: String {
         (ProcessSpawner.currentExecutable as NSString).deletingLastPathComponent
     }
-
-    static func bytes(_ count: Int64) -> String {
-        if count < 0 { return "?" }
-        if count < 1024 { return "\(count) B" }
-        if count < 1 << 20 { return String(format: "%.1f KiB", Double(count) / 1024) }
-        if count < 1 << 30 { return String(format: "%.1f MiB", Double(count) / 1048576) }
-        return String(format: "%.2f GiB", Double(count) / 1073741824)
-    }
 }

@@ -1,5 +1,6 @@
 // The few Linux/GNU interfaces that Glibc's Swift module does not expose without
-// _GNU_SOURCE: SO_PEERCRED credentials, accept4, O_PATH, POSIX_SPAWN_SETSID.
+// _GNU_SOURCE: SO_PEERCRED credentials, accept4, O_PATH, POSIX_SPAWN_SETSID; and ioctl,
+// which is variadic and so not callable from Swift (TIOCGWINSZ).
 #ifndef CPOSIX_H
 #define CPOSIX_H
 #include <sys/types.h>
@@ -12,4 +13,6 @@ int cposix_accept_nonblocking(int fd);
 int cposix_open_directory_path(const char *path);
 /// The POSIX_SPAWN_SETSID flag.
 short cposix_spawn_setsid_flag(void);
+/// The size of the terminal behind fd (ioctl TIOCGWINSZ); returns 0, or -1 (errno set) if it is none.
+int cposix_terminal_size(int fd, int *rows, int *columns);
 #endif
