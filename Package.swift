@@ -34,7 +34,7 @@ let package = Package(
         // A small HTTP/1.1 server on POSIX sockets for tests, the demo and the benchmark.
         .target(name: "LoopbackServer", dependencies: ["TransferContainer"]),
         // What the stand-in app and extensions share: identities, command lines, Downloads/.
-        .target(name: "StandInSupport", dependencies: ["BackgroundTransfer"]),
+        .target(name: "StandInSupport", dependencies: ["BackgroundTransfer", "TransferContainer"]),
 
         .executableTarget(name: "transferd", dependencies: ["TransferEngine"]),
         .executableTarget(name: "host-app", dependencies: ["StandInSupport"]),

@@ -77,6 +77,7 @@ public enum StandInProgram {
         if let description = command.taskDescription { task.taskDescription = description }
         task.resume()
         print(task.taskIdentifier)
+        if command.wait { delegate.showProgress(on: WaitProgressBar.onTerminal()) }
         AppEnvironment.log.notice("app", "started download task \(task.taskIdentifier) for \(url.absoluteString)", session: identifier, task: task.taskIdentifier)
         return (session, task)
     }

@@ -1,8 +1,10 @@
 import BackgroundTransfer
+import TransferContainer
 
 /// The session delegate of the stand-in app and extensions: moves finished downloads into
 /// the app group's `Downloads/`, logs every delegate call (and the server's answer to an upload) (tests read the order from the
-/// log), and tells its owner when tasks end and when events are finished.
+/// log), shows the progress of a task waited for (`--wait`, on a terminal), and tells its
+/// owner when tasks end and when events are finished.
 /// Called on the session's serial delegate queue; its own state is behind a lock.
 public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDelegate, @unchecked Sendable {
     private let lock = NSLock()
@@ -11,14 +13,29 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
     /// Called after `urlSessionDidFinishEvents` (the app then calls its completion handler).
     public var onFinishEvents: (@Sendable () -> Void)?
     public let echo: Bool
+    private let progressBar = Locked<WaitProgressBar?>(nil)
 
     public init(echo: Bool) {
         self.echo = echo
     }
 
+    /// Shows `bar` (nil: none) for the progress reported from now on.
+    public func showProgress(on bar: WaitProgressBar?) {
+        progressBar.withLock { $0 = bar }
+    }
+
     private func say(_ text: String, session: URLSession, task: Int? = nil) {
         AppEnvironment.log.notice("delegate", text, session: session.configuration.identifier, task: task)
+        progressBar.withLock { $0 }?.clear()
         if echo { print(text) }
+    }
+
+    public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        progressBar.withLock { $0 }?.update(downloadTask, done: totalBytesWritten, expected: totalBytesExpectedToWrite)
+    }
+
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        progressBar.withLock { $0 }?.update(task, done: totalBytesSent, expected: totalBytesExpectedToSend)
     }
 
     public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {

@@ -69,6 +69,7 @@ extension StandInProgram {
         if let description = command.taskDescription { task.taskDescription = description }
         task.resume()
         print(task.taskIdentifier)
+        if command.wait { delegate.showProgress(on: WaitProgressBar.onTerminal()) }
         AppEnvironment.log.notice("app", "started upload task \(task.taskIdentifier) of \(command.file) to \(url.absoluteString) (\(command.method))", session: identifier, task: task.taskIdentifier)
         return (session, task)
     }

@@ -42,26 +42,63 @@ public enum DaemonEndpoint {
     public static func request(_ request: DaemonRequest, layout: ContainerLayout, timeout: TimeInterval = 30) throws(TransferFailure) -> DaemonReply {
         let fd = try connect(layout, log: nil)
         defer { fd.close() }
+        try send(request, on: fd)
+        var answer: DaemonReply?
+        try readFrames(fd, timeout: timeout) { frame throws(TransferFailure) in
+            guard case .reply(1, let reply) = frame else { return true }
+            if case .failure(let failure) = reply { throw failure }
+            answer = reply
+            return false
+        }
+        guard let answer else { throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "the transfer daemon closed the connection without answering") }
+        return answer
+    }
+
+    /// One request to a daemon that is already running (none is started), then every frame
+    /// that follows, handed to `receive` until it returns false or the daemon closes the
+    /// connection (for `bgtransfer watch`). Throws `cannotConnectToHost` when no daemon
+    /// answers, and the daemon's failure if it refuses the request.
+    public static func stream(_ request: DaemonRequest, layout: ContainerLayout, receive: (DaemonFrame) -> Bool) throws(TransferFailure) {
+        let fd: FileDescriptor
+        do { fd = try UnixSocket.connect(to: layout.daemonSocket.path) } catch {
+            throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "the transfer daemon is not running (\(error))", subject: layout.daemonSocket.path)
+        }
+        defer { fd.close() }
+        try send(request, on: fd)
+        try readFrames(fd, timeout: nil) { frame throws(TransferFailure) in
+            if case .reply(1, .failure(let failure)) = frame { throw failure }
+            return receive(frame)
+        }
+    }
+
+    private static func send(_ request: DaemonRequest, on fd: FileDescriptor) throws(TransferFailure) {
         do {
             try UnixSocket.sendAll(fd, try Frame.encode(RequestFrame(id: 1, request: request)))
         } catch {
             throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "cannot send to the transfer daemon: \(error)")
         }
-        var timeval = timeval(tv_sec: Int(timeout), tv_usec: 0)
-        setsockopt(fd.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    /// Reads frames until `receive` returns false (returns) or the connection ends: a close
+    /// while streaming (no `timeout`) returns; silence past `timeout` or an unreadable frame throws.
+    private static func readFrames(_ fd: FileDescriptor, timeout: TimeInterval?, _ receive: (DaemonFrame) throws(TransferFailure) -> Bool) throws(TransferFailure) {
+        if let timeout {
+            var timeval = timeval(tv_sec: Int(timeout), tv_usec: 0)
+            setsockopt(fd.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
+        }
         var decoder = FrameDecoder()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             let n = buffer.withUnsafeMutableBytes { recv(fd.rawValue, $0.baseAddress, $0.count, 0) }
             if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "the transfer daemon closed the connection or did not answer within \(Int(timeout)) s") }
+            guard n > 0 else {
+                guard let timeout else { return }
+                throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "the transfer daemon closed the connection or did not answer within \(Int(timeout)) s")
+            }
             buffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             do {
                 while let body = try decoder.next() {
-                    if case .reply(1, let reply) = try Frame.decode(DaemonFrame.self, from: body) {
-                        if case .failure(let failure) = reply { throw failure }
-                        return reply
-                    }
+                    guard try receive(try Frame.decode(DaemonFrame.self, from: body)) else { return }
                 }
             } catch let failure as TransferFailure {
                 throw failure

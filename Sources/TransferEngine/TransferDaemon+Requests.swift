@@ -7,11 +7,12 @@ extension TransferDaemon {
         if case .hello(let hello) = request { return try welcome(hello, connection) }
         if case .ping = request { return .ok }
         if case .forceQuit(let app) = request { return try forceQuit(app) }
+        if case .watch = request { return startWatching(connection, afterReply: &afterReply) }
         guard let hello = connection.hello else {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "say hello first: the daemon does not know who you are")
         }
         switch request {
-        case .hello, .ping, .forceQuit:
+        case .hello, .ping, .forceQuit, .watch:
             return .ok
         case .openSession(let identifier, let configuration, let launchedForEvents):
             let session = try open(identifier, configuration, for: hello, connection, launchedForEvents: launchedForEvents)

@@ -49,6 +49,7 @@ public final class TransferDaemon {
     /// The containing apps launched for events, by family.
     var launches: [BundleIdentifier: Launch] = [:]
     var relaunchLimiter: [BundleIdentifier: RelaunchLimiter] = [:]
+    var watchBroadcast = WatchBroadcast()
     private var idleSince: Date?
     private var lastHousekeeping = Date.distantPast
 
@@ -162,11 +163,11 @@ public final class TransferDaemon {
         loop.watch(listener, .init(wantsWrite: { false }, onReadable: { [unowned self] in acceptClients() }, onWritable: {}))
     }
 
-    /// Connections that never said who they are are closed after this long.
+    /// Connections that never said who they are (nor asked to watch) are closed after this long.
     static let helloDeadline: TimeInterval = 10
 
     private func closeSilentConnections(now: Date) {
-        for connection in connections.values where connection.hello == nil && now.timeIntervalSince(connection.acceptedAt) > Self.helloDeadline {
+        for connection in connections.values where connection.hello == nil && !connection.isWatching && now.timeIntervalSince(connection.acceptedAt) > Self.helloDeadline {
             log.info("ipc", "\(connection.label) said nothing for \(Int(Self.helloDeadline)) s; closed")
             disconnect(connection)
         }
@@ -260,6 +261,7 @@ public final class TransferDaemon {
         lastHousekeeping = now
         for pid in ProcessSpawner.reapExitedChildren() { launchEnded(pid: pid) }
         reportProgress(now: now)
+        pushTransfersToWatchers(now: now)
         closeSilentConnections(now: now)
         enforceResourceTimeouts(now: now)
         scheduleTransfers()

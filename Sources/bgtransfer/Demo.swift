@@ -54,7 +54,7 @@ struct Demo {
         server.serve("/files/\(Self.fileName)", data: payload, options: options)
         let url = server.url(for: "/files/\(Self.fileName)")
         var follower = LogFollower(layout: layout)
-        step("loopback server on \(server.baseURL.absoluteString) serves \(Tool.bytes(Int64(payload.count))) (sha256 \(digest.prefix(16))…)")
+        step("loopback server on \(server.baseURL.absoluteString) serves \(ProgressFormat.bytes(Int64(payload.count))) (sha256 \(digest.prefix(16))…)")
 
         // 2. The extension starts the download and exits at once; the rest is read from the log.
         let fetch = Tool.executablesDirectory + "/fetch-extension"

@@ -39,7 +39,7 @@ enum Inspect {
             let holder = session.holderPID.map { "held by pid \($0)" } ?? "not held"
             lines.append("  \(session.identifier) (owner \(session.owner), \(holder), group \(session.configuration.sharedContainerIdentifier?.rawValue ?? "none"))")
             for task in session.tasks {
-                var line = "    task \(task.taskIdentifier) \(task.kind.rawValue) \(task.state.name) \(task.originalRequest.url) \(Tool.bytes(task.countOfBytesReceived))/\(Tool.bytes(task.countOfBytesExpectedToReceive))"
+                var line = "    task \(task.taskIdentifier) \(task.kind.rawValue) \(task.state.name) \(task.originalRequest.url) \(ProgressFormat.bytes(task.countOfBytesReceived))/\(ProgressFormat.bytes(task.countOfBytesExpectedToReceive))"
                 if let description = task.taskDescription { line += " \"\(description)\"" }
                 if task.retryCount > 0 { line += " retries \(task.retryCount)" }
                 if let error = task.lastError { line += " last error: \(error)" }
@@ -54,7 +54,7 @@ enum Inspect {
         lines.append("app groups:")
         for group in snapshot.appGroups {
             lines.append("  \(group.identifier): \(group.files.count) files")
-            for file in group.files { lines.append("    \(file.path) \(Tool.bytes(file.size))") }
+            for file in group.files { lines.append("    \(file.path) \(ProgressFormat.bytes(file.size))") }
         }
         return lines.joined(separator: "\n")
     }

@@ -3,6 +3,7 @@ import TransferContainer
 
 // bgtransfer: the developer's tool around the daemon.
 //   bgtransfer [--container PATH] inspect [--json] [--session ID]
+//   bgtransfer [--container PATH] watch [--session ID] [--once]
 //   bgtransfer [--container PATH] demo
 
 let usage = """
@@ -10,6 +11,8 @@ usage: bgtransfer [--container PATH] <command>
   inspect [--json] [--session ID]   show the daemon, apps, sessions, tasks, pending events and files
   log [--follow] [--session ID] [--level debug|info|notice|error]
                                     the log lines of every process (daemon, apps, extensions)
+  watch [--session ID] [--once]     live progress of every running transfer (plain lines
+                                    when stdout is not a terminal; --once: list and exit)
   demo                              a background download from an extension, end to end
   force-quit BUNDLE_ID              the user's force quit: cancel the app's transfers, no relaunch
                                     until the user launches it again (S4.2)
@@ -24,6 +27,8 @@ case "inspect":
     Inspect.run(layout: layout, arguments: Array(arguments.dropFirst()))
 case "log":
     LogCommand.run(layout: layout, arguments: Array(arguments.dropFirst()))
+case "watch":
+    Watch.run(layout: layout, arguments: Array(arguments.dropFirst()))
 case "demo":
     exit(Demo(layout: layout).run())
 case "force-quit":
@@ -54,13 +59,5 @@ enum Tool {
     /// The directory holding this executable and its siblings (transferd, host-app, extensions).
     static var executablesDirectory: String {
         (ProcessSpawner.currentExecutable as NSString).deletingLastPathComponent
-    }
-
-    static func bytes(_ count: Int64) -> String {
-        if count < 0 { return "?" }
-        if count < 1024 { return "\(count) B" }
-        if count < 1 << 20 { return String(format: "%.1f KiB", Double(count) / 1024) }
-        if count < 1 << 30 { return String(format: "%.1f MiB", Double(count) / 1048576) }
-        return String(format: "%.2f GiB", Double(count) / 1073741824)
     }
 }

@@ -174,6 +174,8 @@ final class DaemonConnection: @unchecked Sendable {
             switch push {
             case .event(let session, _), .progress(let session, _), .backlogDelivered(let session, _), .invalidated(let session, _), .didResume(let session, _, _, _):
                 identifier = session
+            case .transfers:
+                return // only for watchers; the library never asks to watch
             }
             let subscriber = state.withLock { $0.subscribers[identifier] }
             subscriber?.onPush(push)

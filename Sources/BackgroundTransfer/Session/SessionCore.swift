@@ -259,6 +259,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
             deliveryQueue.async { self.backlogDelivered() }
         case .invalidated(_, let failure):
             deliveryQueue.async { self.finishInvalidation(failure) }
+        case .transfers:
+            break // only for watchers; never routed to a session
         }
     }
 

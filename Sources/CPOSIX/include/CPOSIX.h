@@ -1,5 +1,6 @@
 // The few Linux/GNU interfaces that Glibc's Swift module does not expose without
-// _GNU_SOURCE: SO_PEERCRED credentials, accept4, O_PATH, POSIX_SPAWN_SETSID, memmem.
+// _GNU_SOURCE: SO_PEERCRED credentials, accept4, O_PATH, POSIX_SPAWN_SETSID, memmem; and ioctl,
+// which is variadic and so not callable from Swift (TIOCGWINSZ).
 #ifndef CPOSIX_H
 #define CPOSIX_H
 #include <sys/types.h>
@@ -14,4 +15,6 @@ int cposix_open_directory_path(const char *path);
 short cposix_spawn_setsid_flag(void);
 /// memmem(haystack, haystack_length, needle, needle_length).
 const void *cposix_memmem(const void *haystack, size_t haystack_length, const void *needle, size_t needle_length);
+/// The size of the terminal behind fd (ioctl TIOCGWINSZ); returns 0, or -1 (errno set) if it is none.
+int cposix_terminal_size(int fd, int *rows, int *columns);
 #endif

@@ -66,6 +66,10 @@ public enum DaemonRequest: Codable, Sendable {
     /// extensions', end its processes, relaunch nothing until the user launches it again.
     /// Sent by `bgtransfer force-quit`; needs no hello.
     case forceQuit(app: BundleIdentifier)
+    /// Read-only watching (`bgtransfer watch`): answered `.ok`, then the daemon pushes
+    /// `.transfers` on this connection (at once, about every 250 ms while anything runs, and
+    /// once when nothing runs any more) until it closes. Needs no hello.
+    case watch
 }
 
 /// A request on the wire: the id pairs it with its reply.
@@ -104,6 +108,8 @@ public enum DaemonPush: Codable, Sendable {
     case backlogDelivered(session: SessionIdentifier, through: UInt64)
     /// The daemon finished invalidating the session.
     case invalidated(session: SessionIdentifier, TransferFailure?)
+    /// To a watcher (`DaemonRequest.watch`): every running task of the container, in every session.
+    case transfers([TransferStatus])
 }
 
 /// Progress of one task: bytes received (`didWriteData`) for a download, bytes sent

@@ -12,6 +12,8 @@ final class ClientConnection {
     let acceptedAt = Date()
     /// Sessions this client has open (attached), by identifier.
     var attachedSessions: Set<SessionKey> = []
+    /// Asked to watch (`DaemonRequest.watch`): pushed the running tasks until it closes.
+    var isWatching = false
     private var decoder = FrameDecoder()
     private var outbox: [Data] = []
     private var outboxOffset = 0

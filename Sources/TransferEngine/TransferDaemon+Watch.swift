@@ -1,0 +1,61 @@
+import Foundation
+import TransferContainer
+
+/// When the daemon last told its watchers what runs, and whether that was nothing.
+/// Owned by the event loop.
+struct WatchBroadcast {
+    var lastSent = Date.distantPast
+    var lastWasEmpty = true
+    /// The loop turns at least every 250 ms; a little less here keeps pushes at about that pace.
+    static let interval: TimeInterval = 0.2
+}
+
+/// Read-only watching (`DaemonRequest.watch`, `bgtransfer watch`): connections that asked are
+/// pushed every running task of the container. A watcher is a connection with a flag, so it
+/// goes away with the connection (`disconnect`).
+extension TransferDaemon {
+    /// Makes the connection a watcher; it hears of the running tasks right after the reply.
+    func startWatching(_ connection: ClientConnection, afterReply: inout [() -> Void]) -> DaemonReply {
+        connection.isWatching = true
+        log.info("ipc", "\(connection.label) watches the transfers")
+        afterReply.append { [unowned self] in send(transferStatuses(), toWatcher: connection) }
+        return .ok
+    }
+
+    /// Pushes the running tasks to every watcher, about every 250 ms while anything runs and
+    /// once more when nothing does. Called from housekeeping.
+    func pushTransfersToWatchers(now: Date) {
+        let watchers = connections.values.filter(\.isWatching)
+        guard !watchers.isEmpty, now.timeIntervalSince(watchBroadcast.lastSent) >= WatchBroadcast.interval else { return }
+        let statuses = transferStatuses()
+        guard !(statuses.isEmpty && watchBroadcast.lastWasEmpty) else { return }
+        watchBroadcast = WatchBroadcast(lastSent: now, lastWasEmpty: statuses.isEmpty)
+        for watcher in watchers { send(statuses, toWatcher: watcher) }
+    }
+
+    private func send(_ statuses: [TransferStatus], toWatcher watcher: ClientConnection) {
+        guard !watcher.isClosed, !watcher.send(.push(.transfers(statuses))) else { return }
+        log.error("ipc", "\(watcher.label) is not reading what it watches; disconnecting it")
+        disconnect(watcher)
+    }
+
+    /// Every task that should be running, in flight or waiting to be, by session and task.
+    func transferStatuses() -> [TransferStatus] {
+        var statuses: [TransferStatus] = []
+        for session in sessions.values {
+            for task in session.tasks.values where task.state == .running {
+                let transfer = transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)]
+                // A transfer in flight knows more than the record, which is written at checkpoints.
+                let known = transfer?.task ?? task
+                let isDownload = task.kind == .download
+                statuses.append(TransferStatus(
+                    family: session.key.family, session: session.key.identifier, taskIdentifier: task.taskIdentifier,
+                    kind: task.kind, state: task.state, url: task.originalRequest.url, taskDescription: task.taskDescription,
+                    bytesDone: transfer?.bytesMoved ?? (isDownload ? known.countOfBytesReceived : known.countOfBytesSent),
+                    bytesExpected: isDownload ? known.countOfBytesExpectedToReceive : known.countOfBytesExpectedToSend,
+                    isTransferring: transfer != nil, retryCount: task.retryCount))
+            }
+        }
+        return statuses.sorted { ($0.family.rawValue, $0.session.rawValue, $0.taskIdentifier) < ($1.family.rawValue, $1.session.rawValue, $1.taskIdentifier) }
+    }
+}
