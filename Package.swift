@@ -22,9 +22,10 @@ let package = Package(
         ),
         // The shared container: layout, identifiers, durable records, file locks, the session
         // coordinator, the wire protocol, thin POSIX wrappers. Used by every executable.
-        .target(name: "TransferContainer", dependencies: ["CPOSIX"]),
+        .target(name: "TransferContainer", dependencies: ["CPOSIX", "CSHA256"]),
         // The few GNU/Linux calls Glibc's Swift module hides (SO_PEERCRED, accept4, O_PATH, setsid spawn).
         .target(name: "CPOSIX"),
+        .target(name: "CSHA256"),
         // The daemon's engine: event loop, socket server, durable task store, scheduler,
         // libcurl transport, relauncher.
         .target(name: "TransferEngine", dependencies: ["TransferContainer", "CCurl"]),

@@ -85,6 +85,7 @@ extension TransferDaemon {
             transfer.close()
             return
         }
+        if case .success = result { pushProgress(of: transfer, in: session, now: Date(), evenIfRecent: true) }
         switch transfer {
         case let download as DownloadTransfer: downloadEnded(download, result, in: session)
         case let upload as UploadTransfer: uploadEnded(upload, result, in: session)
@@ -156,14 +157,21 @@ extension TransferDaemon {
     /// Pushes progress of running transfers to attached clients, at most every 100 ms per task (S7.3).
     func reportProgress(now: Date) {
         for transfer in transfersByHandle.values {
-            guard let session = sessions[transfer.session], session.holder != nil else { continue }
-            let total = transfer.bytesMoved
-            guard total != transfer.lastReportedBytes, now.timeIntervalSince(transfer.lastProgressReport) >= 0.1 else { continue }
-            let progress = transfer.progress(now: now)
-            transfer.lastReportedBytes = total
-            transfer.lastProgressReport = now
-            push(.progress(session: session.key.identifier, progress), to: session)
+            guard let session = sessions[transfer.session] else { continue }
+            pushProgress(of: transfer, in: session, now: now)
         }
+    }
+
+    /// Pushes one transfer's progress if it moved; `evenIfRecent` for its last report, so that
+    /// the delegate sees the final count before the completion.
+    private func pushProgress(of transfer: any Transfer, in session: DaemonSession, now: Date, evenIfRecent: Bool = false) {
+        let total = transfer.bytesMoved
+        guard session.holder != nil, total != transfer.lastReportedBytes,
+              evenIfRecent || now.timeIntervalSince(transfer.lastProgressReport) >= 0.1 else { return }
+        let progress = transfer.progress(now: now)
+        transfer.lastReportedBytes = total
+        transfer.lastProgressReport = now
+        push(.progress(session: session.key.identifier, progress), to: session)
     }
 
     /// The `URLError` code Apple uses for a transport failure.
