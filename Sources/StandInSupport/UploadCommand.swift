@@ -38,25 +38,31 @@ public struct UploadCommand {
 
 extension StandInProgram {
     /// Copies the file into the app group (where an extension's files must be for the daemon to
-    /// read them), starts the upload in the process's background session, prints the task
-    /// identifier, and removes the copy: from then on the daemon holds what it needs.
+    /// read them) unless it is there already, starts the upload in the process's background
+    /// session, prints the task identifier, and removes the copy: from then on the daemon
+    /// holds what it needs.
     static func startUpload(_ command: UploadCommand, delegate: StandInDelegate) -> (URLSession, URLSessionUploadTask)? {
         guard let url = URL(string: command.url), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host?.isEmpty == false else {
             complain("refusing \"\(command.url)\": background sessions upload to http and https URLs only")
             return nil
         }
-        let source = URL(fileURLWithPath: command.file)
-        let group = FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: StandInIdentities.appGroup.rawValue)!
-        let staging = group.appendingPathComponent("Uploads").appendingPathComponent(UUID().uuidString)
-        let copy = staging.appendingPathComponent(source.lastPathComponent)
-        do {
-            try FileManager.default.createDirectory(at: staging, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            try FileManager.default.copyItem(at: source, to: copy)
-        } catch {
-            complain("cannot copy \(command.file) into the app group: \(error.localizedDescription)")
-            return nil
+        let source = URL(fileURLWithPath: command.file).standardizedFileURL
+        let group = FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: StandInIdentities.appGroup.rawValue)!.standardizedFileURL
+        var copy = source
+        var staging: URL?
+        if !source.path.hasPrefix(group.path + "/") {
+            let directory = group.appendingPathComponent("Uploads").appendingPathComponent(UUID().uuidString)
+            copy = directory.appendingPathComponent(source.lastPathComponent)
+            staging = directory
+            do {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                try FileManager.default.copyItem(at: source, to: copy)
+            } catch {
+                complain("cannot copy \(command.file) into the app group: \(error.localizedDescription)")
+                return nil
+            }
         }
-        defer { try? FileManager.default.removeItem(at: staging) }
+        defer { if let staging { try? FileManager.default.removeItem(at: staging) } }
         let identifier = command.sessionIdentifier ?? AppEnvironment.identity.defaultSessionIdentifier.rawValue
         let session = URLSession(configuration: configuration(identifier: identifier), delegate: delegate, delegateQueue: nil)
         if let error = session.invalidationError {

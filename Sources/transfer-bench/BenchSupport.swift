@@ -29,11 +29,16 @@ struct BenchContainer {
         throw BenchError("transferd did not answer")
     }
 
-    /// Runs an executable to its end; returns its status.
+    /// Runs one of the project's executables on this container to its end; returns its status.
     func run(_ name: String, _ arguments: [String]) throws -> Int32 {
+        try runCommand(Self.executable(name), ["--container", layout.root.path] + arguments)
+    }
+
+    /// Runs any command to its end, output discarded; returns its status.
+    func runCommand(_ path: String, _ arguments: [String]) throws -> Int32 {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.executable(name))
-        process.arguments = ["--container", layout.root.path] + arguments
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         process.waitUntilExit()
