@@ -105,6 +105,7 @@ extension TransferDaemon {
         if retryable && Date() < deadline {
             let delay = min(30, 0.25 * pow(2, Double(min(task.retryCount - 1, 10))))
             retryNotBefore[key] = Date().addingTimeInterval(delay)
+            task.retryNotBefore = retryNotBefore[key]
             try? session.update(task)
             log.notice("transfers", "\(error); retry \(task.retryCount) in \(String(format: "%.2f", delay)) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return
@@ -122,6 +123,7 @@ extension TransferDaemon {
         let deadline = task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource)
         let start = min(Date().addingTimeInterval(delay), deadline)
         retryNotBefore[TaskKey(session: session.key, task: task.taskIdentifier)] = start
+        task.retryNotBefore = start
         try? session.update(task)
         loop.schedule(after: start.timeIntervalSinceNow) { [unowned self] in scheduleTransfers() }
         log.notice("transfers", "\(reason); retry \(task.retryCount) in \(String(format: "%.2f", max(0, start.timeIntervalSinceNow))) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)

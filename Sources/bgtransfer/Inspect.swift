@@ -39,8 +39,10 @@ enum Inspect {
             let holder = session.holderPID.map { "held by pid \($0)" } ?? "not held"
             lines.append("  \(session.identifier) (owner \(session.owner), \(holder), group \(session.configuration.sharedContainerIdentifier?.rawValue ?? "none"))")
             for task in session.tasks {
-                var line = "    task \(task.taskIdentifier) \(task.kind.rawValue) \(task.state.name) \(task.originalRequest.url) \(ProgressFormat.bytes(task.countOfBytesReceived))/\(ProgressFormat.bytes(task.countOfBytesExpectedToReceive))"
+                let (done, expected) = task.kind == .upload ? (task.countOfBytesSent, task.countOfBytesExpectedToSend) : (task.countOfBytesReceived, task.countOfBytesExpectedToReceive)
+                var line = "    task \(task.taskIdentifier) \(task.kind.rawValue) \(task.state.name) \(task.originalRequest.url) \(ProgressFormat.bytes(done))/\(ProgressFormat.bytes(expected)) priority \(task.priority)"
                 if let description = task.taskDescription { line += " \"\(description)\"" }
+                if let waiting = task.waitingReason() { line += " [\(waiting)]" }
                 if task.retryCount > 0 { line += " retries \(task.retryCount)" }
                 if let error = task.lastError { line += " last error: \(error)" }
                 lines.append(line)

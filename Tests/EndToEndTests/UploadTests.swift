@@ -93,8 +93,9 @@ final class UploadTests: InProcessSuite, @unchecked Sendable {
         let upload = server.receivedUploads(at: "/resumable").first
         #expect(upload?.sha256 == digest)
         #expect(upload?.resumable == true)
+        // (A cut-off PUT is logged when the server is done with it, which may be after the HEAD.)
         let methods = server.requests.map(\.method)
-        #expect(methods == ["PUT", "HEAD", "PATCH"], "\(methods)")
+        #expect(methods.sorted() == ["HEAD", "PATCH", "PUT"] && methods.last == "PATCH", "\(methods)")
         #expect(server.requests.allSatisfy { $0.headers.values(for: "Upload-Draft-Interop-Version") == [String(version)] })
         #expect(server.uploadBytesReceived == Int64(size), "not one byte sent twice: \(server.uploadBytesReceived)")
         session.invalidateAndCancel()
@@ -111,7 +112,7 @@ final class UploadTests: InProcessSuite, @unchecked Sendable {
         task.resume()
         #expect(delegate.wait(timeout: 60, for: completed(task)))
         #expect(server.receivedUploads(at: "/conflict").first?.sha256 == digest)
-        #expect(server.requests.map(\.method) == ["PUT", "HEAD", "PATCH", "HEAD", "PATCH"], "\(server.requests.map(\.method))")
+        #expect(server.requests.map(\.method).filter { $0 != "PUT" } == ["HEAD", "PATCH", "HEAD", "PATCH"], "\(server.requests.map(\.method))")
         session.invalidateAndCancel()
     }
 
@@ -171,7 +172,7 @@ final class UploadTests: InProcessSuite, @unchecked Sendable {
         #expect(delegate.calls.contains(.completed(task: resumed.taskIdentifier, code: nil, status: 201)), "\(delegate.calls.suffix(3))")
         #expect(server.receivedUploads(at: "/paused").first?.sha256 == digest)
         #expect(before + (server.uploadBytesReceived - before) == Int64(size), "the rest only: \(before) then \(server.uploadBytesReceived)")
-        #expect(Array(server.requests.map(\.method).suffix(2)) == ["HEAD", "PATCH"])
+        #expect(Array(server.requests.map(\.method).filter { $0 != "PUT" }.suffix(2)) == ["HEAD", "PATCH"])
 
         let again = session.uploadTask(withResumeData: resumeData)
         again.resume()

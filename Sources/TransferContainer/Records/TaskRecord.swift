@@ -139,6 +139,8 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var pendingFailure: TransferFailure?
     public var retryCount: Int = 0
     public var lastError: String?
+    /// While waiting out a retry backoff or a `Retry-After`: when the next attempt may start.
+    public var retryNotBefore: Date?
     /// Made from resume data and not yet started: the first response is reported with
     /// `didResumeAtOffset:expectedTotalBytes:`.
     public var reportsResumeOffset: Bool = false
@@ -159,5 +161,16 @@ extension TaskRecord {
               validator?.ifRangeValue != nil,
               let ranges = response?.header("Accept-Ranges"), ranges.lowercased().contains("bytes") else { return false }
         return partialBytes > 0
+    }
+}
+
+extension TaskRecord {
+    /// Why a task that is not finished is not moving now, as a person would say it; nil
+    /// when nothing holds it back (it runs, or waits only for a free connection).
+    public func waitingReason(now: Date = Date()) -> String? {
+        if state == .suspended { return "suspended" }
+        if let begin = earliestBeginDate, begin > now { return "waiting for earliestBeginDate \(begin.formatted(.iso8601))" }
+        if let retry = retryNotBefore, retry > now { return "waiting to retry at \(retry.formatted(.iso8601)) after: \(lastError ?? "an error")" }
+        return nil
     }
 }
