@@ -67,19 +67,31 @@ public enum StandInProgram {
             complain("refusing \"\(command.url)\": background sessions download http and https URLs only")
             return nil
         }
-        let identifier = command.sessionIdentifier ?? AppEnvironment.identity.defaultSessionIdentifier.rawValue
+        guard let session = openSession(command.sessionIdentifier, delegate: delegate) else { return nil }
+        let task = session.downloadTask(with: url)
+        handOver(task, in: session, description: command.taskDescription, wait: command.wait, delegate: delegate, note: "started download task \(task.taskIdentifier) for \(url.absoluteString)")
+        return (session, task)
+    }
+
+    /// Opens the process's background session (or `identifier`); nil after saying why not.
+    static func openSession(_ identifier: String?, delegate: StandInDelegate) -> URLSession? {
+        let identifier = identifier ?? AppEnvironment.identity.defaultSessionIdentifier.rawValue
         let session = URLSession(configuration: configuration(identifier: identifier), delegate: delegate, delegateQueue: nil)
         if let error = session.invalidationError {
             complain("cannot open background session: \(error.localizedDescription) (\((error as NSError).code))")
             return nil
         }
-        let task = session.downloadTask(with: url)
-        if let description = command.taskDescription { task.taskDescription = description }
+        return session
+    }
+
+    /// Describes and resumes a new task, prints its identifier (what the tests and the demo
+    /// read), and shows its progress while waiting when asked to.
+    static func handOver(_ task: URLSessionTask, in session: URLSession, description: String?, wait: Bool, delegate: StandInDelegate, note: String) {
+        if let description { task.taskDescription = description }
         task.resume()
         print(task.taskIdentifier)
-        if command.wait { delegate.showProgress(on: WaitProgressBar.onTerminal()) }
-        AppEnvironment.log.notice("app", "started download task \(task.taskIdentifier) for \(url.absoluteString)", session: identifier, task: task.taskIdentifier)
-        return (session, task)
+        if wait { delegate.showProgress(on: WaitProgressBar.onTerminal()) }
+        AppEnvironment.log.notice("app", note, session: session.configuration.identifier, task: task.taskIdentifier)
     }
 
     /// An extension: `download URL` or `upload FILE URL` starts a transfer in its own session

@@ -63,20 +63,12 @@ extension StandInProgram {
             }
         }
         defer { if let staging { try? FileManager.default.removeItem(at: staging) } }
-        let identifier = command.sessionIdentifier ?? AppEnvironment.identity.defaultSessionIdentifier.rawValue
-        let session = URLSession(configuration: configuration(identifier: identifier), delegate: delegate, delegateQueue: nil)
-        if let error = session.invalidationError {
-            complain("cannot open background session: \(error.localizedDescription) (\((error as NSError).code))")
-            return nil
-        }
+        guard let session = openSession(command.sessionIdentifier, delegate: delegate) else { return nil }
         var request = URLRequest(url: url)
         request.httpMethod = command.method
         let task = session.uploadTask(with: request, fromFile: copy)
-        if let description = command.taskDescription { task.taskDescription = description }
-        task.resume()
-        print(task.taskIdentifier)
-        if command.wait { delegate.showProgress(on: WaitProgressBar.onTerminal()) }
-        AppEnvironment.log.notice("app", "started upload task \(task.taskIdentifier) of \(command.file) to \(url.absoluteString) (\(command.method))", session: identifier, task: task.taskIdentifier)
+        handOver(task, in: session, description: command.taskDescription, wait: command.wait, delegate: delegate,
+                 note: "started upload task \(task.taskIdentifier) of \(command.file) to \(url.absoluteString) (\(command.method))")
         return (session, task)
     }
 }

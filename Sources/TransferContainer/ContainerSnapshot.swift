@@ -15,6 +15,12 @@ public struct ContainerSnapshot: Codable, Sendable {
         public var containingApp: String
         public var executable: String?
         public var appGroups: [String]
+        /// Force-quit by the user and not launched since: nothing is relaunched (S4.2).
+        public var forceQuit: Bool
+        /// The resume rate limiter's current delay between background relaunches, in
+        /// seconds, and when the last one happened (S6.5); nil until the daemon relaunched it.
+        public var relaunchDelay: Double?
+        public var lastRelaunch: Date?
     }
 
     public struct PendingEvent: Codable, Sendable {
@@ -66,9 +72,16 @@ public struct ContainerSnapshot: Codable, Sendable {
         if let data = fm.contents(atPath: layout.appRegistry.path),
            let registry = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
            let entries = registry["apps"] as? [String: [String: Any]] {
+            let forceQuit = Set(registry["forceQuit"] as? [String] ?? [])
+            let limits = registry["relaunchLimits"] as? [String: [String: Any]] ?? [:]
             for (bundle, entry) in entries.sorted(by: { $0.key < $1.key }) {
                 let identity = entry["identity"] as? [String: Any] ?? [:]
-                apps.append(App(bundleIdentifier: bundle, kind: identity["kind"] as? String ?? "?", containingApp: identity["containingApp"] as? String ?? "?", executable: entry["executablePath"] as? String, appGroups: identity["appGroups"] as? [String] ?? []))
+                let family = identity["containingApp"] as? String ?? bundle
+                let limit = bundle == family ? limits[family] : nil
+                apps.append(App(bundleIdentifier: bundle, kind: identity["kind"] as? String ?? "?", containingApp: family, executable: entry["executablePath"] as? String,
+                                appGroups: identity["appGroups"] as? [String] ?? [], forceQuit: forceQuit.contains(family),
+                                relaunchDelay: (limit?["delay"] as? NSNumber)?.doubleValue,
+                                lastRelaunch: (limit?["lastLaunch"] as? String).flatMap { ISO8601Format.date(from: $0) }))
             }
         }
 

@@ -89,14 +89,7 @@ extension TransferDaemon {
 
     /// Announces a finished download: durable event, then delivery to the holder.
     private func completeDownload(_ task: TaskRecord, in session: DaemonSession) {
-        let file = finishedPath(for: task, in: session)
-        do {
-            _ = try session.complete(task, downloadedFile: file, error: nil)
-            log.notice("transfers", "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-            pushPendingEvents(session)
-            finishInvalidationIfDone(session)
-        } catch {
-            log.error("store", "cannot record the completion: \(error); will retry at next start", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-        }
+        end(task, in: session, downloadedFile: finishedPath(for: task, in: session),
+            note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
     }
 }

@@ -12,7 +12,7 @@ struct Launch {
 
 /// The resume rate limiter of one app (S6.5): each background relaunch doubles the delay
 /// before the next; a user launch, or a quiet period as long as the delay, resets it.
-struct RelaunchLimiter {
+struct RelaunchLimiter: Codable, Equatable {
     var delay: TimeInterval
     var lastLaunch: Date
 

@@ -132,14 +132,28 @@ extension TransferDaemon {
     /// Ends a task with an error; its partial data goes.
     func fail(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure) {
         removeTransferFiles(of: task, in: session)
+        end(task, in: session, error: failure, note: "failed: \(failure.message)")
+    }
+
+    /// Ends a task for good: its completion event is made durable, then delivered to the
+    /// holder; `note` is logged. Returns false when the event could not be recorded (the
+    /// task then stays, to be ended at the next start).
+    @discardableResult
+    func end(_ task: TaskRecord, in session: DaemonSession, downloadedFile: String? = nil, error: TransferFailure? = nil, responseBody: Data? = nil, note: String) -> Bool {
         do {
-            _ = try session.complete(task, downloadedFile: nil, error: failure)
-            log.error("transfers", "failed: \(failure.message)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-            pushPendingEvents(session)
-            finishInvalidationIfDone(session)
-        } catch {
-            log.error("store", "cannot record the failure: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            _ = try session.complete(task, downloadedFile: downloadedFile, error: error, responseBody: responseBody)
+        } catch let storeError {
+            log.error("store", "cannot record the end of the task (\(note)): \(storeError)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            return false
         }
+        if error == nil {
+            log.notice("transfers", note, session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        } else {
+            log.error("transfers", note, session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        }
+        pushPendingEvents(session)
+        finishInvalidationIfDone(session)
+        return true
     }
 
     /// Tasks whose whole budget is spent end with -1001 (S5 `timeoutIntervalForResource`).

@@ -133,14 +133,8 @@ extension TransferDaemon {
     /// Announces a finished upload with the server's answer (`didReceive data`, then
     /// `didCompleteWithError(nil)`); the daemon's copy of the body goes.
     private func completeUpload(_ task: TaskRecord, responseBody: Data?, in session: DaemonSession) {
-        do {
-            _ = try session.complete(task, downloadedFile: nil, error: nil, responseBody: responseBody)
+        if end(task, in: session, responseBody: responseBody, note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesSent) bytes sent") {
             removeTransferFiles(of: task, in: session)
-            log.notice("transfers", "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesSent) bytes sent", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-            pushPendingEvents(session)
-            finishInvalidationIfDone(session)
-        } catch {
-            log.error("store", "cannot record the completion: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         }
     }
 }

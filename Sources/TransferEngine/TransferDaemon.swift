@@ -48,7 +48,11 @@ public final class TransferDaemon {
     var retryNotBefore: [TaskKey: Date] = [:]
     /// The containing apps launched for events, by family.
     var launches: [BundleIdentifier: Launch] = [:]
-    var relaunchLimiter: [BundleIdentifier: RelaunchLimiter] = [:]
+    /// The resume rate limiter per app family, kept in the registry so that inspection sees it.
+    var relaunchLimiter: [BundleIdentifier: RelaunchLimiter] {
+        get { registry.relaunchLimits }
+        set { registry.relaunchLimits = newValue }
+    }
     var watchBroadcast = WatchBroadcast()
     private var idleSince: Date?
     private var lastHousekeeping = Date.distantPast
@@ -64,6 +68,7 @@ public final class TransferDaemon {
         try options.layout.prepare()
         self.loop = try EventLoop()
         self.registry = AppRegistry(layout: options.layout, log: log)
+        registry.relaunchLimits = [:]  // a restarted daemon starts every app's limiter over
     }
 
     /// Runs until a signal or idle exit. Throws `DaemonError.alreadyRunning` when another

@@ -31,7 +31,10 @@ enum Inspect {
         lines.append("apps:")
         if snapshot.apps.isEmpty { lines.append("  (none registered)") }
         for app in snapshot.apps {
-            lines.append("  \(app.bundleIdentifier) [\(app.kind)] in \(app.containingApp), groups \(app.appGroups.joined(separator: ", ")), \(app.executable ?? "?")")
+            var line = "  \(app.bundleIdentifier) [\(app.kind)] in \(app.containingApp), groups \(app.appGroups.joined(separator: ", ")), \(app.executable ?? "?")"
+            if app.forceQuit { line += ", force-quit (no relaunch until the user launches it)" }
+            if let delay = app.relaunchDelay { line += String(format: ", relaunch delay %.2f s", delay) }
+            lines.append(line)
         }
         lines.append("sessions:")
         if snapshot.sessions.isEmpty { lines.append("  (none)") }

@@ -27,6 +27,8 @@ struct ExtensionDownloadTests {
         let acknowledged = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
         try #require(acknowledged != nil, "the host was not relaunched, or did not call its completion handler")
         #expect(acknowledged?.session == Self.fetchSession, "the host was launched with the extension's session identifier")
+        let host = ContainerSnapshot.read(container.layout).apps.first { $0.bundleIdentifier == "com.example.host" }
+        #expect(host?.relaunchDelay == 0.1, "inspection shows the rate limiter's delay after one background relaunch (S6.5)")
 
         let delivered = container.downloads.appendingPathComponent("report.bin")
         #expect(try SHA256.hexDigest(ofFile: delivered.path) == SHA256.hexDigest(of: payload))

@@ -18,12 +18,19 @@ final class AppRegistry {
         var apps: [String: App]
         /// App families the user force-quit and has not launched since (S4.2).
         var forceQuit: [String]?
+        /// The resume rate limiter of each app family now (S6.5), for inspection: a
+        /// restarted daemon starts every app over.
+        var relaunchLimits: [String: RelaunchLimiter]?
     }
 
     private let path: String
     private let log: TransferLog
     private(set) var apps: [BundleIdentifier: App] = [:]
     private(set) var forceQuit: Set<BundleIdentifier> = []
+    /// The resume rate limiter of each app family that was relaunched (S6.5).
+    var relaunchLimits: [BundleIdentifier: RelaunchLimiter] = [:] {
+        didSet { if relaunchLimits != oldValue { save() } }
+    }
 
     init(layout: ContainerLayout, log: TransferLog) {
         self.path = layout.appRegistry.path
@@ -79,7 +86,8 @@ final class AppRegistry {
     }
 
     private func save() {
-        var file = File(apps: [:], forceQuit: forceQuit.map(\.rawValue).sorted())
+        var file = File(apps: [:], forceQuit: forceQuit.map(\.rawValue).sorted(),
+                        relaunchLimits: Dictionary(uniqueKeysWithValues: relaunchLimits.map { ($0.key.rawValue, $0.value) }))
         for (bundle, app) in apps { file.apps[bundle.rawValue] = app }
         do { try RecordCoding.write(file, to: path) } catch { log.error("registry", "cannot save app registry: \(error)") }
     }
