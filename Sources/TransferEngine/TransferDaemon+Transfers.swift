@@ -184,7 +184,7 @@ extension TransferDaemon {
         let total = transfer.bytesMoved
         guard session.holder != nil, total != transfer.lastReportedBytes,
               evenIfRecent || now.timeIntervalSince(transfer.lastProgressReport) >= 0.1 else { return }
-        let progress = transfer.progress(now: now)
+        let progress = transfer.progress
         transfer.lastReportedBytes = total
         transfer.lastProgressReport = now
         push(.progress(session: session.key.identifier, progress), to: session)

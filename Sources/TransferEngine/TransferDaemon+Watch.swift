@@ -46,13 +46,11 @@ extension TransferDaemon {
             for task in session.tasks.values where task.state == .running {
                 let transfer = transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)]
                 // A transfer in flight knows more than the record, which is written at checkpoints.
-                let known = transfer?.task ?? task
-                let isDownload = task.kind == .download
+                let known = (transfer?.task ?? task).progressBytes
                 statuses.append(TransferStatus(
                     family: session.key.family, session: session.key.identifier, taskIdentifier: task.taskIdentifier,
                     kind: task.kind, state: task.state, url: task.originalRequest.url, taskDescription: task.taskDescription,
-                    bytesDone: transfer?.bytesMoved ?? (isDownload ? known.countOfBytesReceived : known.countOfBytesSent),
-                    bytesExpected: isDownload ? known.countOfBytesExpectedToReceive : known.countOfBytesExpectedToSend,
+                    bytesDone: transfer?.bytesMoved ?? known.done, bytesExpected: known.expected,
                     isTransferring: transfer != nil, retryCount: task.retryCount))
             }
         }

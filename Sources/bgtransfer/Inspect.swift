@@ -42,7 +42,7 @@ enum Inspect {
             let holder = session.holderPID.map { "held by pid \($0)" } ?? "not held"
             lines.append("  \(session.identifier) (owner \(session.owner), \(holder), group \(session.configuration.sharedContainerIdentifier?.rawValue ?? "none"))")
             for task in session.tasks {
-                let (done, expected) = task.kind == .upload ? (task.countOfBytesSent, task.countOfBytesExpectedToSend) : (task.countOfBytesReceived, task.countOfBytesExpectedToReceive)
+                let (done, expected) = task.progressBytes
                 var line = "    task \(task.taskIdentifier) \(task.kind.rawValue) \(task.state.name) \(task.originalRequest.url) \(ProgressFormat.bytes(done))/\(ProgressFormat.bytes(expected)) priority \(task.priority)"
                 if let description = task.taskDescription { line += " \"\(description)\"" }
                 if let waiting = task.waitingReason() { line += " [\(waiting)]" }

@@ -49,9 +49,7 @@ struct UploadBenchmark {
 
     /// One more upload, throttled so that the kill lands mid-way, against a resumable route.
     private func sentAgainAfterKill(_ container: inout BenchContainer, server: LoopbackServer, source: String) throws {
-        var slow = UploadOptions(storage: .countOnly, resumable: [6])
-        slow.bytesPerSecond = Int(size / 4)
-        server.acceptUploads(at: "/killed", options: slow)
+        server.acceptUploads(at: "/killed", options: UploadOptions(storage: .countOnly, resumable: [6], bytesPerSecond: Int(size / 4)))
         guard let daemon = FileLock.holderPID(container.layout.daemonLock.path) else { throw BenchError("no daemon") }
         let before = server.uploadBytesReceived
         guard try container.run("share-extension", ["upload", source, server.url(for: "/killed").absoluteString]) == 0 else { throw BenchError("share-extension failed") }

@@ -49,9 +49,7 @@ struct UploadProcessTests {
         let server = try LoopbackServer()
         defer { server.stop() }
         let size = 64 << 20
-        var slow = UploadOptions(storage: .countOnly, resumable: [6])
-        slow.bytesPerSecond = 16 << 20
-        server.acceptUploads(at: "/killed", options: slow)
+        server.acceptUploads(at: "/killed", options: UploadOptions(storage: .countOnly, resumable: [6], bytesPerSecond: 16 << 20))
         let (file, _) = try pickedFile(in: container, size: size)
         let first = try DaemonUnderTest.start(container)
 

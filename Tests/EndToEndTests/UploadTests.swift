@@ -130,9 +130,7 @@ final class UploadTests: InProcessSuite, @unchecked Sendable {
         #expect(server.requests.map(\.method) == ["PUT", "PUT"])
         #expect(server.uploadBytesReceived == Int64(size + size / 2))
 
-        var slow = UploadOptions()
-        slow.bytesPerSecond = 1 << 20
-        server.acceptUploads(at: "/plain-slow", options: slow)
+        server.acceptUploads(at: "/plain-slow", options: UploadOptions(bytesPerSecond: 1 << 20))
         let slowTask = session.uploadTask(with: request("/plain-slow"), fromFile: file)
         slowTask.resume()
         #expect(waitUntil { self.server.uploadBytesReceived > Int64(size + size / 2) + (256 << 10) })
@@ -147,9 +145,7 @@ final class UploadTests: InProcessSuite, @unchecked Sendable {
     @Test("cancel(byProducingResumeData:) on a resumable upload, then uploadTask(withResumeData:) continues from the server's offset")
     func cancelAndResume() throws {
         let size = 8 << 20
-        var slow = UploadOptions(resumable: [6])
-        slow.bytesPerSecond = 2 << 20
-        server.acceptUploads(at: "/paused", options: slow)
+        server.acceptUploads(at: "/paused", options: UploadOptions(resumable: [6], bytesPerSecond: 2 << 20))
         let (file, digest) = try outboxFile("paused.bin", size: size)
         let delegate = RecordingDelegate()
         let session = fixture.session("paused", delegate: delegate)

@@ -27,9 +27,8 @@ open class URLSessionTask: @unchecked Sendable {
         self.originalRequest = URLSessionTask.request(from: record.originalRequest)
         self.backend = backend
         self.snapshot = Locked(record)
-        let upload = record.kind == .upload
-        self.progress = Progress(totalUnitCount: max(upload ? record.countOfBytesExpectedToSend : record.countOfBytesExpectedToReceive, 0))
-        self.progress.completedUnitCount = upload ? record.countOfBytesSent : record.countOfBytesReceived
+        self.progress = Progress(totalUnitCount: max(record.progressBytes.expected, 0))
+        self.progress.completedUnitCount = record.progressBytes.done
     }
 
     // MARK: Properties with Apple's names
@@ -86,15 +85,11 @@ open class URLSessionTask: @unchecked Sendable {
 
     func update(_ record: TaskRecord) {
         snapshot.withLock { $0 = record }
-        if record.kind == .upload {
-            updateProgress(received: record.countOfBytesSent, expected: record.countOfBytesExpectedToSend)
-        } else {
-            updateProgress(received: record.countOfBytesReceived, expected: record.countOfBytesExpectedToReceive)
-        }
+        updateProgress(received: record.progressBytes.done, expected: record.progressBytes.expected)
     }
 
     func update(_ progress: TaskProgress) {
-        let kind = snapshot.withLock { record -> TaskKind in
+        let bytes = snapshot.withLock { record -> (done: Int64, expected: Int64) in
             if record.kind == .upload {
                 record.countOfBytesSent = progress.totalBytesSent
                 record.countOfBytesExpectedToSend = progress.totalBytesExpectedToSend
@@ -105,13 +100,9 @@ open class URLSessionTask: @unchecked Sendable {
             record.state = progress.state
             if let url = progress.currentURL { record.currentURL = url }
             if let response = progress.response { record.response = response }
-            return record.kind
+            return record.progressBytes
         }
-        if kind == .upload {
-            updateProgress(received: progress.totalBytesSent, expected: progress.totalBytesExpectedToSend)
-        } else {
-            updateProgress(received: progress.totalBytesWritten, expected: progress.totalBytesExpectedToWrite)
-        }
+        updateProgress(received: bytes.done, expected: bytes.expected)
     }
 
     func setState(_ state: TaskState) {

@@ -165,6 +165,12 @@ extension TaskRecord {
 }
 
 extension TaskRecord {
+    /// The bytes a task moves its own way, done and expected: received for a download, sent
+    /// for an upload.
+    public var progressBytes: (done: Int64, expected: Int64) {
+        kind == .upload ? (countOfBytesSent, countOfBytesExpectedToSend) : (countOfBytesReceived, countOfBytesExpectedToReceive)
+    }
+
     /// Why a task that is not finished is not moving now, as a person would say it; nil
     /// when nothing holds it back (it runs, or waits only for a free connection).
     public func waitingReason(now: Date = Date()) -> String? {

@@ -63,16 +63,12 @@ final class DownloadTransfer: Transfer {
 
         try easy.setURL(task.originalRequest.url)
         easy.setMethod(task.originalRequest.httpMethod)
-        var headers = (configuration.httpAdditionalHeaders ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
-        headers += task.originalRequest.headers.map { "\($0.name): \($0.value)" }
+        var resumeHeaders: [String] = []
         if onDisk > 0, let ifRange = task.validator?.ifRangeValue {
             easy.setRange(from: onDisk)
-            headers.append("If-Range: \(ifRange)")
+            resumeHeaders.append("If-Range: \(ifRange)")
         }
-        try easy.setHeaders(headers)
-        easy.setFollowsRedirects(true, maximum: 16)
-        let idle = task.originalRequest.timeoutInterval ?? configuration.timeoutIntervalForRequest
-        easy.setTimeouts(connect: min(idle, 60), lowSpeedLimit: 1, lowSpeedTime: idle)
+        try easy.apply(task.originalRequest, in: configuration, extraHeaders: resumeHeaders)
         easy.setBufferSize(512 * 1024)
 
         easy.onHeaderLine = { [unowned self] line in self.head.consume(line) }
@@ -207,7 +203,7 @@ final class DownloadTransfer: Transfer {
 
     var bytesMoved: Int64 { bytesOnDisk }
 
-    func progress(now: Date) -> TaskProgress {
+    var progress: TaskProgress {
         TaskProgress(taskIdentifier: task.taskIdentifier, bytesWritten: bytesOnDisk - lastReportedBytes, totalBytesWritten: bytesOnDisk,
                      totalBytesExpectedToWrite: task.countOfBytesExpectedToReceive, state: .running, currentURL: task.currentURL, response: task.response)
     }

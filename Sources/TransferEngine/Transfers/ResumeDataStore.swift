@@ -18,11 +18,7 @@ extension TransferDaemon {
         if task.kind == .upload { return makeUploadResumeData(for: task, in: session) }
         let partial = partialPath(for: task, in: session)
         guard isResumable(task, partial: partial), let validator = task.validator else { return nil }
-        let kept = session.downloadsDirectory.appendingPathComponent("resume-\(UUID().uuidString).partial").path
-        guard rename(partial, kept) == 0 else {
-            log.error("resume", "cannot keep partial data for resume data: \(Errno.current("rename", path: partial))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-            return nil
-        }
+        guard let kept = setAside(partial, as: "partial", of: task, in: session) else { return nil }
         let bytes = ((try? FileManager.default.attributesOfItem(atPath: kept)[.size]) as? NSNumber)?.int64Value ?? 0
         let data = ResumeData(url: task.originalRequest.url, bytesReceived: bytes, expectedTotalBytes: task.countOfBytesExpectedToReceive,
                               entityTag: validator.entityTag, lastModified: validator.lastModified, partialFile: kept, requestHeaders: task.originalRequest.headers)
@@ -34,15 +30,22 @@ extension TransferDaemon {
     /// aside with the upload's location; nil for a plain server.
     private func makeUploadResumeData(for task: TaskRecord, in session: DaemonSession) -> Data? {
         guard let resumption = task.uploadResumption, let body = task.uploadFile else { return nil }
-        let kept = session.downloadsDirectory.appendingPathComponent("resume-\(UUID().uuidString).upload").path
-        guard rename(body, kept) == 0 else {
-            log.error("resume", "cannot keep the upload body for resume data: \(Errno.current("rename", path: body))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-            return nil
-        }
+        guard let kept = setAside(body, as: "upload", of: task, in: session) else { return nil }
         let data = ResumeData(upload: resumption, url: task.originalRequest.url, httpMethod: task.originalRequest.httpMethod, bytesSent: task.countOfBytesSent,
                               totalBytes: task.countOfBytesExpectedToSend, bodyFile: kept, requestHeaders: task.originalRequest.headers)
         log.info("resume", "upload resume data made at \(task.countOfBytesSent) bytes sent", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         return data.encoded()
+    }
+
+    /// Moves a task's file to `resume-<uuid>.<suffix>`, where resume data points (the task is
+    /// about to end and would remove it); nil, logged, when it cannot.
+    private func setAside(_ path: String, as suffix: String, of task: TaskRecord, in session: DaemonSession) -> String? {
+        let kept = session.downloadsDirectory.appendingPathComponent("resume-\(UUID().uuidString).\(suffix)").path
+        guard rename(path, kept) == 0 else {
+            log.error("resume", "cannot keep \(path) for resume data: \(Errno.current("rename", path: path))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            return nil
+        }
+        return kept
     }
 
     /// Takes resume data for a new task: checks it, and moves its file (partial download or

@@ -86,8 +86,7 @@ final class UploadTransfer: Transfer {
             throw error
         }
 
-        var headers = (configuration.httpAdditionalHeaders ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
-        headers += task.originalRequest.headers.filter { !Self.isProtocolHeader($0.name) }.map { "\($0.name): \($0.value)" }
+        var extraHeaders: [String] = []
         switch step {
         case .create:
             startOffset = 0
@@ -95,27 +94,25 @@ final class UploadTransfer: Transfer {
             easy.setMethod(task.originalRequest.httpMethod)
             easy.setUploadSize(bodySize)
             let version = Self.requestedVersion(task.originalRequest)
-            headers += task.originalRequest.headers.filter { $0.name.lowercased() == "content-type" }.map { "\($0.name): \($0.value)" }
-            headers += ["Upload-Draft-Interop-Version: \(version)", Self.completeHeader(version: version)]
+            extraHeaders = ["Upload-Draft-Interop-Version: \(version)", Self.completeHeader(version: version)]
         case .retrieveOffset:
             startOffset = 0
             try easy.setURL(resumption!.location)
             easy.setMethod("HEAD")
-            headers.append("Upload-Draft-Interop-Version: \(resumption!.interopVersion)")
+            extraHeaders = ["Upload-Draft-Interop-Version: \(resumption!.interopVersion)"]
         case .append(let offset):
             let resumption = resumption!
             startOffset = min(max(0, offset), bodySize)
             try easy.setURL(resumption.location)
             easy.setMethod("PATCH")
             easy.setUploadSize(bodySize - startOffset)
-            headers += ["Upload-Draft-Interop-Version: \(resumption.interopVersion)", "Upload-Offset: \(startOffset)",
-                        Self.completeHeader(version: resumption.interopVersion)]
-            if resumption.interopVersion >= 6 { headers.append("Content-Type: \(Self.partialUploadContentType)") }
+            extraHeaders = ["Upload-Draft-Interop-Version: \(resumption.interopVersion)", "Upload-Offset: \(startOffset)",
+                            Self.completeHeader(version: resumption.interopVersion)]
+            if resumption.interopVersion >= 6 { extraHeaders.append("Content-Type: \(Self.partialUploadContentType)") }
         }
-        try easy.setHeaders(headers)
-        easy.setFollowsRedirects(true, maximum: 16)
-        let idle = task.originalRequest.timeoutInterval ?? configuration.timeoutIntervalForRequest
-        easy.setTimeouts(connect: min(idle, 60), lowSpeedLimit: 1, lowSpeedTime: idle)
+        // The app's Content-Type describes the whole body: it goes with the creation only.
+        try easy.apply(task.originalRequest, in: configuration,
+                       excluding: step == .create ? Self.protocolHeaders : Self.protocolHeaders.union(["content-type"]), extraHeaders: extraHeaders)
         easy.setBufferSize(2 << 20)
         _ = try body.seek(to: startOffset)
         self.task.countOfBytesSent = startOffset
@@ -142,11 +139,9 @@ final class UploadTransfer: Transfer {
         version >= 5 ? "Upload-Complete: ?1" : "Upload-Incomplete: ?0"
     }
 
-    /// Headers this transfer sets itself on every step.
-    private static func isProtocolHeader(_ name: String) -> Bool {
-        ["upload-draft-interop-version", "upload-complete", "upload-incomplete", "upload-offset",
-         "content-length", "content-type", "expect", "transfer-encoding"].contains(name.lowercased())
-    }
+    /// Request headers (lowercased) this transfer sets itself on every step.
+    private static let protocolHeaders: Set<String> = ["upload-draft-interop-version", "upload-complete", "upload-incomplete", "upload-offset",
+                                                       "content-length", "expect", "transfer-encoding"]
 
     // MARK: libcurl callbacks
 
@@ -277,7 +272,7 @@ final class UploadTransfer: Transfer {
 
     var bytesMoved: Int64 { task.countOfBytesSent }
 
-    func progress(now: Date) -> TaskProgress {
+    var progress: TaskProgress {
         TaskProgress(taskIdentifier: task.taskIdentifier, bytesSent: task.countOfBytesSent - lastReportedBytes, totalBytesSent: task.countOfBytesSent,
                      totalBytesExpectedToSend: bodySize, state: .running, currentURL: task.currentURL)
     }
