@@ -9,6 +9,7 @@ final class TestContainer: @unchecked Sendable {
     let layout: ContainerLayout
 
     init() throws {
+        _ = Self.leftoversEnded
         let base = URL(fileURLWithPath: "/tmp/bgt-\(getpid())-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
         parent = base
@@ -32,6 +33,10 @@ final class TestContainer: @unchecked Sendable {
     /// Every process whose command line names this container (daemons started on demand,
     /// apps the daemon launched), so that none outlives the test.
     func processesNamingContainer(executable: String? = nil) -> [Int32] {
+        Self.processes(naming: root, executable: executable)
+    }
+
+    private static func processes(naming root: String, executable: String? = nil) -> [Int32] {
         let own = getpid()
         return ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { name -> Int32? in
             guard let pid = Int32(name), pid != own, let arguments = ProcessSpawner.commandLine(of: pid), arguments.contains(root) else { return nil }
@@ -39,6 +44,22 @@ final class TestContainer: @unchecked Sendable {
             return pid
         }
     }
+
+    /// A test process that crashed never tore its containers down, and the daemons it started
+    /// run on. The first container of each test process ends those (of test processes that
+    /// no longer exist, found by the pid in `/tmp/bgt-<pid>-…`) and removes their containers.
+    private static let leftoversEnded: Void = {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/tmp")) ?? []
+        for name in names where name.hasPrefix("bgt-") {
+            let parts = name.split(separator: "-")
+            guard parts.count == 3, let pid = Int32(parts[1]), pid != getpid(), kill(pid, 0) != 0, errno == ESRCH else { continue }
+            let parent = "/tmp/" + name
+            for leftover in processes(naming: parent + "/container") { kill(leftover, SIGKILL) }
+            if ProcessInfo.processInfo.environment["BGTRANSFER_KEEP_TEST_CONTAINERS"] == nil {
+                try? FileManager.default.removeItem(atPath: parent)
+            }
+        }
+    }()
 
     /// The app group's container.
     var appGroup: URL { layout.appGroup(try! BundleIdentifier("group.com.example.transfers")) }
