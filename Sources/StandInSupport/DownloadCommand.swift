@@ -1,7 +1,7 @@
 import BackgroundTransfer
 
-/// `download URL [--description TEXT] [--session ID] [--wait]`: the command line shared by
-/// the host app and the extensions.
+/// `download URL [--description TEXT] [--session ID] [--wait]` and the scheduling options:
+/// the command line shared by the host app and the extensions.
 public struct DownloadCommand {
     public var url: String
     public var taskDescription: String?
@@ -12,8 +12,9 @@ public struct DownloadCommand {
     /// bytes to the background session.
     public var foreground = false
     public var timeLimit: TimeInterval = 30
+    public var scheduling = SchedulingOptions()
 
-    public static let usage = "download URL [--description TEXT] [--session IDENTIFIER] [--wait] [--foreground [--time-limit SECONDS]]"
+    public static let usage = "download URL [--description TEXT] [--session IDENTIFIER] [--wait] [--foreground [--time-limit SECONDS]] \(SchedulingOptions.usage)"
 
     public init(arguments: [String]) throws(UsageError) {
         var rest = arguments[...]
@@ -21,21 +22,17 @@ public struct DownloadCommand {
         self.url = url
         while let option = rest.popFirst() {
             switch option {
-            case "--description": taskDescription = try Self.value(for: option, &rest)
-            case "--session": sessionIdentifier = try Self.value(for: option, &rest)
+            case "--description": taskDescription = try optionValue(for: option, &rest)
+            case "--session": sessionIdentifier = try optionValue(for: option, &rest)
             case "--wait": wait = true
             case "--foreground": foreground = true
             case "--time-limit":
-                guard let seconds = TimeInterval(try Self.value(for: option, &rest)), seconds >= 0 else { throw UsageError("--time-limit needs a number of seconds") }
+                guard let seconds = TimeInterval(try optionValue(for: option, &rest)), seconds >= 0 else { throw UsageError("--time-limit needs a number of seconds") }
                 timeLimit = seconds
-            default: throw UsageError("unknown option \(option)")
+            default:
+                guard try scheduling.parse(option, &rest) else { throw UsageError("unknown option \(option)") }
             }
         }
-    }
-
-    private static func value(for option: String, _ rest: inout ArraySlice<String>) throws(UsageError) -> String {
-        guard let value = rest.popFirst() else { throw UsageError("\(option) needs a value") }
-        return value
     }
 }
 
@@ -67,16 +64,18 @@ public enum StandInProgram {
             complain("refusing \"\(command.url)\": background sessions download http and https URLs only")
             return nil
         }
-        guard let session = openSession(command.sessionIdentifier, delegate: delegate) else { return nil }
+        guard let session = openSession(command.sessionIdentifier, scheduling: command.scheduling, delegate: delegate) else { return nil }
         let task = session.downloadTask(with: url)
-        handOver(task, in: session, description: command.taskDescription, wait: command.wait, delegate: delegate, note: "started download task \(task.taskIdentifier) for \(url.absoluteString)")
+        handOver(task, in: session, description: command.taskDescription, scheduling: command.scheduling, wait: command.wait, delegate: delegate, note: "started download task \(task.taskIdentifier) for \(url.absoluteString)")
         return (session, task)
     }
 
     /// Opens the process's background session (or `identifier`); nil after saying why not.
-    static func openSession(_ identifier: String?, delegate: StandInDelegate) -> URLSession? {
+    static func openSession(_ identifier: String?, scheduling: SchedulingOptions, delegate: StandInDelegate) -> URLSession? {
         let identifier = identifier ?? AppEnvironment.identity.defaultSessionIdentifier.rawValue
-        let session = URLSession(configuration: configuration(identifier: identifier), delegate: delegate, delegateQueue: nil)
+        let configuration = configuration(identifier: identifier)
+        scheduling.configure(configuration)
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         if let error = session.invalidationError {
             complain("cannot open background session: \(error.localizedDescription) (\((error as NSError).code))")
             return nil
@@ -86,8 +85,9 @@ public enum StandInProgram {
 
     /// Describes and resumes a new task, prints its identifier (what the tests and the demo
     /// read), and shows its progress while waiting when asked to.
-    static func handOver(_ task: URLSessionTask, in session: URLSession, description: String?, wait: Bool, delegate: StandInDelegate, note: String) {
+    static func handOver(_ task: URLSessionTask, in session: URLSession, description: String?, scheduling: SchedulingOptions, wait: Bool, delegate: StandInDelegate, note: String) {
         if let description { task.taskDescription = description }
+        scheduling.apply(to: task)
         task.resume()
         print(task.taskIdentifier)
         if wait { delegate.showProgress(on: WaitProgressBar.onTerminal()) }

@@ -35,8 +35,15 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
         if arguments.first == "download" {
             app.download(Array(arguments.dropFirst()))
         }
+        if arguments.first == "enqueue", arguments.count == 2 {
+            do { try DownloadQueue.append(arguments[1]) } catch {
+                StandInProgram.complain("cannot write \(DownloadQueue.file.path): \(error.localizedDescription)")
+                exit(1)
+            }
+            exit(0)
+        }
         guard arguments.isEmpty else {
-            StandInProgram.complain("usage: host-app [\(DownloadCommand.usage)] | --handle-events-for-background-session IDENTIFIER")
+            StandInProgram.complain("usage: host-app [\(DownloadCommand.usage)] | enqueue URL | --handle-events-for-background-session IDENTIFIER")
             exit(64)
         }
         app.userLaunch()
@@ -50,6 +57,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
         delegate.onFinishEvents = {
             DispatchQueue.main.async {
                 Self.misbehaveOnceIfAsked()
+                self.startQueuedDownload(delegate: delegate)
                 completionHandler()
                 exit(0)
             }
@@ -60,6 +68,17 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
             exit(2)
         }
         sessions.append(session)
+    }
+
+    /// Launched in the background: starts the next download of the queue (`host-app enqueue`).
+    private func startQueuedDownload(delegate: StandInDelegate) {
+        guard let next = DownloadQueue.popFirst() else { return }
+        let command: DownloadCommand
+        do { command = try DownloadCommand(arguments: [next]) } catch {
+            StandInProgram.complain("queued download \(next): \(error)")
+            return
+        }
+        if let (session, _) = StandInProgram.startDownload(command, delegate: delegate) { sessions.append(session) }
     }
 
     /// For tests of redelivery and of the background budget: with

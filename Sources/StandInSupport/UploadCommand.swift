@@ -1,7 +1,7 @@
 import BackgroundTransfer
 
-/// `upload FILE URL [--method PUT|POST] [--description TEXT] [--session ID] [--wait]`: the
-/// upload command line of the stand-in extensions.
+/// `upload FILE URL [--method PUT|POST] [--description TEXT] [--session ID] [--wait]` and
+/// the scheduling options: the upload command line of the stand-in extensions.
 public struct UploadCommand {
     public var file: String
     public var url: String
@@ -9,8 +9,9 @@ public struct UploadCommand {
     public var taskDescription: String?
     public var sessionIdentifier: String?
     public var wait = false
+    public var scheduling = SchedulingOptions()
 
-    public static let usage = "upload FILE URL [--method PUT|POST] [--description TEXT] [--session IDENTIFIER] [--wait]"
+    public static let usage = "upload FILE URL [--method PUT|POST] [--description TEXT] [--session IDENTIFIER] [--wait] \(SchedulingOptions.usage)"
 
     public init(arguments: [String]) throws(UsageError) {
         var rest = arguments[...]
@@ -22,17 +23,13 @@ public struct UploadCommand {
             case "--method":
                 guard let method = rest.popFirst()?.uppercased(), ["PUT", "POST"].contains(method) else { throw UsageError("--method takes PUT or POST") }
                 self.method = method
-            case "--description": taskDescription = try Self.value(for: option, &rest)
-            case "--session": sessionIdentifier = try Self.value(for: option, &rest)
+            case "--description": taskDescription = try optionValue(for: option, &rest)
+            case "--session": sessionIdentifier = try optionValue(for: option, &rest)
             case "--wait": wait = true
-            default: throw UsageError("unknown option \(option)")
+            default:
+                guard try scheduling.parse(option, &rest) else { throw UsageError("unknown option \(option)") }
             }
         }
-    }
-
-    private static func value(for option: String, _ rest: inout ArraySlice<String>) throws(UsageError) -> String {
-        guard let value = rest.popFirst() else { throw UsageError("\(option) needs a value") }
-        return value
     }
 }
 
@@ -63,11 +60,11 @@ extension StandInProgram {
             }
         }
         defer { if let staging { try? FileManager.default.removeItem(at: staging) } }
-        guard let session = openSession(command.sessionIdentifier, delegate: delegate) else { return nil }
+        guard let session = openSession(command.sessionIdentifier, scheduling: command.scheduling, delegate: delegate) else { return nil }
         var request = URLRequest(url: url)
         request.httpMethod = command.method
         let task = session.uploadTask(with: request, fromFile: copy)
-        handOver(task, in: session, description: command.taskDescription, wait: command.wait, delegate: delegate,
+        handOver(task, in: session, description: command.taskDescription, scheduling: command.scheduling, wait: command.wait, delegate: delegate,
                  note: "started upload task \(task.taskIdentifier) of \(command.file) to \(url.absoluteString) (\(command.method))")
         return (session, task)
     }

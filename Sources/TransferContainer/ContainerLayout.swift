@@ -75,6 +75,8 @@ public struct ContainerLayout: Sendable, Equatable {
     public var daemonLock: URL { daemonDirectory.appendingPathComponent("transferd.lock") }
     public var daemonSocket: URL { daemonDirectory.appendingPathComponent("transferd.sock") }
     public var appRegistry: URL { daemonDirectory.appendingPathComponent("apps.json") }
+    /// The simulated device conditions (`bgtransfer conditions`).
+    public var deviceConditions: URL { daemonDirectory.appendingPathComponent("conditions.json") }
 
     // MARK: Logs
 

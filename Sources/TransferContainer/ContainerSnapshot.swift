@@ -40,6 +40,8 @@ public struct ContainerSnapshot: Codable, Sendable {
         public var holderPID: Int32?
         public var configuration: SessionConfiguration
         public var tasks: [TaskRecord]
+        /// What holds each waiting task back (by task identifier), as the daemon schedules by it.
+        public var waiting: [String: String]
         public var pendingEvents: [PendingEvent]
         /// Records that could not be read (kept on disk as they are).
         public var unreadableRecords: [String]
@@ -58,6 +60,8 @@ public struct ContainerSnapshot: Codable, Sendable {
     public var version = 1
     public var container: String
     public var daemon: Daemon
+    /// The simulated device conditions (`bgtransfer conditions`); the defaults when unreadable.
+    public var conditions: DeviceConditions
     public var apps: [App]
     public var sessions: [Session]
     public var appGroups: [AppGroup]
@@ -68,6 +72,8 @@ public struct ContainerSnapshot: Codable, Sendable {
         let daemonRunning = FileLock.isHeld(layout.daemonLock.path)
         let daemon = Daemon(running: daemonRunning, pid: daemonRunning ? FileLock.holderPID(layout.daemonLock.path) : nil)
 
+        let conditions = (try? DeviceConditions.load(from: layout)) ?? DeviceConditions()
+        let now = Date()
         var apps: [App] = []
         if let data = fm.contents(atPath: layout.appRegistry.path),
            let registry = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
@@ -103,10 +109,12 @@ public struct ContainerSnapshot: Codable, Sendable {
                         events.append(PendingEvent(number: event.number, kind: event.kind.rawValue, taskIdentifier: event.task.taskIdentifier, url: event.task.originalRequest.url, statusCode: event.task.response?.statusCode, error: event.error, downloadedFile: event.downloadedFile))
                     } catch { unreadable.append("events/\(name)") }
                 }
+                var waiting: [String: String] = [:]
+                for task in tasks { waiting[String(task.taskIdentifier)] = task.hold(under: conditions, now: now)?.description }
                 let lock = directory.appendingPathComponent("session.lock").path
                 let holder = FileLock.isHeld(lock) ? FileLock.holderPID(lock) : nil
                 sessions.append(Session(identifier: identifier, family: family, owner: record.owner.rawValue, holderPID: holder, configuration: record.configuration,
-                                        tasks: tasks.sorted { $0.taskIdentifier < $1.taskIdentifier }, pendingEvents: events.sorted { $0.number < $1.number }, unreadableRecords: unreadable))
+                                        tasks: tasks.sorted { $0.taskIdentifier < $1.taskIdentifier }, waiting: waiting, pendingEvents: events.sorted { $0.number < $1.number }, unreadableRecords: unreadable))
             }
         }
 
@@ -124,7 +132,7 @@ public struct ContainerSnapshot: Codable, Sendable {
             }
             groups.append(AppGroup(identifier: group, files: files.sorted { $0.path < $1.path }))
         }
-        return ContainerSnapshot(container: layout.root.path, daemon: daemon, apps: apps, sessions: sessions, appGroups: groups)
+        return ContainerSnapshot(container: layout.root.path, daemon: daemon, conditions: conditions, apps: apps, sessions: sessions, appGroups: groups)
     }
 
     private static func sortedNames(_ directory: URL) -> [String] {

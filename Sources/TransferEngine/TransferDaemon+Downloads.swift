@@ -78,6 +78,7 @@ extension TransferDaemon {
                 try session.update(task)
                 if transfer.bodyIsErrorResponse { unlink(transfer.partialPath) }
                 guard rename(transfer.bodyPath, finishedPath(for: task, in: session)) == 0 else { throw Errno.current("rename", path: transfer.bodyPath) }
+                completeFollowers(of: transfer, finishedFile: finishedPath(for: task, in: session), in: session)
                 completeDownload(task, in: session)
             } catch {
                 fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath))

@@ -8,11 +8,15 @@ extension TransferDaemon {
         if case .ping = request { return .ok }
         if case .forceQuit(let app) = request { return try forceQuit(app) }
         if case .watch = request { return startWatching(connection, afterReply: &afterReply) }
+        if case .conditionsChanged = request {
+            conditionsChanged()
+            return .ok
+        }
         guard let hello = connection.hello else {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "say hello first: the daemon does not know who you are")
         }
         switch request {
-        case .hello, .ping, .forceQuit, .watch:
+        case .hello, .ping, .forceQuit, .watch, .conditionsChanged:
             return .ok
         case .openSession(let identifier, let configuration, let launchedForEvents):
             let session = try open(identifier, configuration, for: hello, connection, launchedForEvents: launchedForEvents)
@@ -29,6 +33,12 @@ extension TransferDaemon {
             }
             var refusal = creation.resumeData == nil ? refusal(of: creation) : nil
             var task = try session.createTask(creation, inBackground: !hello.isForeground, pendingFailure: refusal)
+            if !hello.isForeground {
+                // Work started in the background is discretionary, and waits out the rate limiter (S5, S6.5).
+                task.requirements.isDiscretionary = true
+                task.rateLimitedUntil = rateLimitedStart(for: hello.identity)
+                try session.update(task)
+            }
             if let blob = creation.resumeData {
                 // The resume data says what to transfer; it is checked first, then its URL.
                 refusal = adoptResumeData(blob, into: &task, in: session, for: hello.identity)
@@ -73,11 +83,16 @@ extension TransferDaemon {
             guard session.tasks[taskID] != nil else { return .cancelled(resumeData: nil) } // already finished
             let resumeData = try cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled"), keepResumeData: produceResumeData)
             return .cancelled(resumeData: resumeData)
-        case .setTaskDescription(let identifier, let taskID, let description):
+        case .setTaskProperties(let identifier, let taskID, let properties):
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)
-            task.taskDescription = description
+            properties.apply(to: &task)
             try session.update(task)
+            scheduleTransfers() // a new priority or date may change what runs next
+            return .task(session.tasks[taskID] ?? task)
+        case .answerDelayedRequest(let identifier, let taskID, let answer):
+            let session = try heldSession(identifier, connection)
+            guard let task = try answerDelayedRequest(answer, for: taskID, in: session) else { return .ok }
             return .task(task)
         case .getAllTasks(let identifier):
             let session = try heldSession(identifier, connection)
@@ -200,7 +215,7 @@ extension TransferDaemon {
 
     /// What background sessions cannot do (S2.1, S2.3): the task is created, and fails with
     /// this error when resumed.
-    private func refusal(of creation: TaskCreation) -> TransferFailure? {
+    func refusal(of creation: TaskCreation) -> TransferFailure? {
         let url = creation.request.url
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased() else {
             return TransferFailure(code: TransferFailure.badURL, message: "malformed URL \"\(url)\"", subject: url)
@@ -250,7 +265,6 @@ extension TransferDaemon {
         guard session.tasks[taskID] != nil else { return nil }
         let key = TaskKey(session: session.key, task: taskID)
         stopTransfer(key)
-        retryNotBefore[key] = nil
         let task = session.tasks[taskID]!
         var failure = failure
         if keepResumeData { failure.resumeData = makeResumeData(for: task, in: session) }

@@ -2,7 +2,7 @@ internal import Glibc
 import Foundation
 import TransferContainer
 
-/// Starting, finishing and retrying transfers.
+/// Running, finishing and retrying transfers (what may start when: `TransferDaemon+Scheduling`).
 extension TransferDaemon {
     /// Removes a task's partial data, error page or upload files (cancel, failure, done).
     func removeTransferFiles(of task: TaskRecord, in session: DaemonSession) {
@@ -12,40 +12,6 @@ extension TransferDaemon {
         if task.kind == .upload {
             unlink(uploadBodyPath(for: task, in: session))
             unlink(uploadResponsePath(for: task, in: session))
-        }
-    }
-
-    /// Starts every task that may run now, best priority first, within the limits.
-    func scheduleTransfers() {
-        let now = Date()
-        var candidates: [(DaemonSession, TaskRecord)] = []
-        for session in sessions.values {
-            for task in session.tasks.values where task.state == .running {
-                let key = TaskKey(session: session.key, task: task.taskIdentifier)
-                guard transfersByTask[key] == nil else { continue }
-                if let notBefore = retryNotBefore[key], notBefore > now { continue }
-                if let begin = task.earliestBeginDate, begin > now { continue }
-                candidates.append((session, task))
-            }
-        }
-        guard !candidates.isEmpty else { return }
-        candidates.sort { a, b in
-            a.1.priority != b.1.priority ? a.1.priority > b.1.priority : a.1.createdAt < b.1.createdAt
-        }
-        for (session, task) in candidates {
-            guard transfersByHandle.count < options.maximumConcurrentTransfers else { return }
-            let host = URLComponents(string: task.originalRequest.url)?.host ?? ""
-            let sameHost = transfersByTask.keys.filter { $0.session == session.key && URLComponents(string: session.tasks[$0.task]?.originalRequest.url ?? "")?.host == host }.count
-            guard sameHost < max(1, session.record.configuration.httpMaximumConnectionsPerHost) else { continue }
-            start(task, in: session)
-        }
-    }
-
-    private func start(_ task: TaskRecord, in session: DaemonSession) {
-        retryNotBefore[TaskKey(session: session.key, task: task.taskIdentifier)] = nil
-        switch task.kind {
-        case .download: startDownload(task, in: session)
-        case .upload: startUpload(task, in: session, step: task.uploadResumption == nil ? .create : .retrieveOffset)
         }
     }
 
@@ -96,7 +62,6 @@ extension TransferDaemon {
     /// Network trouble is retried with backoff until the resource timeout (S6.4); the rest ends the task.
     func retryOrFail(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {
         var task = task
-        let key = TaskKey(session: session.key, task: task.taskIdentifier)
         task.retryCount += 1
         task.lastError = error.description
         let code = Self.urlErrorCode(error)
@@ -104,8 +69,7 @@ extension TransferDaemon {
         let deadline = task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource)
         if retryable && Date() < deadline {
             let delay = min(30, 0.25 * pow(2, Double(min(task.retryCount - 1, 10))))
-            retryNotBefore[key] = Date().addingTimeInterval(delay)
-            task.retryNotBefore = retryNotBefore[key]
+            task.retryNotBefore = Date().addingTimeInterval(delay)
             try? session.update(task)
             log.notice("transfers", "\(error); retry \(task.retryCount) in \(String(format: "%.2f", delay)) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return
@@ -122,7 +86,6 @@ extension TransferDaemon {
         task.lastError = reason
         let deadline = task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource)
         let start = min(Date().addingTimeInterval(delay), deadline)
-        retryNotBefore[TaskKey(session: session.key, task: task.taskIdentifier)] = start
         task.retryNotBefore = start
         try? session.update(task)
         loop.schedule(after: start.timeIntervalSinceNow) { [unowned self] in scheduleTransfers() }
@@ -188,6 +151,7 @@ extension TransferDaemon {
         transfer.lastReportedBytes = total
         transfer.lastProgressReport = now
         push(.progress(session: session.key.identifier, progress), to: session)
+        if let download = transfer as? DownloadTransfer { pushFollowerProgress(of: download, in: session) }
     }
 
     /// The `URLError` code Apple uses for a transport failure.

@@ -17,7 +17,7 @@ public final class TransferDaemon {
         public var relaunchDelay: TimeInterval = 60
         /// How long an app launched for events may run before it is terminated.
         public var backgroundBudget: TimeInterval = 30
-        /// Transfers running at once in the whole daemon.
+        /// Transfers running at once in the whole daemon (`transferd --max-transfers`).
         public var maximumConcurrentTransfers = 32
         /// Log lines at this level or above also go to stderr.
         public var echoLevel: LogLevel? = .notice
@@ -44,8 +44,10 @@ public final class TransferDaemon {
     // Transfers in flight, by libcurl handle and by task.
     var transfersByHandle: [ObjectIdentifier: any Transfer] = [:]
     var transfersByTask: [TaskKey: any Transfer] = [:]
-    /// Tasks waiting out a retry backoff, with the time they may start again.
-    var retryNotBefore: [TaskKey: Date] = [:]
+    /// The simulated device conditions, as `bgtransfer conditions` last set them.
+    var conditions = DeviceConditions()
+    /// Tasks whose holder was asked `willBeginDelayedRequest`: which connection, and when.
+    var delayedRequestsAsked: [TaskKey: (holder: ObjectIdentifier, at: Date)] = [:]
     /// The containing apps launched for events, by family.
     var launches: [BundleIdentifier: Launch] = [:]
     /// The resume rate limiter per app family, kept in the registry so that inspection sees it.
@@ -90,6 +92,7 @@ public final class TransferDaemon {
         }, onWritable: {}))
 
         loadSessions()
+        loadConditions()
         self.listener = try UnixSocket.listen(at: layout.daemonSocket.path)
         watchListener()
         loop.onTransferCompleted = { [unowned self] easy, result in transferEnded(easy, result) }

@@ -28,6 +28,7 @@ enum Inspect {
     static func text(_ snapshot: ContainerSnapshot) -> String {
         var lines = ["container \(snapshot.container)"]
         lines.append("daemon: " + (snapshot.daemon.running ? "running (pid \(snapshot.daemon.pid.map(String.init) ?? "?"))" : "not running"))
+        lines.append("conditions: \(snapshot.conditions)")
         lines.append("apps:")
         if snapshot.apps.isEmpty { lines.append("  (none registered)") }
         for app in snapshot.apps {
@@ -45,7 +46,8 @@ enum Inspect {
                 let (done, expected) = task.progressBytes
                 var line = "    task \(task.taskIdentifier) \(task.kind.rawValue) \(task.state.name) \(task.originalRequest.url) \(ProgressFormat.bytes(done))/\(ProgressFormat.bytes(expected)) priority \(task.priority)"
                 if let description = task.taskDescription { line += " \"\(description)\"" }
-                if let waiting = task.waitingReason() { line += " [\(waiting)]" }
+                if task.requirements.isDiscretionary { line += " discretionary" }
+                if let waiting = session.waiting[String(task.taskIdentifier)] { line += " [\(waiting)]" }
                 if task.retryCount > 0 { line += " retries \(task.retryCount)" }
                 if let error = task.lastError { line += " last error: \(error)" }
                 lines.append(line)

@@ -4,6 +4,7 @@ import TransferContainer
 // bgtransfer: the developer's tool around the daemon.
 //   bgtransfer [--container PATH] inspect [--json] [--session ID]
 //   bgtransfer [--container PATH] watch [--session ID] [--once]
+//   bgtransfer [--container PATH] conditions [--network …] [--power …] …
 //   bgtransfer [--container PATH] demo
 
 let usage = """
@@ -13,6 +14,10 @@ usage: bgtransfer [--container PATH] <command>
                                     the log lines of every process (daemon, apps, extensions)
   watch [--session ID] [--once]     live progress of every running transfer (plain lines
                                     when stdout is not a terminal; --once: list and exit)
+  conditions [--network wifi|cellular|offline] [--expensive on|off] [--constrained on|off]
+             [--power charging|battery] [--low-power on|off]
+                                    the simulated device conditions (printed without options);
+                                    a running daemon obeys them at once
   demo                              a background download from an extension, end to end
   force-quit BUNDLE_ID              the user's force quit: cancel the app's transfers, no relaunch
                                     until the user launches it again (S4.2)
@@ -29,6 +34,8 @@ case "log":
     LogCommand.run(layout: layout, arguments: Array(arguments.dropFirst()))
 case "watch":
     Watch.run(layout: layout, arguments: Array(arguments.dropFirst()))
+case "conditions":
+    ConditionsCommand.run(layout: layout, arguments: Array(arguments.dropFirst()))
 case "demo":
     exit(Demo(layout: layout).run())
 case "force-quit":

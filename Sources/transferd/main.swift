@@ -5,7 +5,7 @@ import TransferEngine
 // transferd: the transfer daemon. `transferd [--container PATH] [--exit-when-idle SECONDS]
 // [--relaunch-delay SECONDS] [--quiet]`. Runs in the foreground until SIGTERM/SIGINT.
 
-let usage = "usage: transferd [--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--quiet]"
+let usage = "usage: transferd [--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--quiet]"
 
 func fail(_ text: String, status: Int32) -> Never {
     FileHandle.standardError.write(Data("transferd: \(text)\n".utf8))
@@ -32,6 +32,11 @@ let delay = seconds("--relaunch-delay", in: &arguments)
 if delay >= 0 { options.relaunchDelay = delay }
 let budget = seconds("--background-budget", in: &arguments)
 if budget >= 0 { options.backgroundBudget = budget }
+if let index = arguments.firstIndex(of: "--max-transfers") {
+    guard index + 1 < arguments.count, let limit = Int(arguments[index + 1]), limit > 0 else { fail("--max-transfers needs a positive number\n\(usage)", status: 64) }
+    options.maximumConcurrentTransfers = limit
+    arguments.removeSubrange(index...(index + 1))
+}
 if let index = arguments.firstIndex(of: "--quiet") {
     options.echoLevel = nil
     arguments.remove(at: index)

@@ -153,7 +153,9 @@ struct FrameTests {
 
     @Test("encoding a message over the limit throws .oversized")
     func encodeOversized() throws {
-        let big = RequestFrame(id: 1, request: .setTaskDescription(session: sampleSession, task: 1, description: String(repeating: "x", count: Frame.maximumSize)))
+        var task = TaskRecord(taskIdentifier: 1, kind: .download, originalRequest: RequestRecord(url: "http://127.0.0.1/x"))
+        task.taskDescription = String(repeating: "x", count: Frame.maximumSize)
+        let big = RequestFrame(id: 1, request: .setTaskProperties(session: sampleSession, task: 1, TaskProperties(of: task)))
         #expect(throws: FrameError.self) { try Frame.encode(big) }
     }
 

@@ -170,13 +170,7 @@ final class DaemonConnection: @unchecked Sendable {
             waiter?.reply = reply
             waiter?.semaphore.signal()
         case .push(let push):
-            let identifier: SessionIdentifier
-            switch push {
-            case .event(let session, _), .progress(let session, _), .backlogDelivered(let session, _), .invalidated(let session, _), .didResume(let session, _, _, _):
-                identifier = session
-            case .transfers:
-                return // only for watchers; the library never asks to watch
-            }
+            guard let identifier = push.session else { return } // only for watchers; the library never asks to watch
             let subscriber = state.withLock { $0.subscribers[identifier] }
             subscriber?.onPush(push)
         }

@@ -13,7 +13,13 @@ public protocol URLSessionDelegate: AnyObject, Sendable {
 public protocol URLSessionTaskDelegate: URLSessionDelegate {
     /// The task ended. An HTTP error status is not an error here (S2.5).
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?)
+    /// A resumed task waits for a network it may use (offline, or only cellular, expensive or
+    /// constrained networks it may not use); called once per task (S5.2). It then starts by
+    /// itself when such a network appears (S5.3).
     func urlSession(_ session: URLSession, taskIsWaitingForConnectivity task: URLSessionTask)
+    /// A task with an `earliestBeginDate` is about to start (S5.1): go on, go on with another
+    /// request (`.useNewRequest`), or cancel. The default goes on.
+    func urlSession(_ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest, completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void)
     func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64)
 }
 
@@ -40,6 +46,9 @@ extension URLSessionDelegate {
 extension URLSessionTaskDelegate {
     public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {}
     public func urlSession(_ session: URLSession, taskIsWaitingForConnectivity task: URLSessionTask) {}
+    public func urlSession(_ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest, completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void) {
+        completionHandler(.continueLoading, nil)
+    }
     public func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
 }
 

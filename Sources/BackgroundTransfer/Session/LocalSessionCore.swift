@@ -126,7 +126,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
         return failure.resumeData
     }
 
-    func setDescription(_ description: String?, of task: URLSessionTask) {}
+    func propertiesChanged(of task: URLSessionTask) {} // kept on the task object itself
 
     func allTasks() -> [URLSessionTask] {
         state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }

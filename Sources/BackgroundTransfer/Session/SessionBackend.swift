@@ -17,7 +17,8 @@ protocol SessionBackend: AnyObject, Sendable {
     func cancel(_ task: URLSessionTask)
     /// Cancels; returns resume data when the download can be resumed (S6.1).
     func cancel(_ task: URLSessionTask, produceResumeData: Bool) -> Data?
-    func setDescription(_ description: String?, of task: URLSessionTask)
+    /// The app set `taskDescription`, `priority`, `earliestBeginDate` or a byte-count hint.
+    func propertiesChanged(of task: URLSessionTask)
     func allTasks() -> [URLSessionTask]
     func invalidate(cancelTasks: Bool)
     func waitForBacklog(timeout: TimeInterval) -> Bool

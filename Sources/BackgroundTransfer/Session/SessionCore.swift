@@ -198,9 +198,9 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         return nil
     }
 
-    func setDescription(_ description: String?, of task: URLSessionTask) {
+    func propertiesChanged(of task: URLSessionTask) {
         guard task.state != .completed else { return }
-        perform(.setTaskDescription(session: identifier, task: task.taskIdentifier, description: description), on: task)
+        perform(.setTaskProperties(session: identifier, task: task.taskIdentifier, TaskProperties(of: task.record)), on: task)
     }
 
     private func perform(_ request: DaemonRequest, on task: URLSessionTask) {
@@ -255,12 +255,52 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
                     delegate.urlSession(session, downloadTask: download, didResumeAtOffset: offset, expectedTotalBytes: expected)
                 }
             }
+        case .waitingForConnectivity(_, let taskID):
+            guard let task = state.withLock({ $0.tasks[taskID] }) else { return }
+            deliveryQueue.async {
+                guard let delegate = self.delegate as? URLSessionTaskDelegate else { return }
+                self.onDelegateQueue { session in delegate.urlSession(session, taskIsWaitingForConnectivity: task) }
+            }
+        case .delayedRequest(_, let record):
+            let task = taskObject(for: record)
+            task.update(record)
+            deliveryQueue.async { self.askDelayedRequest(task) }
         case .backlogDelivered:
             deliveryQueue.async { self.backlogDelivered() }
         case .invalidated(_, let failure):
             deliveryQueue.async { self.finishInvalidation(failure) }
         case .transfers:
             break // only for watchers; never routed to a session
+        }
+    }
+
+    /// `willBeginDelayedRequest` (S5.1): the delegate's answer goes back to the daemon,
+    /// whenever the delegate calls the handler; without such a delegate the task goes on.
+    private func askDelayedRequest(_ task: URLSessionTask) {
+        let answer: @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void = { [weak self] disposition, newRequest in
+            guard let self else { return }
+            let reply: DelayedRequestAnswer
+            switch disposition {
+            case .continueLoading: reply = .continueLoading
+            case .cancel: reply = .cancel
+            case .useNewRequest:
+                guard let newRequest else {
+                    self.log.error("session", "willBeginDelayedRequest answered .useNewRequest without a request; continuing with the original", session: self.identifier.rawValue, task: task.taskIdentifier)
+                    reply = .continueLoading
+                    break
+                }
+                reply = .useNewRequest(URLSession.record(of: newRequest))
+            }
+            DispatchQueue.global().async {
+                self.perform(.answerDelayedRequest(session: self.identifier, task: task.taskIdentifier, reply), on: task)
+            }
+        }
+        guard let delegate = delegate as? URLSessionTaskDelegate, let request = task.currentRequest else {
+            answer(.continueLoading, nil)
+            return
+        }
+        onDelegateQueue { session in
+            delegate.urlSession(session, task: task, willBeginDelayedRequest: request, completionHandler: answer)
         }
     }
 

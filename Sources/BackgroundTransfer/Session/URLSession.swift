@@ -129,7 +129,7 @@ open class URLSession: @unchecked Sendable {
     }
 
     open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
-        makeTask(TaskCreation(kind: .download, request: Self.record(of: request)), requireOpenCore())
+        makeTask(TaskCreation(kind: .download, request: Self.record(of: request)), requireOpenCore(), cellular: request.allowsCellularAccess)
     }
 
     /// A download that continues from resume data (S6.1); the delegate gets
@@ -169,7 +169,7 @@ open class URLSession: @unchecked Sendable {
     open func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> URLSessionUploadTask {
         let core = requireOpenCore()
         let creation = TaskCreation(kind: .upload, request: Self.record(of: request), uploadFile: fileURL.standardizedFileURL.path)
-        return makeTask(creation, core)
+        return makeTask(creation, core, cellular: request.allowsCellularAccess)
     }
 
     /// An upload that continues where the server's copy ends (S6.6): HEAD for the offset, then
@@ -181,7 +181,15 @@ open class URLSession: @unchecked Sendable {
         return makeTask(TaskCreation(kind: .upload, request: RequestRecord(url: url), resumeData: resumeData), core)
     }
 
-    private func makeTask<Task: URLSessionTask>(_ creation: TaskCreation, _ core: any SessionBackend) -> Task {
+    /// Creates the task in the backend, with what this session's configuration and the
+    /// request (`cellular`) ask of the network and power (S5).
+    private func makeTask<Task: URLSessionTask>(_ creation: TaskCreation, _ core: any SessionBackend, cellular: Bool = true) -> Task {
+        var creation = creation
+        creation.requirements = TaskRequirements(
+            allowsCellularAccess: configuration.allowsCellularAccess && cellular,
+            allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
+            allowsConstrainedNetworkAccess: configuration.allowsConstrainedNetworkAccess,
+            isDiscretionary: configuration.isDiscretionary)
         do {
             guard let task = try core.createTask(creation) as? Task else { preconditionFailure("the session made a task of another kind") }
             return task
@@ -234,6 +242,13 @@ open class URLSession: @unchecked Sendable {
     /// Every task ends with -999 — in the daemon too — then invalidation (S1.4).
     open func invalidateAndCancel() {
         core?.invalidate(cancelTasks: true)
+    }
+
+    /// What a task with an `earliestBeginDate` does when it is ready (Apple's names, S5.1).
+    public enum DelayedRequestDisposition: Int, Sendable {
+        case continueLoading = 0
+        case useNewRequest = 1
+        case cancel = 2
     }
 
     static func record(of request: URLRequest) -> RequestRecord {

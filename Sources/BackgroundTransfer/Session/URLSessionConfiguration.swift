@@ -19,6 +19,9 @@ open class URLSessionConfiguration: @unchecked Sendable {
     public var timeoutIntervalForResource: TimeInterval = 7 * 24 * 3600
     public var httpMaximumConnectionsPerHost = 6
     public var httpAdditionalHeaders: [String: String]?
+    /// Ours, not Apple's (S7.4): download tasks of this session with the same GET (URL and
+    /// headers) are fetched once; each task still gets its own identifier, file and callbacks.
+    public var coalescesIdenticalDownloads = false
 
     private init(identifier: String?) {
         self.identifier = identifier
@@ -48,6 +51,7 @@ open class URLSessionConfiguration: @unchecked Sendable {
         copy.timeoutIntervalForResource = timeoutIntervalForResource
         copy.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost
         copy.httpAdditionalHeaders = httpAdditionalHeaders
+        copy.coalescesIdenticalDownloads = coalescesIdenticalDownloads
         return copy
     }
 
@@ -68,6 +72,7 @@ open class URLSessionConfiguration: @unchecked Sendable {
         record.timeoutIntervalForResource = timeoutIntervalForResource
         record.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost
         record.httpAdditionalHeaders = httpAdditionalHeaders
+        record.coalescesIdenticalDownloads = coalescesIdenticalDownloads
         return record
     }
 }

@@ -51,16 +51,46 @@ open class URLSessionTask: @unchecked Sendable {
     public var countOfBytesExpectedToReceive: Int64 { snapshot.withLock { $0.countOfBytesExpectedToReceive } }
     public var countOfBytesSent: Int64 { snapshot.withLock { $0.countOfBytesSent } }
     public var countOfBytesExpectedToSend: Int64 { snapshot.withLock { $0.countOfBytesExpectedToSend } }
-    public var earliestBeginDate: Date? { snapshot.withLock { $0.earliestBeginDate } }
-    public var priority: Float { snapshot.withLock { $0.priority } }
 
     /// The app's own string, persisted by the daemon, never interpreted.
     public var taskDescription: String? {
         get { snapshot.withLock { $0.taskDescription } }
-        set {
-            snapshot.withLock { $0.taskDescription = newValue }
-            backend?.setDescription(newValue, of: self)
-        }
+        set { change { $0.taskDescription = newValue } }
+    }
+
+    /// Not before this date (background sessions only, S5); set it before `resume()`. When it
+    /// comes, the delegate is asked `willBeginDelayedRequest` (S5.1).
+    public var earliestBeginDate: Date? {
+        get { snapshot.withLock { $0.earliestBeginDate } }
+        set { change { $0.earliestBeginDate = newValue } }
+    }
+
+    /// 0…1 (`URLSessionTask.lowPriority`, `.defaultPriority`, `.highPriority`): among tasks
+    /// waiting for a connection, higher priorities start first.
+    public var priority: Float {
+        get { snapshot.withLock { $0.priority } }
+        set { change { $0.priority = min(max(newValue, 0), 1) } }
+    }
+
+    /// Scheduling hints (-1 when unknown); kept, shown by `bgtransfer inspect`.
+    public var countOfBytesClientExpectsToSend: Int64 {
+        get { snapshot.withLock { $0.countOfBytesClientExpectsToSend } }
+        set { change { $0.countOfBytesClientExpectsToSend = newValue } }
+    }
+
+    public var countOfBytesClientExpectsToReceive: Int64 {
+        get { snapshot.withLock { $0.countOfBytesClientExpectsToReceive } }
+        set { change { $0.countOfBytesClientExpectsToReceive = newValue } }
+    }
+
+    public static let defaultPriority: Float = 0.5
+    public static let lowPriority: Float = 0.25
+    public static let highPriority: Float = 0.75
+
+    /// Changes the task here, then in the daemon.
+    private func change(_ body: (inout TaskRecord) -> Void) {
+        snapshot.withLock { body(&$0) }
+        backend?.propertiesChanged(of: self)
     }
 
     // MARK: Control

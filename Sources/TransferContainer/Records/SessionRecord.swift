@@ -13,8 +13,27 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     public var timeoutIntervalForResource: Double = 7 * 24 * 3600
     public var httpMaximumConnectionsPerHost: Int = 6
     public var httpAdditionalHeaders: [String: String]?
+    /// Ours (S7.4, a MAY): download tasks of the session with the same GET are fetched once.
+    public var coalescesIdenticalDownloads: Bool = false
 
     public init() {}
+
+    /// Keys missing from an older record take their defaults.
+    public init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        let defaults = SessionConfiguration()
+        sharedContainerIdentifier = try values.decodeIfPresent(BundleIdentifier.self, forKey: .sharedContainerIdentifier)
+        sessionSendsLaunchEvents = try values.decodeIfPresent(Bool.self, forKey: .sessionSendsLaunchEvents) ?? defaults.sessionSendsLaunchEvents
+        isDiscretionary = try values.decodeIfPresent(Bool.self, forKey: .isDiscretionary) ?? defaults.isDiscretionary
+        allowsCellularAccess = try values.decodeIfPresent(Bool.self, forKey: .allowsCellularAccess) ?? defaults.allowsCellularAccess
+        allowsExpensiveNetworkAccess = try values.decodeIfPresent(Bool.self, forKey: .allowsExpensiveNetworkAccess) ?? defaults.allowsExpensiveNetworkAccess
+        allowsConstrainedNetworkAccess = try values.decodeIfPresent(Bool.self, forKey: .allowsConstrainedNetworkAccess) ?? defaults.allowsConstrainedNetworkAccess
+        timeoutIntervalForRequest = try values.decodeIfPresent(Double.self, forKey: .timeoutIntervalForRequest) ?? defaults.timeoutIntervalForRequest
+        timeoutIntervalForResource = try values.decodeIfPresent(Double.self, forKey: .timeoutIntervalForResource) ?? defaults.timeoutIntervalForResource
+        httpMaximumConnectionsPerHost = try values.decodeIfPresent(Int.self, forKey: .httpMaximumConnectionsPerHost) ?? defaults.httpMaximumConnectionsPerHost
+        httpAdditionalHeaders = try values.decodeIfPresent([String: String].self, forKey: .httpAdditionalHeaders)
+        coalescesIdenticalDownloads = try values.decodeIfPresent(Bool.self, forKey: .coalescesIdenticalDownloads) ?? defaults.coalescesIdenticalDownloads
+    }
 }
 
 /// `Sessions/<family>/<identifier>/session.json`: one background session as the daemon

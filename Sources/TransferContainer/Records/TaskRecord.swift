@@ -134,6 +134,18 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var createdAt: Date
     /// Whether the creating process was in the background (such tasks are discretionary).
     public var createdInBackground: Bool = false
+    /// What the task asks of the network and power before it runs (S5).
+    public var requirements = TaskRequirements()
+    /// Created in the background while the app's resume rate limiter ran: not before this (S6.5).
+    public var rateLimitedUntil: Date?
+    /// `taskIsWaitingForConnectivity` was sent; it is sent once per task (S5.2).
+    public var reportedWaitingForConnectivity = false
+    /// For a task with an `earliestBeginDate`: the app was asked `willBeginDelayedRequest`
+    /// (or nobody was attached to ask), so the task may start (S5.1).
+    public var delayedRequestAnswered = false
+    /// The request the app gave in `willBeginDelayedRequest` with `.useNewRequest`; sent
+    /// instead of `originalRequest`.
+    public var replacementRequest: RequestRecord?
     /// Why the task cannot run (a refused URL): it fails with this error when resumed, as
     /// Apple's tasks for unsupported URLs do.
     public var pendingFailure: TransferFailure?
@@ -165,18 +177,12 @@ extension TaskRecord {
 }
 
 extension TaskRecord {
+    /// The request each exchange of the task sends.
+    public var requestToSend: RequestRecord { replacementRequest ?? originalRequest }
+
     /// The bytes a task moves its own way, done and expected: received for a download, sent
     /// for an upload.
     public var progressBytes: (done: Int64, expected: Int64) {
         kind == .upload ? (countOfBytesSent, countOfBytesExpectedToSend) : (countOfBytesReceived, countOfBytesExpectedToReceive)
-    }
-
-    /// Why a task that is not finished is not moving now, as a person would say it; nil
-    /// when nothing holds it back (it runs, or waits only for a free connection).
-    public func waitingReason(now: Date = Date()) -> String? {
-        if state == .suspended { return "suspended" }
-        if let begin = earliestBeginDate, begin > now { return "waiting for earliestBeginDate \(begin.formatted(.iso8601))" }
-        if let retry = retryNotBefore, retry > now { return "waiting to retry at \(retry.formatted(.iso8601)) after: \(lastError ?? "an error")" }
-        return nil
     }
 }

@@ -29,8 +29,11 @@ public struct TaskCreation: Codable, Sendable {
     public var uploadFile: String?
     /// For `downloadTask(withResumeData:)`: the blob as the app handed it back.
     public var resumeData: Data?
+    /// From the creating process's configuration and request; the daemon makes every task
+    /// created in the background discretionary.
+    public var requirements: TaskRequirements
 
-    public init(kind: TaskKind, request: RequestRecord, taskDescription: String? = nil, priority: Float = 0.5, earliestBeginDate: Date? = nil, uploadFile: String? = nil, resumeData: Data? = nil) {
+    public init(kind: TaskKind, request: RequestRecord, taskDescription: String? = nil, priority: Float = 0.5, earliestBeginDate: Date? = nil, uploadFile: String? = nil, resumeData: Data? = nil, requirements: TaskRequirements = .init()) {
         self.kind = kind
         self.request = request
         self.taskDescription = taskDescription
@@ -38,7 +41,41 @@ public struct TaskCreation: Codable, Sendable {
         self.earliestBeginDate = earliestBeginDate
         self.uploadFile = uploadFile
         self.resumeData = resumeData
+        self.requirements = requirements
     }
+}
+
+/// A task's properties the app may set until it starts (and some after): Apple's
+/// `taskDescription`, `priority`, `earliestBeginDate` and byte-count hints.
+public struct TaskProperties: Codable, Sendable, Equatable {
+    public var taskDescription: String?
+    public var priority: Float
+    public var earliestBeginDate: Date?
+    public var countOfBytesClientExpectsToSend: Int64
+    public var countOfBytesClientExpectsToReceive: Int64
+
+    public init(of task: TaskRecord) {
+        taskDescription = task.taskDescription
+        priority = task.priority
+        earliestBeginDate = task.earliestBeginDate
+        countOfBytesClientExpectsToSend = task.countOfBytesClientExpectsToSend
+        countOfBytesClientExpectsToReceive = task.countOfBytesClientExpectsToReceive
+    }
+
+    public func apply(to task: inout TaskRecord) {
+        task.taskDescription = taskDescription
+        task.priority = min(max(priority, 0), 1)
+        task.earliestBeginDate = earliestBeginDate
+        task.countOfBytesClientExpectsToSend = countOfBytesClientExpectsToSend
+        task.countOfBytesClientExpectsToReceive = countOfBytesClientExpectsToReceive
+    }
+}
+
+/// The app's answer to `willBeginDelayedRequest` (Apple's `URLSession.DelayedRequestDisposition`, S5.1).
+public enum DelayedRequestAnswer: Codable, Sendable, Equatable {
+    case continueLoading
+    case useNewRequest(RequestRecord)
+    case cancel
 }
 
 /// Client → daemon. Each request gets exactly one `DaemonReply` with the same id.
@@ -53,7 +90,9 @@ public enum DaemonRequest: Codable, Sendable {
     /// Cancels; with `produceResumeData`, answers `.cancelled` with resume data when the
     /// download can be resumed (S6.1).
     case cancelTask(session: SessionIdentifier, task: Int, produceResumeData: Bool)
-    case setTaskDescription(session: SessionIdentifier, task: Int, description: String?)
+    case setTaskProperties(session: SessionIdentifier, task: Int, TaskProperties)
+    /// The answer to a `.delayedRequest` push.
+    case answerDelayedRequest(session: SessionIdentifier, task: Int, DelayedRequestAnswer)
     case getAllTasks(session: SessionIdentifier)
     /// Every event numbered up to `through` was handled; the daemon may forget it.
     case acknowledge(session: SessionIdentifier, through: UInt64)
@@ -70,6 +109,9 @@ public enum DaemonRequest: Codable, Sendable {
     /// `.transfers` on this connection (at once, about every 250 ms while anything runs, and
     /// once when nothing runs any more) until it closes. Needs no hello.
     case watch
+    /// `bgtransfer conditions` wrote new device conditions: read them and obey them now.
+    /// Needs no hello.
+    case conditionsChanged
 }
 
 /// A request on the wire: the id pairs it with its reply.
@@ -104,12 +146,30 @@ public enum DaemonPush: Codable, Sendable {
     /// A download made from resume data started receiving: at `offset`, or 0 if the server
     /// sent the whole body again (`didResumeAtOffset:expectedTotalBytes:`, S6.1).
     case didResume(session: SessionIdentifier, taskIdentifier: Int, offset: Int64, expectedTotalBytes: Int64)
+    /// A resumed task cannot start for want of a suitable network (S5.2); sent once per task.
+    case waitingForConnectivity(session: SessionIdentifier, taskIdentifier: Int)
+    /// A task with an `earliestBeginDate` is ready to start: the app answers with
+    /// `.answerDelayedRequest` (`willBeginDelayedRequest`, S5.1).
+    case delayedRequest(session: SessionIdentifier, TaskRecord)
     /// Every event that was waiting when the session was opened has been sent (up to `through`).
     case backlogDelivered(session: SessionIdentifier, through: UInt64)
     /// The daemon finished invalidating the session.
     case invalidated(session: SessionIdentifier, TransferFailure?)
     /// To a watcher (`DaemonRequest.watch`): every running task of the container, in every session.
     case transfers([TransferStatus])
+}
+
+extension DaemonPush {
+    /// The session a push is about; nil for what goes to watchers.
+    public var session: SessionIdentifier? {
+        switch self {
+        case .event(let session, _), .progress(let session, _), .didResume(let session, _, _, _), .waitingForConnectivity(let session, _),
+             .delayedRequest(let session, _), .backlogDelivered(let session, _), .invalidated(let session, _):
+            session
+        case .transfers:
+            nil
+        }
+    }
 }
 
 /// Progress of one task: bytes received (`didWriteData`) for a download, bytes sent

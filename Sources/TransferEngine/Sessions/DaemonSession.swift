@@ -113,6 +113,7 @@ final class DaemonSession {
         task.earliestBeginDate = creation.earliestBeginDate
         task.uploadFile = creation.uploadFile
         task.createdInBackground = inBackground
+        task.requirements = creation.requirements
         task.pendingFailure = pendingFailure
         task.state = .suspended
         record.nextTaskIdentifier += 1

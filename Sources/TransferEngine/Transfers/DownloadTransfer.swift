@@ -61,14 +61,14 @@ final class DownloadTransfer: Transfer {
         self.resumeOffset = onDisk
         self.task.countOfBytesReceived = onDisk
 
-        try easy.setURL(task.originalRequest.url)
-        easy.setMethod(task.originalRequest.httpMethod)
+        try easy.setURL(task.requestToSend.url)
+        easy.setMethod(task.requestToSend.httpMethod)
         var resumeHeaders: [String] = []
         if onDisk > 0, let ifRange = task.validator?.ifRangeValue {
             easy.setRange(from: onDisk)
             resumeHeaders.append("If-Range: \(ifRange)")
         }
-        try easy.apply(task.originalRequest, in: configuration, extraHeaders: resumeHeaders)
+        try easy.apply(task.requestToSend, in: configuration, extraHeaders: resumeHeaders)
         easy.setBufferSize(512 * 1024)
 
         easy.onHeaderLine = { [unowned self] line in self.head.consume(line) }
@@ -158,7 +158,7 @@ final class DownloadTransfer: Transfer {
 
     /// Records the response in the task and lets the engine persist it.
     private func finishHead() {
-        task.response = ResponseRecord(url: easy.effectiveURL ?? task.originalRequest.url, statusCode: head.statusCode, headers: head.headerDictionary)
+        task.response = ResponseRecord(url: easy.effectiveURL ?? task.requestToSend.url, statusCode: head.statusCode, headers: head.headerDictionary)
         task.currentURL = easy.effectiveURL
         let resumed = head.statusCode == 206 && resumeOffset > 0
         if (200..<300).contains(head.statusCode) { task.validator = head.validator }

@@ -20,8 +20,8 @@ extension TransferDaemon {
         guard isResumable(task, partial: partial), let validator = task.validator else { return nil }
         guard let kept = setAside(partial, as: "partial", of: task, in: session) else { return nil }
         let bytes = ((try? FileManager.default.attributesOfItem(atPath: kept)[.size]) as? NSNumber)?.int64Value ?? 0
-        let data = ResumeData(url: task.originalRequest.url, bytesReceived: bytes, expectedTotalBytes: task.countOfBytesExpectedToReceive,
-                              entityTag: validator.entityTag, lastModified: validator.lastModified, partialFile: kept, requestHeaders: task.originalRequest.headers)
+        let data = ResumeData(url: task.requestToSend.url, bytesReceived: bytes, expectedTotalBytes: task.countOfBytesExpectedToReceive,
+                              entityTag: validator.entityTag, lastModified: validator.lastModified, partialFile: kept, requestHeaders: task.requestToSend.headers)
         log.info("resume", "resume data made at \(bytes) bytes", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         return data.encoded()
     }
@@ -31,8 +31,8 @@ extension TransferDaemon {
     private func makeUploadResumeData(for task: TaskRecord, in session: DaemonSession) -> Data? {
         guard let resumption = task.uploadResumption, let body = task.uploadFile else { return nil }
         guard let kept = setAside(body, as: "upload", of: task, in: session) else { return nil }
-        let data = ResumeData(upload: resumption, url: task.originalRequest.url, httpMethod: task.originalRequest.httpMethod, bytesSent: task.countOfBytesSent,
-                              totalBytes: task.countOfBytesExpectedToSend, bodyFile: kept, requestHeaders: task.originalRequest.headers)
+        let data = ResumeData(upload: resumption, url: task.requestToSend.url, httpMethod: task.requestToSend.httpMethod, bytesSent: task.countOfBytesSent,
+                              totalBytes: task.countOfBytesExpectedToSend, bodyFile: kept, requestHeaders: task.requestToSend.headers)
         log.info("resume", "upload resume data made at \(task.countOfBytesSent) bytes sent", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         return data.encoded()
     }

@@ -90,10 +90,10 @@ final class UploadTransfer: Transfer {
         switch step {
         case .create:
             startOffset = 0
-            try easy.setURL(task.originalRequest.url)
-            easy.setMethod(task.originalRequest.httpMethod)
+            try easy.setURL(task.requestToSend.url)
+            easy.setMethod(task.requestToSend.httpMethod)
             easy.setUploadSize(bodySize)
-            let version = Self.requestedVersion(task.originalRequest)
+            let version = Self.requestedVersion(task.requestToSend)
             extraHeaders = ["Upload-Draft-Interop-Version: \(version)", Self.completeHeader(version: version)]
         case .retrieveOffset:
             startOffset = 0
@@ -111,7 +111,7 @@ final class UploadTransfer: Transfer {
             if resumption.interopVersion >= 6 { extraHeaders.append("Content-Type: \(Self.partialUploadContentType)") }
         }
         // The app's Content-Type describes the whole body: it goes with the creation only.
-        try easy.apply(task.originalRequest, in: configuration,
+        try easy.apply(task.requestToSend, in: configuration,
                        excluding: step == .create ? Self.protocolHeaders : Self.protocolHeaders.union(["content-type"]), extraHeaders: extraHeaders)
         easy.setBufferSize(2 << 20)
         _ = try body.seek(to: startOffset)
@@ -149,9 +149,9 @@ final class UploadTransfer: Transfer {
         head.consume(line)
         guard head.isComplete, head.statusCode == 104, step == .create, !offeredResumption else { return }
         offeredResumption = true
-        let version = head.value("Upload-Draft-Interop-Version").flatMap { Int($0) } ?? Self.requestedVersion(task.originalRequest)
+        let version = head.value("Upload-Draft-Interop-Version").flatMap { Int($0) } ?? Self.requestedVersion(task.requestToSend)
         guard let location = head.value("Location"), UploadResumption.supportedVersions.contains(version),
-              let base = URL(string: easy.effectiveURL ?? task.originalRequest.url),
+              let base = URL(string: easy.effectiveURL ?? task.requestToSend.url),
               let absolute = URL(string: location, relativeTo: base)?.absoluteURL,
               let scheme = absolute.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return }
         task.uploadResumption = UploadResumption(location: absolute.absoluteString, interopVersion: version)
@@ -244,7 +244,7 @@ final class UploadTransfer: Transfer {
     }
 
     private func recordResponse() {
-        task.response = ResponseRecord(url: easy.effectiveURL ?? task.originalRequest.url, statusCode: head.statusCode, headers: head.headerDictionary)
+        task.response = ResponseRecord(url: easy.effectiveURL ?? task.requestToSend.url, statusCode: head.statusCode, headers: head.headerDictionary)
         task.currentURL = easy.effectiveURL
         task.countOfBytesReceived = min(responseBytes, Self.responseBodyLimit)
         task.countOfBytesExpectedToReceive = head.contentLength ?? responseBytes

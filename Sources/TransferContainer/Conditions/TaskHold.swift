@@ -1,0 +1,90 @@
+import Foundation
+
+/// What a task asks of the device before it may run (S5 table), fixed when the task is
+/// created from the creating process's configuration and request.
+public struct TaskRequirements: Codable, Sendable, Equatable {
+    /// `allowsCellularAccess` of the configuration and of the request.
+    public var allowsCellularAccess = true
+    public var allowsExpensiveNetworkAccess = true
+    public var allowsConstrainedNetworkAccess = true
+    /// Runs only on Wi-Fi, while charging, out of Low Power Mode: `isDiscretionary` of a
+    /// task created in the foreground, and every task created in the background.
+    public var isDiscretionary = false
+
+    public init(allowsCellularAccess: Bool = true, allowsExpensiveNetworkAccess: Bool = true, allowsConstrainedNetworkAccess: Bool = true, isDiscretionary: Bool = false) {
+        self.allowsCellularAccess = allowsCellularAccess
+        self.allowsExpensiveNetworkAccess = allowsExpensiveNetworkAccess
+        self.allowsConstrainedNetworkAccess = allowsConstrainedNetworkAccess
+        self.isDiscretionary = isDiscretionary
+    }
+
+    /// Why the network does not do for this task now, or nil when it does (S5.3: the task
+    /// then waits, it never fails).
+    public func connectivityProblem(under conditions: DeviceConditions) -> String? {
+        switch conditions.network {
+        case .offline: return "no network"
+        case .cellular where !allowsCellularAccess: return "only cellular, and cellular access is not allowed"
+        default: break
+        }
+        if conditions.expensive && !allowsExpensiveNetworkAccess { return "the network is expensive, and expensive network access is not allowed" }
+        if conditions.constrained && !allowsConstrainedNetworkAccess { return "the network is constrained (Low Data Mode), and constrained network access is not allowed" }
+        return nil
+    }
+
+    /// What discretionary work still waits for, or nil when conditions are good for it.
+    public func discretionaryProblem(under conditions: DeviceConditions) -> String? {
+        guard isDiscretionary else { return nil }
+        var missing: [String] = []
+        if conditions.network != .wifi { missing.append("Wi-Fi") }
+        if conditions.power != .charging { missing.append("power") }
+        if conditions.lowPowerMode { missing.append("Low Power Mode to end") }
+        return missing.isEmpty ? nil : missing.joined(separator: " and ")
+    }
+}
+
+/// Why a task the app has resumed is not transferring now. The daemon schedules by it and
+/// `bgtransfer inspect` shows it, so both say the same. A value type; any thread.
+public enum TaskHold: Sendable, Equatable, CustomStringConvertible {
+    case suspended
+    /// Not before the task's `earliestBeginDate` (S5).
+    case earliestBeginDate(Date)
+    /// Waiting out a retry backoff or a `Retry-After` (S6.4).
+    case retry(at: Date, after: String)
+    /// Created in the background while the app's resume rate limiter runs (S6.5).
+    case rateLimiter(until: Date)
+    /// The network does not do for the task (S5.3); `taskIsWaitingForConnectivity` (S5.2).
+    case connectivity(String)
+    /// Discretionary work waiting for Wi-Fi, power, or the end of Low Power Mode.
+    case discretionary(waitingFor: String)
+
+    /// Whether this is the wait `taskIsWaitingForConnectivity` tells the app of.
+    public var isWaitingForConnectivity: Bool {
+        if case .connectivity = self { return true }
+        return false
+    }
+
+    public var description: String {
+        switch self {
+        case .suspended: "suspended"
+        case .earliestBeginDate(let date): "waiting for earliestBeginDate \(ISO8601Format.string(from: date))"
+        case .retry(let date, let error): "waiting to retry at \(ISO8601Format.string(from: date)) after: \(error)"
+        case .rateLimiter(let date): "created in the background: waiting out the resume rate limiter until \(ISO8601Format.string(from: date))"
+        case .connectivity(let problem): "waiting for connectivity: \(problem)"
+        case .discretionary(let missing): "discretionary: waiting for \(missing)"
+        }
+    }
+}
+
+extension TaskRecord {
+    /// What holds the task back under `conditions` at `now`, or nil when it may start
+    /// (it then runs, or waits only for a free connection).
+    public func hold(under conditions: DeviceConditions, now: Date = Date()) -> TaskHold? {
+        if state == .suspended { return .suspended }
+        if let begin = earliestBeginDate, begin > now { return .earliestBeginDate(begin) }
+        if let retry = retryNotBefore, retry > now { return .retry(at: retry, after: lastError ?? "an error") }
+        if let until = rateLimitedUntil, until > now { return .rateLimiter(until: until) }
+        if let problem = requirements.connectivityProblem(under: conditions) { return .connectivity(problem) }
+        if let missing = requirements.discretionaryProblem(under: conditions) { return .discretionary(waitingFor: missing) }
+        return nil
+    }
+}

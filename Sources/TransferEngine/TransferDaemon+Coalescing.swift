@@ -1,0 +1,74 @@
+internal import Glibc
+import Foundation
+import TransferContainer
+
+/// Same-URL coalescing (S7.4), for sessions whose configuration asks for it
+/// (`coalescesIdenticalDownloads`): download tasks of one session with the same GET are
+/// fetched once. The first to start leads; the others wait, see its progress as their own,
+/// and each gets its own copy of the file and its own completion when it finishes. If the
+/// leader fails or stops, the others are scheduled as usual and one of them leads.
+extension TransferDaemon {
+    /// What makes two downloads the same fetch: nil for tasks that are never coalesced.
+    func coalescingKey(_ task: TaskRecord, in session: DaemonSession) -> String? {
+        guard session.record.configuration.coalescesIdenticalDownloads, task.kind == .download,
+              !task.reportsResumeOffset else { return nil }
+        let request = task.requestToSend
+        guard request.httpMethod.uppercased() == "GET" else { return nil }
+        let headers = request.headers.map { "\($0.name.lowercased()): \($0.value)" }.sorted()
+        return ([session.key.family.rawValue, session.key.identifier.rawValue, request.url] + headers).joined(separator: "\n")
+    }
+
+    /// The coalescing keys of the downloads in flight.
+    func coalescedRequestsInFlight() -> Set<String> {
+        var keys = Set<String>()
+        for (key, transfer) in transfersByTask {
+            if let session = sessions[key.session], let request = coalescingKey(transfer.task, in: session) { keys.insert(request) }
+        }
+        return keys
+    }
+
+    /// The tasks riding on a download in flight: same session, same request, resumed and not held.
+    func followers(of transfer: DownloadTransfer, in session: DaemonSession) -> [TaskRecord] {
+        guard let request = coalescingKey(transfer.task, in: session) else { return [] }
+        let now = Date()
+        return session.unfinishedTasks.filter { task in
+            task.taskIdentifier != transfer.task.taskIdentifier && task.state == .running
+                && transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)] == nil
+                && task.hold(under: conditions, now: now) == nil
+                && coalescingKey(task, in: session) == request
+        }
+    }
+
+    /// The leader's progress, pushed as each follower's own (S7.3).
+    func pushFollowerProgress(of transfer: DownloadTransfer, in session: DaemonSession) {
+        guard session.holder != nil else { return }
+        for follower in followers(of: transfer, in: session) {
+            var progress = transfer.progress
+            progress.taskIdentifier = follower.taskIdentifier
+            push(.progress(session: session.key.identifier, progress), to: session)
+        }
+    }
+
+    /// The leader finished into `finishedFile`: each follower gets a copy and its own
+    /// completion, before the leader's own is announced (the app may move that file at once).
+    func completeFollowers(of transfer: DownloadTransfer, finishedFile: String, in session: DaemonSession) {
+        for follower in followers(of: transfer, in: session) {
+            var task = follower
+            task.response = transfer.task.response
+            task.validator = transfer.task.validator
+            task.currentURL = transfer.task.currentURL
+            task.countOfBytesReceived = transfer.task.countOfBytesReceived
+            task.countOfBytesExpectedToReceive = transfer.task.countOfBytesExpectedToReceive
+            let copy = finishedPath(for: task, in: session)
+            do {
+                try? FileManager.default.removeItem(atPath: copy)
+                try FileManager.default.copyItem(atPath: finishedFile, toPath: copy)
+                try session.update(task)
+            } catch {
+                fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot copy the download of task \(transfer.task.taskIdentifier): \(error)", subject: copy))
+                continue
+            }
+            end(task, in: session, downloadedFile: copy, note: "finished with task \(transfer.task.taskIdentifier), fetched once (coalesced): HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
+        }
+    }
+}

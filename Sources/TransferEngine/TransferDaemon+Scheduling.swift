@@ -1,0 +1,176 @@
+import Foundation
+import TransferContainer
+
+/// What may transfer when: device conditions, holds, `willBeginDelayedRequest`, priorities
+/// and connection limits (S5, S6.5). Runs on the daemon's loop thread.
+extension TransferDaemon {
+    /// How long an attached app has to answer `willBeginDelayedRequest` before the task
+    /// goes on as asked at creation.
+    static let delayedRequestAnswerTimeout: TimeInterval = 30
+
+    /// Starts every task that may run now, best priority first, then oldest, within the
+    /// global limit and each session's per-host limit. Tells attached apps of tasks waiting
+    /// for connectivity (S5.2) and asks them about delayed requests (S5.1) on the way.
+    func scheduleTransfers() {
+        let now = Date()
+        var candidates: [(session: DaemonSession, task: TaskRecord)] = []
+        for session in sessions.values {
+            for task in session.tasks.values where task.state == .running {
+                let key = TaskKey(session: session.key, task: task.taskIdentifier)
+                guard transfersByTask[key] == nil else { continue }
+                if let hold = task.hold(under: conditions, now: now) {
+                    if hold.isWaitingForConnectivity { reportWaitingForConnectivity(task, in: session) }
+                    continue
+                }
+                guard let ready = readyAfterDelayedRequest(task, in: session, now: now) else { continue }
+                candidates.append((session, ready))
+            }
+        }
+        guard !candidates.isEmpty, transfersByHandle.count < options.maximumConcurrentTransfers else { return }
+        candidates.sort { a, b in
+            a.task.priority != b.task.priority ? a.task.priority > b.task.priority : a.task.createdAt < b.task.createdAt
+        }
+        var perHost = connectionsPerHost()
+        var fetching = coalescedRequestsInFlight()
+        for (session, task) in candidates {
+            guard transfersByHandle.count < options.maximumConcurrentTransfers else { return }
+            let host = HostKey(session: session.key, host: Self.host(of: task))
+            guard perHost[host, default: 0] < max(1, session.record.configuration.httpMaximumConnectionsPerHost) else { continue }
+            if let request = coalescingKey(task, in: session) {
+                // Another task of the session fetches the same bytes: this one takes a copy (S7.4).
+                guard fetching.insert(request).inserted else { continue }
+            }
+            perHost[host, default: 0] += 1
+            start(task, in: session)
+        }
+    }
+
+    private func start(_ task: TaskRecord, in session: DaemonSession) {
+        switch task.kind {
+        case .download: startDownload(task, in: session)
+        case .upload: startUpload(task, in: session, step: task.uploadResumption == nil ? .create : .retrieveOffset)
+        }
+    }
+
+    /// A session's connections to one host (`httpMaximumConnectionsPerHost` is per session).
+    private struct HostKey: Hashable {
+        var session: SessionKey
+        var host: String
+    }
+
+    private static func host(of task: TaskRecord) -> String {
+        URLComponents(string: task.requestToSend.url)?.host?.lowercased() ?? ""
+    }
+
+    private func connectionsPerHost() -> [HostKey: Int] {
+        var counts: [HostKey: Int] = [:]
+        for (key, transfer) in transfersByTask {
+            counts[HostKey(session: key.session, host: Self.host(of: transfer.task)), default: 0] += 1
+        }
+        return counts
+    }
+
+    // MARK: Device conditions
+
+    func loadConditions() {
+        do {
+            conditions = try DeviceConditions.load(from: layout)
+        } catch {
+            log.error("conditions", "\(error); going on with the defaults (\(DeviceConditions()))")
+            conditions = DeviceConditions()
+        }
+        log.info("conditions", "device conditions: \(conditions)")
+    }
+
+    /// `bgtransfer conditions` changed them: transfers the new conditions forbid pause (the
+    /// bytes they have stay, and they resume from their offset), waiting ones may start.
+    func conditionsChanged() {
+        let previous = conditions
+        loadConditions()
+        guard conditions != previous else { return }
+        log.notice("conditions", "now \(conditions)")
+        for (key, _) in transfersByTask {
+            guard let session = sessions[key.session], let task = session.tasks[key.task],
+                  let hold = task.hold(under: conditions) else { continue }
+            stopTransfer(key)
+            log.notice("transfers", "paused: \(hold)", session: key.session.identifier.rawValue, task: key.task)
+        }
+        scheduleTransfers()
+    }
+
+    /// `taskIsWaitingForConnectivity`, once per task, to an attached app (S5.2). A task that
+    /// starts waiting while no process holds its session is reported when one attaches.
+    private func reportWaitingForConnectivity(_ task: TaskRecord, in session: DaemonSession) {
+        guard !task.reportedWaitingForConnectivity, session.holder != nil else { return }
+        var task = task
+        task.reportedWaitingForConnectivity = true
+        do { try session.update(task) } catch {
+            log.error("store", "cannot record the connectivity report: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            return
+        }
+        log.info("transfers", "waiting for connectivity: \(task.requirements.connectivityProblem(under: conditions) ?? "")", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        push(.waitingForConnectivity(session: session.key.identifier, taskIdentifier: task.taskIdentifier), to: session)
+    }
+
+    // MARK: Delayed requests (S5.1)
+
+    /// A task with an `earliestBeginDate` whose date has come: the attached app is asked
+    /// `willBeginDelayedRequest` first (nil while it decides); with nobody attached, or no
+    /// answer in time, it goes on as created. Returns the task as it may start.
+    private func readyAfterDelayedRequest(_ task: TaskRecord, in session: DaemonSession, now: Date) -> TaskRecord? {
+        guard task.earliestBeginDate != nil, !task.delayedRequestAnswered else { return task }
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        if let holder = session.holder {
+            let asked = delayedRequestsAsked[key]
+            if asked == nil || asked?.holder != ObjectIdentifier(holder) {
+                delayedRequestsAsked[key] = (ObjectIdentifier(holder), now)
+                log.info("transfers", "earliestBeginDate reached; asking willBeginDelayedRequest", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+                push(.delayedRequest(session: session.key.identifier, task), to: session)
+                return nil
+            }
+            if let asked, now.timeIntervalSince(asked.at) < Self.delayedRequestAnswerTimeout { return nil }
+            log.error("transfers", "no answer to willBeginDelayedRequest within \(Int(Self.delayedRequestAnswerTimeout)) s; continuing", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        }
+        delayedRequestsAsked[key] = nil
+        var ready = task
+        ready.delayedRequestAnswered = true
+        try? session.update(ready)
+        return ready
+    }
+
+    /// The app's answer to `willBeginDelayedRequest`: go on, go on with another request, or cancel.
+    func answerDelayedRequest(_ answer: DelayedRequestAnswer, for taskID: Int, in session: DaemonSession) throws -> TaskRecord? {
+        guard var task = session.tasks[taskID] else { return nil } // ended meanwhile
+        let key = TaskKey(session: session.key, task: taskID)
+        delayedRequestsAsked[key] = nil
+        task.delayedRequestAnswered = true
+        switch answer {
+        case .continueLoading:
+            try session.update(task)
+            log.info("transfers", "willBeginDelayedRequest: continue loading", session: session.key.identifier.rawValue, task: taskID)
+        case .useNewRequest(let request):
+            if let refusal = refusal(of: TaskCreation(kind: task.kind, request: request)) {
+                fail(task, in: session, refusal)
+                return nil
+            }
+            task.replacementRequest = request
+            try session.update(task)
+            log.notice("transfers", "willBeginDelayedRequest: using a new request for \(request.url)", session: session.key.identifier.rawValue, task: taskID)
+        case .cancel:
+            try cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled in willBeginDelayedRequest"))
+            return nil
+        }
+        scheduleTransfers()
+        return session.tasks[taskID]
+    }
+
+    // MARK: The resume rate limiter (S6.5)
+
+    /// When a task the app creates now, in the background, may start: after the app's
+    /// current relaunch delay, while its rate limiter runs; nil when it does not.
+    func rateLimitedStart(for identity: AppIdentity, now: Date = Date()) -> Date? {
+        guard identity.kind == .app, let limiter = relaunchLimiter[identity.family],
+              now.timeIntervalSince(limiter.lastLaunch) < 2 * limiter.delay else { return nil }
+        return now.addingTimeInterval(limiter.delay)
+    }
+}
