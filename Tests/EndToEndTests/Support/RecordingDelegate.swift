@@ -13,7 +13,12 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
         case resumed(task: Int, offset: Int64, expected: Int64)
         case finishedEvents
         case invalid(code: Int?)
+        case waitingForConnectivity(task: Int)
+        case willBeginDelayedRequest(task: Int, url: String)
     }
+
+    /// How `willBeginDelayedRequest` is answered (default: go on).
+    var delayedRequestAnswer: @Sendable (URLRequest) -> (URLSession.DelayedRequestDisposition, URLRequest?) = { _ in (.continueLoading, nil) }
 
     private let condition = NSCondition()
     private var recorded: [Call] = []
@@ -86,6 +91,16 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
             condition.unlock()
         }
         record(.completed(task: task.taskIdentifier, code: error.map { ($0 as NSError).code }, status: (task.response as? HTTPURLResponse)?.statusCode))
+    }
+
+    func urlSession(_ session: URLSession, taskIsWaitingForConnectivity task: URLSessionTask) {
+        record(.waitingForConnectivity(task: task.taskIdentifier))
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest, completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void) {
+        record(.willBeginDelayedRequest(task: task.taskIdentifier, url: request.url?.absoluteString ?? ""))
+        let (disposition, newRequest) = delayedRequestAnswer(request)
+        completionHandler(disposition, newRequest)
     }
 
     func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {

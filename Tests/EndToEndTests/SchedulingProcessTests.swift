@@ -1,0 +1,155 @@
+import Foundation
+import Testing
+import LoopbackServer
+import TransferContainer
+
+/// Scheduling with real processes: the stand-ins' command-line options, work created in the
+/// background, the daemon's global limit and the resume rate limiter (S5, S6.5).
+@Suite(.timeLimit(.minutes(2)))
+struct SchedulingProcessTests {
+    static let hostSession = "com.example.host.background"
+    static let fetchSession = "com.example.host.fetch.background"
+
+    /// A container, a loopback server serving `paths`, and a daemon started with `daemonArguments`.
+    final class Stage {
+        let container: TestContainer
+        let server: LoopbackServer
+
+        init(paths: [String], daemonArguments: [String] = ["--relaunch-delay", "0.1"]) throws {
+            container = try TestContainer()
+            server = try LoopbackServer()
+            for (index, path) in paths.enumerated() { server.serve(path, data: testPayload(size: 32 << 10, seed: UInt64(index + 1))) }
+            _ = try DaemonUnderTest.start(container, extraArguments: daemonArguments)
+        }
+
+        deinit {
+            server.stop()
+            container.tearDown()
+        }
+
+        func url(_ path: String) -> String { server.url(for: path).absoluteString }
+
+        func requests(to path: String) -> [RecordedRequest] { server.requests.filter { $0.path == path } }
+
+        func run(_ executable: Executable, _ arguments: [String]) throws {
+            let outcome = try executable.run(arguments, in: container)
+            #expect(outcome.status == 0, "\(executable.name) \(arguments): \(outcome.stderr)")
+        }
+
+        func snapshot() -> ContainerSnapshot { ContainerSnapshot.read(container.layout) }
+
+        func task(in session: String, url path: String) -> TaskRecord? {
+            snapshot().sessions.first { $0.identifier == session }?.tasks.first { $0.originalRequest.url == url(path) }
+        }
+
+        func waiting(in session: String, url path: String) -> String? {
+            guard let session = snapshot().sessions.first(where: { $0.identifier == session }),
+                  let task = session.tasks.first(where: { $0.originalRequest.url == url(path) }) else { return nil }
+            return session.waiting[String(task.taskIdentifier)]
+        }
+
+        func hostRelaunchDelay() -> Double? {
+            snapshot().apps.first { $0.bundleIdentifier == "com.example.host" }?.relaunchDelay
+        }
+
+        func logCount(_ process: String, _ prefix: String) -> Int {
+            container.logEntries(process: process).filter { $0.message.hasPrefix(prefix) }.count
+        }
+    }
+
+    @Test("Tasks an extension creates are discretionary and wait on battery, as does host-app download --discretionary; a plain download runs (S5)")
+    func backgroundWorkIsDiscretionary() throws {
+        let stage = try Stage(paths: ["/ext.bin", "/flagged.bin", "/plain.bin"])
+        try stage.run(.bgtransfer, ["conditions", "--power", "battery"])
+        try stage.run(.fetchExtension, ["download", stage.url("/ext.bin")])
+        try stage.run(.hostApp, ["download", stage.url("/flagged.bin"), "--discretionary"])
+        try stage.run(.hostApp, ["download", stage.url("/plain.bin")])
+        #expect(waitUntil { stage.requests(to: "/plain.bin").count == 1 }, "a download the user started in the foreground runs on battery")
+
+        let extensionTask = try #require(stage.task(in: Self.fetchSession, url: "/ext.bin"))
+        #expect(extensionTask.createdInBackground && extensionTask.requirements.isDiscretionary, "an extension's task is always discretionary")
+        #expect(stage.waiting(in: Self.fetchSession, url: "/ext.bin") == "discretionary: waiting for power")
+        #expect(stage.waiting(in: Self.hostSession, url: "/flagged.bin") == "discretionary: waiting for power")
+        #expect(stage.requests(to: "/ext.bin").isEmpty && stage.requests(to: "/flagged.bin").isEmpty)
+        let inspect = try Executable.bgtransfer.run(["inspect"], in: stage.container)
+        #expect(inspect.stdout.contains("conditions: network wifi, expensive off, constrained off, power battery, low power mode off"), "\(inspect.stdout)")
+        #expect(inspect.stdout.contains("discretionary [discretionary: waiting for power]"), "\(inspect.stdout)")
+
+        try stage.run(.bgtransfer, ["conditions", "--power", "charging"])
+        #expect(stage.container.waitForLog { $0.process == "host-app" && $0.session == Self.fetchSession && $0.message.hasPrefix("completion handler called") } != nil,
+                "on power the extension's download finishes and the host is relaunched for it")
+        #expect(FileManager.default.fileExists(atPath: stage.container.downloads.appendingPathComponent("ext.bin").path))
+        #expect(waitUntil { stage.requests(to: "/flagged.bin").count == 1 })
+    }
+
+    @Test("host-app download --begin-after holds the request until then; nobody attached, it goes on as created (S5, S5.1)")
+    func beginAfterHoldsTheRequest() throws {
+        let stage = try Stage(paths: ["/dated.bin"])
+        try stage.run(.hostApp, ["download", stage.url("/dated.bin"), "--begin-after", "2", "--description", "dated"])
+        let task = try #require(stage.task(in: Self.hostSession, url: "/dated.bin"))
+        #expect(task.taskDescription == "dated")
+        let begin = try #require(task.earliestBeginDate)
+        #expect(begin.timeIntervalSince(task.createdAt) >= 1.9)
+        #expect(stage.waiting(in: Self.hostSession, url: "/dated.bin")?.hasPrefix("waiting for earliestBeginDate") == true)
+        #expect(stage.container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil, "done, and the host relaunched for it")
+        let sent = try #require(stage.requests(to: "/dated.bin").first?.time)
+        #expect(sent >= begin.addingTimeInterval(-0.01), "sent \(sent), not before \(begin)")
+    }
+
+    @Test("With transferd --max-transfers 1, downloads queued with --priority start highest first")
+    func prioritiesBehindTheGlobalLimit() throws {
+        let stage = try Stage(paths: ["/low.bin", "/high.bin", "/middle.bin"], daemonArguments: ["--relaunch-delay", "0.1", "--max-transfers", "1"])
+        try stage.run(.bgtransfer, ["conditions", "--network", "offline"])
+        for (path, priority) in [("/low.bin", "0.2"), ("/high.bin", "0.8"), ("/middle.bin", "0.5")] {
+            try stage.run(.hostApp, ["download", stage.url(path), "--priority", priority])
+        }
+        #expect(stage.snapshot().sessions.first?.tasks.map(\.priority) == [0.2, 0.8, 0.5])
+        try stage.run(.bgtransfer, ["conditions", "--network", "wifi"])
+        #expect(waitUntil { stage.server.requests.count == 3 })
+        #expect(stage.server.requests.map(\.path) == ["/high.bin", "/middle.bin", "/low.bin"])
+    }
+
+    @Test("The resume rate limiter: the delay doubles with each background relaunch, tasks the app creates in the background wait it out, the user's launch resets it (S6.5)")
+    func rateLimiterDoublesAndResets() throws {
+        let stage = try Stage(paths: ["/first.bin", "/queued.bin"], daemonArguments: ["--relaunch-delay", "1"])
+        try stage.run(.hostApp, ["enqueue", stage.url("/queued.bin")])
+        try stage.run(.fetchExtension, ["download", stage.url("/first.bin")])
+        #expect(waitUntil(timeout: 30) { stage.logCount("host-app", "completion handler called") == 1 }, "relaunched for the extension's download")
+        #expect(stage.hostRelaunchDelay() == 1, "after one background relaunch: the starting delay")
+
+        // Launched in the background, the host started the next download of its queue.
+        let queued = try #require(stage.task(in: Self.hostSession, url: "/queued.bin"))
+        #expect(queued.createdInBackground && queued.requirements.isDiscretionary)
+        let limitedUntil = try #require(queued.rateLimitedUntil)
+        #expect(limitedUntil.timeIntervalSince(queued.createdAt) >= 0.99, "waits out the current delay")
+        #expect(stage.waiting(in: Self.hostSession, url: "/queued.bin")?.hasPrefix("created in the background: waiting out the resume rate limiter") == true)
+        #expect(waitUntil { stage.requests(to: "/queued.bin").count == 1 })
+        let sent = try #require(stage.requests(to: "/queued.bin").first?.time)
+        #expect(sent >= limitedUntil.addingTimeInterval(-0.01), "sent \(sent), not before \(limitedUntil)")
+
+        #expect(waitUntil(timeout: 30) { stage.logCount("host-app", "completion handler called") == 2 }, "relaunched again for the queued download")
+        #expect(stage.hostRelaunchDelay() == 2, "the delay doubled")
+
+        try stage.run(.hostApp, []) // the user launches the app
+        #expect(stage.hostRelaunchDelay() == nil, "a user launch starts the limiter over")
+    }
+
+    @Test("A quiet period of twice the delay resets the resume rate limiter; relaunches in quick succession double it (S6.5)")
+    func rateLimiterResetsAfterQuiet() throws {
+        let stage = try Stage(paths: ["/a.bin", "/b.bin", "/c.bin"], daemonArguments: ["--relaunch-delay", "0.4"])
+        try stage.run(.fetchExtension, ["download", stage.url("/a.bin")])
+        #expect(waitUntil(timeout: 30) { stage.logCount("host-app", "completion handler called") == 1 })
+        #expect(stage.hostRelaunchDelay() == 0.4)
+
+        try stage.run(.fetchExtension, ["download", stage.url("/b.bin")])
+        #expect(waitUntil(timeout: 30) { stage.logCount("host-app", "completion handler called") == 2 })
+        #expect(stage.hostRelaunchDelay() == 0.8, "a relaunch within the period doubles the delay")
+
+        // Let twice the delay pass with no relaunch: that is the behaviour under test.
+        let quietUntil = try #require(stage.snapshot().apps.first { $0.bundleIdentifier == "com.example.host" }?.lastRelaunch).addingTimeInterval(1.7)
+        #expect(waitUntil { Date() > quietUntil })
+        try stage.run(.fetchExtension, ["download", stage.url("/c.bin")])
+        #expect(waitUntil(timeout: 30) { stage.logCount("host-app", "completion handler called") == 3 })
+        #expect(stage.hostRelaunchDelay() == 0.4, "after a quiet period the delay starts over")
+    }
+}
