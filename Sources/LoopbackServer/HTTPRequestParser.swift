@@ -9,6 +9,10 @@ struct RequestHead: Sendable {
     /// The target's path, percent-decoded and without the query: what routes are keyed by.
     var path: String
     var query: String?
+    /// The scheme and authority of an absolute-form target (`http://127.0.0.1:8080/p`, as
+    /// clients send to a proxy), lowercased and without userinfo; nil for origin form and `*`.
+    var scheme: String? = nil
+    var authority: String? = nil
     var version: HTTPVersion
     var headers: HTTPHeaders
 
@@ -87,9 +91,10 @@ enum HTTPRequestParser {
         }
 
         let target = String(decoding: parts[1], as: UTF8.self)
-        let (path, query) = try splitTarget(target)
+        let split = try splitTarget(target)
         return RequestHead(method: String(decoding: parts[0], as: UTF8.self), target: target,
-                           path: path, query: query, version: version, headers: headers)
+                           path: split.path, query: split.query, scheme: split.scheme, authority: split.authority,
+                           version: version, headers: headers)
     }
 
     /// Splits on LF, dropping each line's CR. A CR anywhere else is malformed.
@@ -114,23 +119,39 @@ enum HTTPRequestParser {
         return HTTPVersion(major: major, minor: minor)
     }
 
-    /// Origin form (`/p?q`), absolute form (`http://host/p?q`) or `*`.
-    private static func splitTarget(_ target: String) throws(HTTPParseError) -> (path: String, query: String?) {
+    /// A request target taken apart: the percent-decoded path (what routes are keyed by), the
+    /// query as sent, and for absolute form the lowercased scheme and authority.
+    struct Target: Equatable {
+        var path: String
+        var query: String?
+        var scheme: String?
+        var authority: String?
+    }
+
+    /// Origin form (`/p?q`), absolute form (`http://host/p?q`, scheme in any case) or `*`.
+    /// Also used for a Digest `uri`, which repeats the request target.
+    static func splitTarget(_ target: String) throws(HTTPParseError) -> Target {
         var rest = Substring(target)
-        if target == "*" { return ("*", nil) }
+        if target == "*" { return Target(path: "*") }
+        var scheme: String?, authority: String?
         if !rest.hasPrefix("/") {
-            guard let scheme = rest.range(of: "://"),
-                  ["http", "https"].contains(rest[..<scheme.lowerBound].lowercased()) else {
+            guard let separator = rest.range(of: "://"),
+                  ["http", "https"].contains(rest[..<separator.lowerBound].lowercased()) else {
                 throw .malformed("bad target")
             }
-            rest = rest[scheme.upperBound...]
-            rest = rest.firstIndex(where: { $0 == "/" || $0 == "?" }).map { rest[$0...] } ?? ""
+            scheme = rest[..<separator.lowerBound].lowercased()
+            rest = rest[separator.upperBound...]
+            let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
+            let hostPort = rest[..<end].split(separator: "@", omittingEmptySubsequences: false).last ?? ""
+            guard !hostPort.isEmpty else { throw .malformed("absolute target without a host") }
+            authority = hostPort.lowercased()
+            rest = rest[end...]
             if !rest.hasPrefix("/") { rest = Substring("/" + rest) }
         }
         let query = rest.firstIndex(of: "?").map { String(rest[rest.index(after: $0)...]) }
         let rawPath = rest.prefix { $0 != "?" }
         guard let path = rawPath.removingPercentEncoding else { throw .malformed("bad percent-encoding") }
-        return (path, query)
+        return Target(path: path, query: query, scheme: scheme, authority: authority)
     }
 
     private static func digit(_ byte: UInt8) -> Int? {
