@@ -14,6 +14,9 @@ final class Connection {
     static let headLimit = 64 * 1024
     /// An idle keep-alive connection is closed after this long without a request.
     static let idleTimeoutSeconds = 120
+    /// Largest body drained to keep the connection after an answer given before reading it;
+    /// with longer bodies the connection is closed instead.
+    static let drainLimit: Int64 = 1 << 20
 
     let id: Int
     private let socket: SocketFD
@@ -93,6 +96,32 @@ final class Connection {
             plan.head.add("Connection", "keep-alive")
         }
         return write(plan, headOnly: head.method == "HEAD") && keepAlive
+    }
+
+    /// Answers `head` before its body is read (an error, a challenge, a draft reply): a body
+    /// of known length up to `drainLimit`, with no `Expect: 100-continue` pending, is read
+    /// and dropped so the connection stays in step; with any other body the connection is
+    /// closed after the answer (half-close, then a short drain). The request is recorded
+    /// before the answer is written. Returns whether the connection stays open for another.
+    func answerBeforeBody(_ plan: ResponsePlan, to head: RequestHead, framing: RequestBodyFraming) -> Bool {
+        var plan = plan
+        var drained: Int64 = 0
+        switch framing {
+        case .none:
+            break
+        case .length(let length) where length <= Self.drainLimit && !head.expectsContinue:
+            do {
+                drained = try RequestBodyReader.read(framing, from: reader)
+            } catch {
+                return false
+            }
+        default:
+            plan.closeConnection = true
+        }
+        record(head, bodyLength: drained)
+        let keepAlive = respond(plan, to: head)
+        if plan.closeConnection { closeGracefully() }
+        return keepAlive
     }
 
     /// Reads the request body in full, even when nothing uses it, so the next request on

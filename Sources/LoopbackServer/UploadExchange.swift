@@ -17,10 +17,6 @@ struct UploadExchange {
     let framing: RequestBodyFraming
     let target: UploadTarget
 
-    /// Largest body drained to keep the connection after an answer given before reading it;
-    /// with longer bodies the connection is closed instead.
-    static let drainLimit: Int64 = 1 << 20
-
     private var core: ServerCore { connection.core }
 
     /// How reading an upload body ended.
@@ -386,27 +382,9 @@ struct UploadExchange {
 
     // MARK: Answers
 
-    /// Answers before reading the body. A small body that is not held back behind
-    /// `Expect: 100-continue` is drained so the connection can stay; otherwise it closes.
+    /// Answers before reading the body (see `Connection.answerBeforeBody`).
     private func answerEarly(_ plan: ResponsePlan) -> Bool {
-        var plan = plan
-        var drained: Int64 = 0
-        switch framing {
-        case .none:
-            break
-        case .length(let length) where length <= Self.drainLimit && !head.expectsContinue:
-            do {
-                drained = try RequestBodyReader.read(framing, from: connection.reader)
-            } catch {
-                return false
-            }
-        default:
-            plan.closeConnection = true
-        }
-        connection.record(head, bodyLength: drained)
-        let keepAlive = connection.respond(plan, to: head)
-        if plan.closeConnection { connection.closeGracefully() }
-        return keepAlive
+        connection.answerBeforeBody(plan, to: head, framing: framing)
     }
 
     /// Another connection holds the upload and did not let go in time.
