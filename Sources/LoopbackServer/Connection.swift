@@ -4,6 +4,8 @@ import Glibc
 /// Serves one accepted connection: reads requests one after another (keep-alive), reads
 /// or drains each body, records the request and writes the response. Requests for upload
 /// routes and resume paths are handed to `UploadExchange`, which reads their bodies itself.
+/// Before either, `AuthenticationGate` may answer a request with a challenge (401/407) or
+/// 502 instead, without reading its body for a route.
 ///
 /// Runs entirely on the connection's own thread, which alone reads and writes the socket.
 /// The socket's entry in the server's registry (under the server lock) exists only so
@@ -57,6 +59,9 @@ final class Connection {
             framing = try RequestBodyFraming(head)
         } catch {
             return refuse(error.status)
+        }
+        if let refusal = AuthenticationGate(core: core, connectionID: id).refusal(for: head) {
+            return answerBeforeBody(refusal, to: head, framing: framing)
         }
         if let target = core.uploadTarget(for: head) {
             return UploadExchange(connection: self, head: head, framing: framing, target: target).run()

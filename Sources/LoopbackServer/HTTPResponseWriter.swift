@@ -46,6 +46,7 @@ struct ResponseHead {
         case 403: "Forbidden"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
+        case 407: "Proxy Authentication Required"
         case 408: "Request Timeout"
         case 409: "Conflict"
         case 410: "Gone"

@@ -7,7 +7,8 @@ import Glibc
 /// per connection. Register what paths serve with `serve(_:file:options:)` /
 /// `serve(_:data:options:)` and which take uploads with `acceptUploads(at:options:)`;
 /// inspect traffic with `requests`, `bytesSent`, `receivedUploads(at:)` and
-/// `uploadBytesReceived`.
+/// `uploadBytesReceived`. Require credentials with `protect(_:with:)` and
+/// `requireProxyAuthentication(_:)`; see what happened in `authenticationLog`.
 /// All methods may be called from any thread; shared state sits behind one lock (see
 /// `ServerCore`). `stop()` (also run by `deinit`) closes everything and waits for the
 /// server's threads to finish.
@@ -94,6 +95,62 @@ public final class LoopbackServer: Sendable {
         core.stop()
     }
 
+    // MARK: Authentication
+
+    /// Requires credentials for `pathPrefix` and every path below it (whole segments: `/a`
+    /// covers `/a` and `/a/b`, not `/ab`; `/` covers everything), served content and upload
+    /// routes alike, and the resume paths of resumable uploads created there. Where prefixes
+    /// nest, the longest applies. A request without valid credentials is answered `401` with
+    /// a `WWW-Authenticate` challenge and a short text body and never reaches the route: its
+    /// body is drained (up to 1 MiB of known length, with no `Expect: 100-continue` pending)
+    /// or the connection is closed after the answer, and nothing is stored or counted as
+    /// uploaded. Calling it again for the same prefix replaces the protection.
+    public func protect(_ pathPrefix: String, with protection: Protection) {
+        core.state.withLock { $0.auth.protections[ServerCore.routeKey(pathPrefix)] = protection }
+    }
+
+    /// Removes the protection `protect(_:with:)` set for exactly this prefix.
+    public func unprotect(_ pathPrefix: String) {
+        core.state.withLock { $0.auth.protections[ServerCore.routeKey(pathPrefix)] = nil }
+    }
+
+    /// Proxy mode. With a protection, requests in absolute form (`GET http://127.0.0.1:PORT/p`,
+    /// as a client sends to its HTTP proxy) must carry valid `Proxy-Authorization`, else they
+    /// get `407` with `Proxy-Authenticate`; accepted ones naming this server (`127.0.0.1` or
+    /// `localhost` with this port) are served as if in origin form (path protection still
+    /// applies), others get `502`. Nil turns proxy mode off: absolute-form requests are then
+    /// served by their path whatever authority they name. Origin-form requests never need
+    /// proxy credentials.
+    public func requireProxyAuthentication(_ protection: Protection?) {
+        core.state.withLock { $0.auth.proxy = protection }
+    }
+
+    /// Every authentication decision (requests to protected paths, proxied requests in proxy
+    /// mode), in order.
+    public var authenticationLog: [AuthenticationEvent] {
+        core.state.withLock { $0.auth.events }
+    }
+
+    /// The authentication decisions for requests to `path` (plain path, no query), added up:
+    /// origin (401) decisions by default, proxy (407) ones with `proxy`.
+    public func authenticationCounts(at path: String, proxy: Bool = false) -> AuthenticationCounts {
+        let key = ServerCore.routeKey(path)
+        return AuthenticationCounts(authenticationLog.lazy.filter { $0.path == key && $0.proxy == proxy })
+    }
+
+    /// Every distinct `Authorization` and `Proxy-Authorization` value received, on any path,
+    /// in the order first seen: what must never show up in a client's logs.
+    public var credentialsSeen: [String] {
+        let names = ["Authorization", "Proxy-Authorization"]
+        var seen: [String] = []
+        for request in requests {
+            for field in request.headers where names.contains(where: { HTTPHeaders.namesMatch(field.name, $0) }) {
+                if !seen.contains(field.value) { seen.append(field.value) }
+            }
+        }
+        return seen
+    }
+
     /// Every request seen, in arrival order.
     public var requests: [RecordedRequest] {
         core.state.withLock { $0.log.requests }
@@ -121,6 +178,8 @@ final class ServerCore: Sendable {
     let port: UInt16
     let baseURL: URL
     let state = Locked(ServerState())
+    /// Digest nonces and opaque value; immutable, so used without the lock.
+    let nonces = NonceSource()
 
     init() throws {
         Self.ignoreSIGPIPE

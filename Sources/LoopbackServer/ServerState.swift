@@ -8,6 +8,8 @@ struct ServerState {
     var log = RequestLog()
     /// Upload routes, resumable uploads and what was received.
     var uploads = UploadRegistry()
+    /// Protected prefixes, proxy authentication and the authentication log.
+    var auth = AuthenticationRegistry()
     /// Live connections by ID. An entry is added by the accept thread before the
     /// connection's thread starts and removed (with the socket closed) as it ends.
     var connections: [Int: ConnectionRecord] = [:]
