@@ -35,6 +35,13 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
         if arguments.first == "download" {
             app.download(Array(arguments.dropFirst()))
         }
+        if arguments.first == "remember-password", arguments.count == 4 {
+            do { try Keychain.remember(realm: arguments[1], user: arguments[2], password: arguments[3]) } catch {
+                StandInProgram.complain("cannot write \(Keychain.file.path): \(error)")
+                exit(1)
+            }
+            exit(0)
+        }
         if arguments.first == "enqueue", arguments.count == 2 {
             do { try DownloadQueue.append(arguments[1]) } catch {
                 StandInProgram.complain("cannot write \(DownloadQueue.file.path): \(error.localizedDescription)")
@@ -43,7 +50,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
             exit(0)
         }
         guard arguments.isEmpty else {
-            StandInProgram.complain("usage: host-app [\(DownloadCommand.usage)] | enqueue URL | --handle-events-for-background-session IDENTIFIER")
+            StandInProgram.complain("usage: host-app [\(DownloadCommand.usage)] | enqueue URL | remember-password REALM USER PASSWORD | --handle-events-for-background-session IDENTIFIER")
             exit(64)
         }
         app.userLaunch()

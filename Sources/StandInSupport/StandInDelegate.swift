@@ -72,6 +72,20 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
         completedCondition.unlock()
     }
 
+    /// Answers Basic and Digest challenges from the host's keychain (`host-app remember-password`),
+    /// for the session; a refused password is not tried again.
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        let space = challenge.protectionSpace
+        let asked = "didReceive challenge: task \(task.taskIdentifier), \(space.authenticationMethod == NSURLAuthenticationMethodHTTPDigest ? "Digest" : "Basic") realm \"\(space.realm ?? "")\" at \(space.isProxy() ? "proxy " : "")\(space.host):\(space.port), previous failures \(challenge.previousFailureCount)"
+        guard challenge.previousFailureCount == 0, let item = Keychain.item(realm: space.realm) else {
+            say("\(asked): no password to try; default handling", session: session, task: task.taskIdentifier)
+            completionHandler(.performDefaultHandling, nil)
+            return
+        }
+        say("\(asked): answered with the keychain's password for \(item.user)", session: session, task: task.taskIdentifier)
+        completionHandler(.useCredential, URLCredential(user: item.user, password: item.password, persistence: .forSession))
+    }
+
     public func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {
         say("urlSessionDidFinishEvents(forBackgroundURLSession: \(session.configuration.identifier ?? "?"))", session: session)
         onFinishEvents?()

@@ -100,7 +100,12 @@ public struct ContainerSnapshot: Codable, Sendable {
                 var unreadable: [String] = []
                 var tasks: [TaskRecord] = []
                 for name in sortedNames(directory.appendingPathComponent("tasks")) where name.hasSuffix(".json") {
-                    do { tasks.append(try RecordCoding.read(TaskRecord.self, from: directory.appendingPathComponent("tasks/\(name)").path)) } catch { unreadable.append("tasks/\(name)") }
+                    do {
+                        var task = try RecordCoding.read(TaskRecord.self, from: directory.appendingPathComponent("tasks/\(name)").path)
+                        task.originalRequest = task.originalRequest.redacted
+                        task.replacementRequest = task.replacementRequest?.redacted
+                        tasks.append(task)
+                    } catch { unreadable.append("tasks/\(name)") }
                 }
                 var events: [PendingEvent] = []
                 for name in sortedNames(directory.appendingPathComponent("events")) where name.hasSuffix(".json") {

@@ -63,7 +63,7 @@ public final class LocalTransferRunner: @unchecked Sendable {
         let key = SessionKey(family: try! BundleIdentifier("local"), identifier: try! SessionIdentifier("local"))
         enqueue { loop in
             do {
-                let transfer = try DownloadTransfer(session: key, task: task, partialPath: partialPath, configuration: configuration)
+                let transfer = try DownloadTransfer(session: key, task: task, partialPath: partialPath, configuration: configuration, credentials: .none)
                 try loop.multi.add(transfer.easy)
                 self.running[ObjectIdentifier(transfer.easy)] = Running(transfer: transfer, callbacks: callbacks)
                 self.byTask[task.taskIdentifier] = ObjectIdentifier(transfer.easy)

@@ -27,7 +27,8 @@ extension TransferDaemon {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory.path)
-            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partialPath(for: task, in: session), configuration: session.record.configuration)
+            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partialPath(for: task, in: session), configuration: session.record.configuration,
+                                                credentials: credentials(for: task, in: session))
             transfer.onResponse = { [unowned self, unowned session] task in
                 do { try session.update(task) } catch { log.error("store", "cannot record response: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier) }
             }
@@ -72,6 +73,7 @@ extension TransferDaemon {
             retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(Int(wait)) s")
             return
         }
+        if case .success = result, transfer.bodyIsErrorResponse, takeChallenge(task, in: session) { return }
         switch result {
         case .success:
             do {
@@ -89,7 +91,7 @@ extension TransferDaemon {
     }
 
     /// Announces a finished download: durable event, then delivery to the holder.
-    private func completeDownload(_ task: TaskRecord, in session: DaemonSession) {
+    func completeDownload(_ task: TaskRecord, in session: DaemonSession) {
         end(task, in: session, downloadedFile: finishedPath(for: task, in: session),
             note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
     }

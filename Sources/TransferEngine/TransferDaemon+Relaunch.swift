@@ -21,13 +21,15 @@ struct RelaunchLimiter: Codable, Equatable {
 
 /// Relaunching containing apps when events wait (S3.1, S1.6).
 extension TransferDaemon {
-    /// A session wants its app launched when events wait, nobody holds it, no task of it
-    /// still runs, and it asked for launch events.
+    /// A session wants its app launched when nobody holds it, it asked for launch events,
+    /// and either events wait and no task of it still runs, or a task needs the app to answer
+    /// an authentication challenge (S3.1).
     func wantsRelaunch(_ session: DaemonSession) -> Bool {
-        session.holder == nil && !session.events.isEmpty
+        session.holder == nil
             && session.record.configuration.sessionSendsLaunchEvents
             && !registry.forceQuit.contains(session.key.family)
-            && !session.tasks.values.contains { $0.state == .running }
+            && ((!session.events.isEmpty && !session.tasks.values.contains { $0.state == .running && $0.pendingChallenge == nil })
+                || hasPendingChallenge(session))
     }
 
     func relaunchWhereNeeded(now: Date) {

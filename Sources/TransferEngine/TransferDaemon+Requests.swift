@@ -23,6 +23,9 @@ extension TransferDaemon {
             afterReply.append { [unowned self] in
                 let backlog = session.pendingEvents.last?.number ?? 0
                 pushPendingEvents(session)
+                // Challenges go before the end of the backlog: an app launched for them answers
+                // before it calls its completion handler.
+                for task in session.unfinishedTasks where task.pendingChallenge != nil { askAboutChallenge(task, in: session) }
                 push(.backlogDelivered(session: identifier, through: backlog), to: session)
             }
             return .sessionOpened(tasks: session.unfinishedTasks)
@@ -93,6 +96,14 @@ extension TransferDaemon {
         case .answerDelayedRequest(let identifier, let taskID, let answer):
             let session = try heldSession(identifier, connection)
             guard let task = try answerDelayedRequest(answer, for: taskID, in: session) else { return .ok }
+            return .task(task)
+        case .answerChallenge(let identifier, let taskID, let answer):
+            let session = try heldSession(identifier, connection)
+            guard let task = try answerChallenge(answer, for: taskID, in: session) else { return .ok }
+            return .task(task)
+        case .answerRetryHeaders(let identifier, let taskID, let fields):
+            let session = try heldSession(identifier, connection)
+            guard let task = try answerRetryHeaders(fields, for: taskID, in: session) else { return .ok }
             return .task(task)
         case .getAllTasks(let identifier):
             let session = try heldSession(identifier, connection)
@@ -270,6 +281,7 @@ extension TransferDaemon {
         if keepResumeData { failure.resumeData = makeResumeData(for: task, in: session) }
         removeTransferFiles(of: task, in: session)
         _ = try session.complete(task, downloadedFile: nil, error: failure)
+        forgetTask(key)
         log.notice("tasks", "ended: \(failure.message)\(failure.resumeData == nil ? "" : " (resume data kept)")", session: session.key.identifier.rawValue, task: taskID)
         pushPendingEvents(session)
         return failure.resumeData

@@ -20,9 +20,11 @@ extension TransferDaemon {
                 guard transfersByTask[key] == nil else { continue }
                 if let hold = task.hold(under: conditions, now: now) {
                     if hold.isWaitingForConnectivity { reportWaitingForConnectivity(task, in: session) }
+                    if case .authentication = hold { askAboutChallenge(task, in: session) }
                     continue
                 }
-                guard let ready = readyAfterDelayedRequest(task, in: session, now: now) else { continue }
+                guard let ready = readyAfterDelayedRequest(task, in: session, now: now),
+                      headersReadyForRetry(ready, in: session, now: now) else { continue }
                 candidates.append((session, ready))
             }
         }
@@ -46,6 +48,7 @@ extension TransferDaemon {
     }
 
     private func start(_ task: TaskRecord, in session: DaemonSession) {
+        retryHeadersAnswered.remove(TaskKey(session: session.key, task: task.taskIdentifier)) // the next retry asks again
         switch task.kind {
         case .download: startDownload(task, in: session)
         case .upload: startUpload(task, in: session, step: task.uploadResumption == nil ? .create : .retrieveOffset)
@@ -162,6 +165,15 @@ extension TransferDaemon {
         }
         scheduleTransfers()
         return session.tasks[taskID]
+    }
+
+    /// A task ended: what the daemon kept in memory for it goes.
+    func forgetTask(_ key: TaskKey) {
+        delayedRequestsAsked[key] = nil
+        challengesAsked[key] = nil
+        retryHeadersAsked[key] = nil
+        retryHeadersAnswered.remove(key)
+        credentialStore.taskEnded(key)
     }
 
     // MARK: The resume rate limiter (S6.5)

@@ -105,6 +105,7 @@ extension TransferDaemon {
     func end(_ task: TaskRecord, in session: DaemonSession, downloadedFile: String? = nil, error: TransferFailure? = nil, responseBody: Data? = nil, note: String) -> Bool {
         do {
             _ = try session.complete(task, downloadedFile: downloadedFile, error: error, responseBody: responseBody)
+            forgetTask(TaskKey(session: session.key, task: task.taskIdentifier))
         } catch let storeError {
             log.error("store", "cannot record the end of the task (\(note)): \(storeError)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return false

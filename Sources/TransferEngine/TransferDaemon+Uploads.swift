@@ -71,7 +71,7 @@ extension TransferDaemon {
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory.path)
             let transfer = try UploadTransfer(session: session.key, task: task, step: step, responsePath: uploadResponsePath(for: task, in: session),
-                                              configuration: session.record.configuration, conflicts: conflicts)
+                                              configuration: session.record.configuration, credentials: credentials(for: task, in: session), conflicts: conflicts)
             transfer.onResumptionOffered = { [unowned self, unowned session] task in
                 do { try session.update(task) } catch {
                     log.error("store", "cannot record the upload location: \(error)", session: sessionName, task: task.taskIdentifier)
@@ -105,6 +105,7 @@ extension TransferDaemon {
         }
         switch outcome {
         case .completed:
+            if takeChallenge(task, in: session) { return }
             if transfer.responseBytesDropped > 0 {
                 log.error("transfers", "the server's answer exceeds \(UploadTransfer.responseBodyLimit) bytes; \(transfer.responseBytesDropped) bytes not delivered", session: sessionName, task: task.taskIdentifier)
             }
@@ -132,7 +133,7 @@ extension TransferDaemon {
 
     /// Announces a finished upload with the server's answer (`didReceive data`, then
     /// `didCompleteWithError(nil)`); the daemon's copy of the body goes.
-    private func completeUpload(_ task: TaskRecord, responseBody: Data?, in session: DaemonSession) {
+    func completeUpload(_ task: TaskRecord, responseBody: Data?, in session: DaemonSession) {
         if end(task, in: session, responseBody: responseBody, note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesSent) bytes sent") {
             removeTransferFiles(of: task, in: session)
         }

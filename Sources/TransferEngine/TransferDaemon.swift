@@ -48,6 +48,13 @@ public final class TransferDaemon {
     var conditions = DeviceConditions()
     /// Tasks whose holder was asked `willBeginDelayedRequest`: which connection, and when.
     var delayedRequestsAsked: [TaskKey: (holder: ObjectIdentifier, at: Date)] = [:]
+    /// The credentials apps gave in answer to challenges.
+    lazy var credentialStore = CredentialStore(layout: layout, log: log)
+    /// Challenged tasks, by the connection that was asked about them.
+    var challengesAsked: [TaskKey: ObjectIdentifier] = [:]
+    /// Tasks whose holder was asked for refreshed headers before a retry, and those answered.
+    var retryHeadersAsked: [TaskKey: (holder: ObjectIdentifier, at: Date)] = [:]
+    var retryHeadersAnswered: Set<TaskKey> = []
     /// The containing apps launched for events, by family.
     var launches: [BundleIdentifier: Launch] = [:]
     /// The resume rate limiter per app family, kept in the registry so that inspection sees it.

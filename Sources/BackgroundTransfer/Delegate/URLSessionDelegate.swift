@@ -7,6 +7,10 @@ public protocol URLSessionDelegate: AnyObject, Sendable {
     func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?)
     /// Every event waiting for a session the app was launched for has been delivered (S3.2).
     func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession)
+    /// A challenge for the session; for Basic and Digest, called when the task delegate's
+    /// `urlSession(_:task:didReceive:completionHandler:)` is the default one. The default
+    /// performs default handling (a stored credential, else the 401/407 is delivered).
+    func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
 }
 
 /// Task-level events (Apple's `URLSessionTaskDelegate`).
@@ -20,6 +24,16 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
     /// A task with an `earliestBeginDate` is about to start (S5.1): go on, go on with another
     /// request (`.useNewRequest`), or cancel. The default goes on.
     func urlSession(_ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest, completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void)
+    /// The server (401) or the session's proxy (407) asks for credentials, Basic or Digest
+    /// (S3.1): the task waits for the answer, even across a relaunch of the app. The default
+    /// hands the challenge to the session delegate's `urlSession(_:didReceive:completionHandler:)`.
+    /// `previousFailureCount` counts the credentials the server refused for this task.
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)
+    /// Ours, not Apple's: the daemon is about to retry or resume the task (after network
+    /// trouble, a restart, a refused credential): answer header fields to set on its request
+    /// from now on (a fresh `Authorization` token), or nil to keep them. Asked only while a
+    /// process holds the session; the daemon waits up to 10 s for the answer.
+    func urlSession(_ session: URLSession, task: URLSessionTask, willRetry request: URLRequest, completionHandler: @escaping @Sendable ([String: String]?) -> Void)
     func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64)
 }
 
@@ -41,6 +55,9 @@ public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
 extension URLSessionDelegate {
     public func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?) {}
     public func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {}
+    public func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        completionHandler(.performDefaultHandling, nil)
+    }
 }
 
 extension URLSessionTaskDelegate {
@@ -48,6 +65,12 @@ extension URLSessionTaskDelegate {
     public func urlSession(_ session: URLSession, taskIsWaitingForConnectivity task: URLSessionTask) {}
     public func urlSession(_ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest, completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void) {
         completionHandler(.continueLoading, nil)
+    }
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        urlSession(session, didReceive: challenge, completionHandler: completionHandler)
+    }
+    public func urlSession(_ session: URLSession, task: URLSessionTask, willRetry request: URLRequest, completionHandler: @escaping @Sendable ([String: String]?) -> Void) {
+        completionHandler(nil)
     }
     public func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
 }

@@ -20,7 +20,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     private let deliveryQueue: DispatchQueue
     private let layout: ContainerLayout
     private let family: BundleIdentifier
-    private let log: TransferLog
+    let log: TransferLog
     private let recordConfiguration: SessionConfiguration
 
     private struct State {
@@ -58,7 +58,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         var phase: DeliveryPhase?
     }
 
-    private enum DeliveryPhase: String, Codable {
+    enum DeliveryPhase: String, Codable {
         case finishingDownload
         case receivingData
         case completing
@@ -203,12 +203,13 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         perform(.setTaskProperties(session: identifier, task: task.taskIdentifier, TaskProperties(of: task.record)), on: task)
     }
 
-    private func perform(_ request: DaemonRequest, on task: URLSessionTask) {
+    func perform(_ request: DaemonRequest, on task: URLSessionTask) {
         do {
             let reply = try self.request(request)
             if case .task(let record) = reply { task.update(record) }
         } catch {
-            log.error("session", "\(request) failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier)
+            // The request's name only: its payload may hold a credential or a token.
+            log.error("session", "\(String(describing: request).prefix { $0 != "(" }) failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier)
         }
     }
 
@@ -265,42 +266,20 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
             let task = taskObject(for: record)
             task.update(record)
             deliveryQueue.async { self.askDelayedRequest(task) }
+        case .challenge(_, let record):
+            let task = taskObject(for: record)
+            task.update(record)
+            deliveryQueue.async { self.askAboutChallenge(record.pendingChallenge, of: task) }
+        case .retryHeaders(_, let record):
+            let task = taskObject(for: record)
+            task.update(record)
+            deliveryQueue.async { self.askForRetryHeaders(task) }
         case .backlogDelivered:
             deliveryQueue.async { self.backlogDelivered() }
         case .invalidated(_, let failure):
             deliveryQueue.async { self.finishInvalidation(failure) }
         case .transfers:
             break // only for watchers; never routed to a session
-        }
-    }
-
-    /// `willBeginDelayedRequest` (S5.1): the delegate's answer goes back to the daemon,
-    /// whenever the delegate calls the handler; without such a delegate the task goes on.
-    private func askDelayedRequest(_ task: URLSessionTask) {
-        let answer: @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void = { [weak self] disposition, newRequest in
-            guard let self else { return }
-            let reply: DelayedRequestAnswer
-            switch disposition {
-            case .continueLoading: reply = .continueLoading
-            case .cancel: reply = .cancel
-            case .useNewRequest:
-                guard let newRequest else {
-                    self.log.error("session", "willBeginDelayedRequest answered .useNewRequest without a request; continuing with the original", session: self.identifier.rawValue, task: task.taskIdentifier)
-                    reply = .continueLoading
-                    break
-                }
-                reply = .useNewRequest(URLSession.record(of: newRequest))
-            }
-            DispatchQueue.global().async {
-                self.perform(.answerDelayedRequest(session: self.identifier, task: task.taskIdentifier, reply), on: task)
-            }
-        }
-        guard let delegate = delegate as? URLSessionTaskDelegate, let request = task.currentRequest else {
-            answer(.continueLoading, nil)
-            return
-        }
-        onDelegateQueue { session in
-            delegate.urlSession(session, task: task, willBeginDelayedRequest: request, completionHandler: answer)
         }
     }
 
@@ -415,7 +394,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     /// Runs a delegate call on the delegate queue and waits for it, keeping events in order.
     /// With `marking`, records the event and call as under way right before the call starts
     /// (on the delegate queue, so that no queueing delay lies between the mark and the call).
-    private func onDelegateQueue(marking mark: (number: UInt64, phase: DeliveryPhase)? = nil, _ call: @escaping @Sendable (URLSession) -> Void) {
+    func onDelegateQueue(marking mark: (number: UInt64, phase: DeliveryPhase)? = nil, _ call: @escaping @Sendable (URLSession) -> Void) {
         guard let session = primary else { return }
         let operation = BlockOperation { [self] in
             if let mark { markDelivery(of: mark.number, phase: mark.phase) }

@@ -251,6 +251,14 @@ open class URLSession: @unchecked Sendable {
         case cancel = 2
     }
 
+    /// How the app answers an authentication challenge (Apple's names).
+    public enum AuthChallengeDisposition: Int, Sendable {
+        case useCredential = 0
+        case performDefaultHandling = 1
+        case cancelAuthenticationChallenge = 2
+        case rejectProtectionSpace = 3
+    }
+
     static func record(of request: URLRequest) -> RequestRecord {
         let headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HeaderField(name: $0.key, value: $0.value) }
         return RequestRecord(url: request.url?.absoluteString ?? "", httpMethod: request.httpMethod ?? "GET", headers: headers, timeoutInterval: nil)

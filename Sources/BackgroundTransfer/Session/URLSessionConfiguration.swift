@@ -22,6 +22,9 @@ open class URLSessionConfiguration: @unchecked Sendable {
     /// Ours, not Apple's (S7.4): download tasks of this session with the same GET (URL and
     /// headers) are fetched once; each task still gets its own identifier, file and callbacks.
     public var coalescesIdenticalDownloads = false
+    /// Apple's proxy settings; the daemon uses an HTTP proxy given as `"HTTPEnable": 1`
+    /// (optional), `"HTTPProxy": host`, `"HTTPPort": port` (CFNetwork's key names).
+    public var connectionProxyDictionary: [AnyHashable: Any]?
 
     private init(identifier: String?) {
         self.identifier = identifier
@@ -52,6 +55,7 @@ open class URLSessionConfiguration: @unchecked Sendable {
         copy.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost
         copy.httpAdditionalHeaders = httpAdditionalHeaders
         copy.coalescesIdenticalDownloads = coalescesIdenticalDownloads
+        copy.connectionProxyDictionary = connectionProxyDictionary
         return copy
     }
 
@@ -73,6 +77,16 @@ open class URLSessionConfiguration: @unchecked Sendable {
         record.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost
         record.httpAdditionalHeaders = httpAdditionalHeaders
         record.coalescesIdenticalDownloads = coalescesIdenticalDownloads
+        record.httpProxy = httpProxy
         return record
+    }
+
+    /// "host:port" of the HTTP proxy in `connectionProxyDictionary`, if it names one.
+    private var httpProxy: String? {
+        guard let settings = connectionProxyDictionary else { return nil }
+        if let enabled = settings["HTTPEnable"], (enabled as? Int) == 0 || (enabled as? Bool) == false { return nil }
+        guard let host = settings["HTTPProxy"] as? String, !host.isEmpty else { return nil }
+        let port = (settings["HTTPPort"] as? Int) ?? Int(settings["HTTPPort"] as? String ?? "") ?? 8080
+        return "\(host):\(port)"
     }
 }

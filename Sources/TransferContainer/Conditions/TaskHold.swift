@@ -56,6 +56,8 @@ public enum TaskHold: Sendable, Equatable, CustomStringConvertible {
     case connectivity(String)
     /// Discretionary work waiting for Wi-Fi, power, or the end of Low Power Mode.
     case discretionary(waitingFor: String)
+    /// A server or proxy asked for credentials; the app has not answered yet.
+    case authentication(ChallengeRecord)
 
     /// Whether this is the wait `taskIsWaitingForConnectivity` tells the app of.
     public var isWaitingForConnectivity: Bool {
@@ -71,6 +73,8 @@ public enum TaskHold: Sendable, Equatable, CustomStringConvertible {
         case .rateLimiter(let date): "created in the background: waiting out the resume rate limiter until \(ISO8601Format.string(from: date))"
         case .connectivity(let problem): "waiting for connectivity: \(problem)"
         case .discretionary(let missing): "discretionary: waiting for \(missing)"
+        case .authentication(let challenge):
+            "waiting for the app to answer an authentication challenge: \(challenge.protectionSpace.method.rawValue) realm \"\(challenge.protectionSpace.realm ?? "")\" at \(challenge.protectionSpace.isProxy ? "proxy " : "")\(challenge.protectionSpace.host):\(challenge.protectionSpace.port)\(challenge.previousFailureCount > 0 ? ", \(challenge.previousFailureCount) refused" : "")"
         }
     }
 }
@@ -80,6 +84,7 @@ extension TaskRecord {
     /// (it then runs, or waits only for a free connection).
     public func hold(under conditions: DeviceConditions, now: Date = Date()) -> TaskHold? {
         if state == .suspended { return .suspended }
+        if let challenge = pendingChallenge { return .authentication(challenge) }
         if let begin = earliestBeginDate, begin > now { return .earliestBeginDate(begin) }
         if let retry = retryNotBefore, retry > now { return .retry(at: retry, after: lastError ?? "an error") }
         if let until = rateLimitedUntil, until > now { return .rateLimiter(until: until) }

@@ -15,6 +15,8 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     public var httpAdditionalHeaders: [String: String]?
     /// Ours (S7.4, a MAY): download tasks of the session with the same GET are fetched once.
     public var coalescesIdenticalDownloads: Bool = false
+    /// The HTTP proxy ("host:port") from `connectionProxyDictionary`; nil: none.
+    public var httpProxy: String?
 
     public init() {}
 
@@ -33,6 +35,7 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         httpMaximumConnectionsPerHost = try values.decodeIfPresent(Int.self, forKey: .httpMaximumConnectionsPerHost) ?? defaults.httpMaximumConnectionsPerHost
         httpAdditionalHeaders = try values.decodeIfPresent([String: String].self, forKey: .httpAdditionalHeaders)
         coalescesIdenticalDownloads = try values.decodeIfPresent(Bool.self, forKey: .coalescesIdenticalDownloads) ?? defaults.coalescesIdenticalDownloads
+        httpProxy = try values.decodeIfPresent(String.self, forKey: .httpProxy)
     }
 }
 

@@ -23,18 +23,33 @@ public enum TaskState: Int, Codable, Sendable {
     }
 }
 
-/// One header field, order preserved.
-public struct HeaderField: Codable, Sendable, Equatable {
+/// One header field, order preserved. Printed with secret values (`Authorization`, …) hidden.
+public struct HeaderField: Codable, Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var name: String
     public var value: String
     public init(name: String, value: String) {
         self.name = name
         self.value = value
     }
+
+    public var isSecret: Bool { RequestRecord.secretHeaders.contains(name.lowercased()) }
+    public var description: String { "\(name): \(isSecret ? "<redacted>" : value)" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["name": name, "value": isSecret ? "<redacted>" : value]) }
 }
 
 /// The request a task was created with.
 public struct RequestRecord: Codable, Sendable, Equatable {
+    /// Header fields whose values are secrets: shown as `<redacted>` wherever a request is shown.
+    public static let secretHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+
+    /// The request as inspection and logs show it: secret header values replaced.
+    public var redacted: RequestRecord {
+        var copy = self
+        copy.headers = headers.map { $0.isSecret ? HeaderField(name: $0.name, value: "<redacted>") : $0 }
+        return copy
+    }
+
     public var url: String
     public var httpMethod: String
     public var headers: [HeaderField]
@@ -143,9 +158,13 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     /// For a task with an `earliestBeginDate`: the app was asked `willBeginDelayedRequest`
     /// (or nobody was attached to ask), so the task may start (S5.1).
     public var delayedRequestAnswered = false
-    /// The request the app gave in `willBeginDelayedRequest` with `.useNewRequest`; sent
-    /// instead of `originalRequest`.
+    /// The request the app gave in `willBeginDelayedRequest` with `.useNewRequest` (or with
+    /// refreshed headers before a retry); sent instead of `originalRequest`.
     public var replacementRequest: RequestRecord?
+    /// The server or proxy asked for credentials: the task waits for the app's answer.
+    public var pendingChallenge: ChallengeRecord?
+    /// Credentials for the task's protection space that were refused so far.
+    public var authenticationFailures = 0
     /// Why the task cannot run (a refused URL): it fails with this error when resumed, as
     /// Apple's tasks for unsupported URLs do.
     public var pendingFailure: TransferFailure?

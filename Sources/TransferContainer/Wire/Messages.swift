@@ -109,6 +109,10 @@ public enum DaemonRequest: Codable, Sendable {
     /// `.transfers` on this connection (at once, about every 250 ms while anything runs, and
     /// once when nothing runs any more) until it closes. Needs no hello.
     case watch
+    /// The answer to a `.challenge` push.
+    case answerChallenge(session: SessionIdentifier, task: Int, ChallengeAnswer)
+    /// The answer to a `.retryHeaders` push: header fields to set on the request (nil: none).
+    case answerRetryHeaders(session: SessionIdentifier, task: Int, [HeaderField]?)
     /// `bgtransfer conditions` wrote new device conditions: read them and obey them now.
     /// Needs no hello.
     case conditionsChanged
@@ -151,6 +155,11 @@ public enum DaemonPush: Codable, Sendable {
     /// A task with an `earliestBeginDate` is ready to start: the app answers with
     /// `.answerDelayedRequest` (`willBeginDelayedRequest`, S5.1).
     case delayedRequest(session: SessionIdentifier, TaskRecord)
+    /// The task's `pendingChallenge` needs the app's answer (`.answerChallenge`).
+    case challenge(session: SessionIdentifier, TaskRecord)
+    /// The task is about to be retried or resumed: the app may refresh its headers
+    /// (`.answerRetryHeaders`).
+    case retryHeaders(session: SessionIdentifier, TaskRecord)
     /// Every event that was waiting when the session was opened has been sent (up to `through`).
     case backlogDelivered(session: SessionIdentifier, through: UInt64)
     /// The daemon finished invalidating the session.
@@ -164,7 +173,8 @@ extension DaemonPush {
     public var session: SessionIdentifier? {
         switch self {
         case .event(let session, _), .progress(let session, _), .didResume(let session, _, _, _), .waitingForConnectivity(let session, _),
-             .delayedRequest(let session, _), .backlogDelivered(let session, _), .invalidated(let session, _):
+             .delayedRequest(let session, _), .challenge(let session, _), .retryHeaders(let session, _),
+             .backlogDelivered(let session, _), .invalidated(let session, _):
             session
         case .transfers:
             nil

@@ -43,7 +43,7 @@ final class DownloadTransfer: Transfer {
     var onCheckpoint: ((TaskRecord) -> Void)?
     static let checkpointInterval: Int64 = 16 << 20
 
-    init(session: SessionKey, task: TaskRecord, partialPath: String, configuration: SessionConfiguration) throws {
+    init(session: SessionKey, task: TaskRecord, partialPath: String, configuration: SessionConfiguration, credentials: TransferCredentials) throws {
         self.session = session
         self.task = task
         self.partialPath = partialPath
@@ -68,7 +68,7 @@ final class DownloadTransfer: Transfer {
             easy.setRange(from: onDisk)
             resumeHeaders.append("If-Range: \(ifRange)")
         }
-        try easy.apply(task.requestToSend, in: configuration, extraHeaders: resumeHeaders)
+        try easy.apply(task.requestToSend, in: configuration, credentials: credentials, extraHeaders: resumeHeaders)
         easy.setBufferSize(512 * 1024)
 
         easy.onHeaderLine = { [unowned self] line in self.head.consume(line) }

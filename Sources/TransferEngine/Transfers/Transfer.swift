@@ -25,12 +25,35 @@ extension CurlEasy {
     /// `extraHeaders`; redirects followed (up to 16); and the idle timeout, the request's
     /// `timeoutInterval` or else the session's `timeoutIntervalForRequest` (S6.4), with
     /// connecting capped at 60 s.
-    func apply(_ request: RequestRecord, in configuration: SessionConfiguration, excluding excluded: Set<String> = [], extraHeaders: [String] = []) throws(CurlError) {
+    /// Also the session's proxy, and the credentials the engine found for the origin and
+    /// the proxy.
+    func apply(_ request: RequestRecord, in configuration: SessionConfiguration, credentials: TransferCredentials, excluding excluded: Set<String> = [], extraHeaders: [String] = []) throws(CurlError) {
         var headers = (configuration.httpAdditionalHeaders ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
         headers += request.headers.filter { !excluded.contains($0.name.lowercased()) }.map { "\($0.name): \($0.value)" }
         try setHeaders(headers + extraHeaders)
         setFollowsRedirects(true, maximum: 16)
         let idle = request.timeoutInterval ?? configuration.timeoutIntervalForRequest
         setTimeouts(connect: min(idle, 60), lowSpeedLimit: 1, lowSpeedTime: idle)
+        let server = credentials.server, proxy = credentials.proxy
+        setServerCredential(user: server?.credential.user, password: server?.credential.password, schemes: Self.schemes(server?.space))
+        setProxy(configuration.httpProxy, user: proxy?.credential.user, password: proxy?.credential.password, schemes: Self.schemes(proxy?.space))
     }
+
+    /// The scheme of the space a credential was given for; either while it is not known.
+    private static func schemes(_ space: ProtectionSpaceRecord?) -> AuthSchemes {
+        switch space?.method {
+        case .basic: .basic
+        case .digest: .digest
+        case nil: [.basic, .digest]
+        }
+    }
+}
+
+/// The credentials an exchange sends, with the spaces they were given for (nil space: the
+/// scheme is not known yet, libcurl picks Basic or Digest from the server's challenge).
+struct TransferCredentials {
+    var server: (credential: CredentialRecord, space: ProtectionSpaceRecord?)?
+    var proxy: (credential: CredentialRecord, space: ProtectionSpaceRecord?)?
+
+    static let none = TransferCredentials()
 }

@@ -64,7 +64,7 @@ final class UploadTransfer: Transfer {
     static let responseBodyLimit: Int64 = 16 << 20
     static let partialUploadContentType = "application/partial-upload"
 
-    init(session: SessionKey, task: TaskRecord, step: Step, responsePath: String, configuration: SessionConfiguration, conflicts: Int = 0) throws {
+    init(session: SessionKey, task: TaskRecord, step: Step, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0) throws {
         guard let path = task.uploadFile else {
             throw TransferFailure(code: TransferFailure.fileDoesNotExist, message: "upload task \(task.taskIdentifier) has no body file")
         }
@@ -111,7 +111,7 @@ final class UploadTransfer: Transfer {
             if resumption.interopVersion >= 6 { extraHeaders.append("Content-Type: \(Self.partialUploadContentType)") }
         }
         // The app's Content-Type describes the whole body: it goes with the creation only.
-        try easy.apply(task.requestToSend, in: configuration,
+        try easy.apply(task.requestToSend, in: configuration, credentials: credentials,
                        excluding: step == .create ? Self.protocolHeaders : Self.protocolHeaders.union(["content-type"]), extraHeaders: extraHeaders)
         easy.setBufferSize(2 << 20)
         _ = try body.seek(to: startOffset)

@@ -174,6 +174,29 @@ final class CurlEasy {
         _ = ccurl_easy_setopt_string(handle, CURLOPT_RANGE, value)
     }
 
+    /// HTTP authentication schemes libcurl may answer a challenge with.
+    struct AuthSchemes: OptionSet {
+        let rawValue: Int
+        static let basic = AuthSchemes(rawValue: 1)   // CURLAUTH_BASIC: sent at once
+        static let digest = AuthSchemes(rawValue: 2)  // CURLAUTH_DIGEST: libcurl answers the nonce itself
+    }
+
+    /// User and password for the origin (nil: none).
+    func setServerCredential(user: String?, password: String?, schemes: AuthSchemes) {
+        _ = ccurl_easy_setopt_string(handle, CURLOPT_USERNAME, user)
+        _ = ccurl_easy_setopt_string(handle, CURLOPT_PASSWORD, password)
+        _ = ccurl_easy_setopt_long(handle, CURLOPT_HTTPAUTH, schemes.rawValue)
+    }
+
+    /// An HTTP proxy ("host:port"; nil: none, whatever the environment says), and user and
+    /// password for it.
+    func setProxy(_ proxy: String?, user: String?, password: String?, schemes: AuthSchemes) {
+        _ = ccurl_easy_setopt_string(handle, CURLOPT_PROXY, proxy.map { "http://\($0)" } ?? "")
+        _ = ccurl_easy_setopt_string(handle, CURLOPT_PROXYUSERNAME, user)
+        _ = ccurl_easy_setopt_string(handle, CURLOPT_PROXYPASSWORD, password)
+        _ = ccurl_easy_setopt_long(handle, CURLOPT_PROXYAUTH, schemes.rawValue)
+    }
+
     /// Follow 3xx Location headers, at most `maximum` times (then `.tooManyRedirects`).
     func setFollowsRedirects(_ on: Bool, maximum: Int) {
         _ = ccurl_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, on ? 1 : 0)

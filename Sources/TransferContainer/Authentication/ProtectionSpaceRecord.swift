@@ -1,0 +1,137 @@
+import Foundation
+
+/// Where a credential applies (Apple's `URLProtectionSpace`): a server or proxy, its realm
+/// and its authentication scheme. Made by the daemon from a `401`'s `WWW-Authenticate` or a
+/// `407`'s `Proxy-Authenticate`. A value type; any thread.
+public struct ProtectionSpaceRecord: Codable, Sendable, Hashable {
+    /// The HTTP schemes the daemon answers (through libcurl).
+    public enum Method: String, Codable, Sendable {
+        case basic = "Basic"
+        case digest = "Digest"
+    }
+
+    public var host: String
+    public var port: Int
+    /// `http` or `https`: the origin's scheme, or the proxy's type for a proxy.
+    public var `protocol`: String
+    public var realm: String?
+    public var method: Method
+    /// A proxy's space (`407`), not the origin's (`401`).
+    public var isProxy: Bool
+
+    public init(host: String, port: Int, protocol: String, realm: String?, method: Method, isProxy: Bool) {
+        self.host = host
+        self.port = port
+        self.protocol = `protocol`
+        self.realm = realm
+        self.method = method
+        self.isProxy = isProxy
+    }
+
+    /// The space a challenge header names for `url` (the origin's, or the proxy's at
+    /// `proxy` "host:port"), or nil when it offers no scheme the daemon speaks. Digest is
+    /// preferred when both are offered.
+    public init?(challenge header: String, url: String, proxy: String?) {
+        let offered = Self.challenges(in: header)
+        guard let chosen = offered.first(where: { $0.method == .digest }) ?? offered.first else { return nil }
+        if let proxy {
+            let parts = proxy.split(separator: ":")
+            guard let host = parts.first else { return nil }
+            self.init(host: String(host), port: parts.count > 1 ? Int(parts[1]) ?? 1080 : 1080, protocol: "http", realm: chosen.realm, method: chosen.method, isProxy: true)
+        } else {
+            guard let components = URLComponents(string: url), let host = components.host, let scheme = components.scheme?.lowercased() else { return nil }
+            self.init(host: host.lowercased(), port: components.port ?? (scheme == "https" ? 443 : 80), protocol: scheme, realm: chosen.realm, method: chosen.method, isProxy: false)
+        }
+    }
+
+    /// Whether a credential for this space may be sent on a request to `host`:`port`.
+    public func covers(host: String, port: Int, isProxy: Bool) -> Bool {
+        self.host == host.lowercased() && self.port == port && self.isProxy == isProxy
+    }
+
+    /// The Basic and Digest challenges of a header value, in order, with their realms.
+    static func challenges(in header: String) -> [(method: Method, realm: String?)] {
+        // Scheme tokens start a challenge: a word followed by a space, at the start or after a comma.
+        var result: [(Method, String?)] = []
+        let pattern = #"(?:^|,)\s*([A-Za-z][A-Za-z0-9_-]*)\s+(?=[A-Za-z0-9_-]+\s*=)"#
+        guard let regex = try? NSRegularExpression(pattern: pattern) else { return [] }
+        let text = header as NSString
+        let matches = regex.matches(in: header, range: NSRange(location: 0, length: text.length))
+        for (index, match) in matches.enumerated() {
+            let scheme = text.substring(with: match.range(at: 1)).lowercased()
+            let end = index + 1 < matches.count ? matches[index + 1].range.location : text.length
+            let parameters = text.substring(with: NSRange(location: match.range.upperBound, length: end - match.range.upperBound))
+            let method: Method? = scheme == "basic" ? .basic : scheme == "digest" ? .digest : nil
+            if let method { result.append((method, Self.realm(in: parameters))) }
+        }
+        return result
+    }
+
+    private static func realm(in parameters: String) -> String? {
+        guard let range = parameters.range(of: #"realm\s*=\s*"((?:[^"\\]|\\.)*)""#, options: [.regularExpression, .caseInsensitive]) else { return nil }
+        let field = String(parameters[range])
+        guard let open = field.firstIndex(of: "\"") else { return nil }
+        return String(field[field.index(after: open)..<field.index(before: field.endIndex)]).replacingOccurrences(of: "\\\"", with: "\"")
+    }
+}
+
+/// A credential the app gave (Apple's `URLCredential` for a password): never logged, never
+/// shown by inspection, never put in resume data; its description hides the password.
+public struct CredentialRecord: Codable, Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// Apple's `URLCredential.Persistence`.
+    public enum Persistence: String, Codable, Sendable {
+        /// For this task's request only.
+        case none
+        /// In the daemon's memory, for the session's tasks, until the daemon exits.
+        case forSession
+        /// In the app's private container (0600), for every task of the app.
+        case permanent
+    }
+
+    public var user: String
+    public var password: String
+    public var persistence: Persistence
+
+    public init(user: String, password: String, persistence: Persistence) {
+        self.user = user
+        self.password = password
+        self.persistence = persistence
+    }
+
+    public var description: String { "credential for \(user) (\(persistence.rawValue)), password hidden" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["user": user, "persistence": persistence]) }
+}
+
+/// A challenge a task is waiting on an answer for (Apple's `URLAuthenticationChallenge`).
+public struct ChallengeRecord: Codable, Sendable, Equatable {
+    public var protectionSpace: ProtectionSpaceRecord
+    /// How many credentials for this space this task has had refused (Apple's `previousFailureCount`).
+    public var previousFailureCount: Int
+    /// The user of the credential that was refused, if any (`proposedCredential` without its password).
+    public var proposedUser: String?
+
+    public init(protectionSpace: ProtectionSpaceRecord, previousFailureCount: Int, proposedUser: String?) {
+        self.protectionSpace = protectionSpace
+        self.previousFailureCount = previousFailureCount
+        self.proposedUser = proposedUser
+    }
+}
+
+/// The app's answer to a challenge (Apple's `URLSession.AuthChallengeDisposition` and credential).
+public struct ChallengeAnswer: Codable, Sendable, Equatable {
+    public enum Disposition: String, Codable, Sendable {
+        case useCredential
+        case performDefaultHandling
+        case cancelAuthenticationChallenge
+        case rejectProtectionSpace
+    }
+
+    public var disposition: Disposition
+    public var credential: CredentialRecord?
+
+    public init(disposition: Disposition, credential: CredentialRecord?) {
+        self.disposition = disposition
+        self.credential = credential
+    }
+}

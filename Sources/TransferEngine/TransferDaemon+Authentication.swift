@@ -1,0 +1,158 @@
+internal import Glibc
+import Foundation
+import TransferContainer
+
+/// Authentication challenges (S3.1 "…or one needs authentication"): a `401` or `407` that
+/// offers Basic or Digest holds the task and asks the app — the attached process, or the
+/// containing app launched for the session as for events — and the task goes on with the
+/// app's answer. Also the apps' refreshed headers before a retry (ours). Loop thread only.
+extension TransferDaemon {
+    /// The credentials an exchange of `task` sends: for its server and for the session's proxy.
+    func credentials(for task: TaskRecord, in session: DaemonSession) -> TransferCredentials {
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        var credentials = TransferCredentials()
+        if let url = URLComponents(string: task.requestToSend.url), let host = url.host {
+            let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+            if let entry = credentialStore.credential(host: host.lowercased(), port: port, isProxy: false, task: key) {
+                credentials.server = (entry.credential, entry.space)
+            }
+        }
+        if let proxy = session.record.configuration.httpProxy {
+            let parts = proxy.split(separator: ":")
+            if let host = parts.first, let entry = credentialStore.credential(host: String(host).lowercased(), port: parts.count > 1 ? Int(parts[1]) ?? 1080 : 1080, isProxy: true, task: key) {
+                credentials.proxy = (entry.credential, entry.space)
+            }
+        }
+        return credentials
+    }
+
+    /// A final response that is a challenge the daemon answers: the task is held with it
+    /// (durably) and the app is asked. False when the response is to be delivered as it is.
+    func takeChallenge(_ task: TaskRecord, in session: DaemonSession) -> Bool {
+        guard let response = task.response, response.statusCode == 401 || response.statusCode == 407 else { return false }
+        let isProxy = response.statusCode == 407
+        guard !(isProxy && session.record.configuration.httpProxy == nil),
+              let header = response.header(isProxy ? "Proxy-Authenticate" : "WWW-Authenticate"),
+              let space = ProtectionSpaceRecord(challenge: header, url: task.requestToSend.url, proxy: isProxy ? session.record.configuration.httpProxy : nil) else { return false }
+        var task = task
+        let sent = isProxy ? credentials(for: task, in: session).proxy : credentials(for: task, in: session).server
+        if sent != nil { task.authenticationFailures += 1 }
+        task.pendingChallenge = ChallengeRecord(protectionSpace: space, previousFailureCount: sent == nil ? 0 : task.authenticationFailures, proposedUser: sent?.credential.user)
+        do { try session.update(task) } catch {
+            log.error("store", "cannot record the authentication challenge: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            return false
+        }
+        log.notice("auth", "\(response.statusCode): \(TaskHold.authentication(task.pendingChallenge!))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        pushPendingEvents(session) // nobody attached: housekeeping launches the app for it
+        scheduleTransfers()
+        return true
+    }
+
+    /// Asks the attached app about a challenged task, once per holder (see `scheduleTransfers`).
+    func askAboutChallenge(_ task: TaskRecord, in session: DaemonSession) {
+        guard let holder = session.holder else { return }
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        guard challengesAsked[key] != ObjectIdentifier(holder) else { return }
+        challengesAsked[key] = ObjectIdentifier(holder)
+        push(.challenge(session: session.key.identifier, task), to: session)
+    }
+
+    /// Whether a session has a task waiting for the app to answer a challenge.
+    func hasPendingChallenge(_ session: DaemonSession) -> Bool {
+        session.tasks.values.contains { $0.pendingChallenge != nil && $0.state == .running }
+    }
+
+    /// The app answered a challenge: go on with its credential (kept as its persistence
+    /// says), deliver the response as it is, or cancel.
+    func answerChallenge(_ answer: ChallengeAnswer, for taskID: Int, in session: DaemonSession) throws -> TaskRecord? {
+        guard var task = session.tasks[taskID], let challenge = task.pendingChallenge else { return session.tasks[taskID] }
+        let key = TaskKey(session: session.key, task: taskID)
+        challengesAsked[key] = nil
+        let name = session.key.identifier.rawValue
+        var credential = answer.disposition == .useCredential ? answer.credential : nil
+        if credential == nil, answer.disposition == .performDefaultHandling, challenge.previousFailureCount == 0,
+           let stored = credentialStore.credential(host: challenge.protectionSpace.host, port: challenge.protectionSpace.port, isProxy: challenge.protectionSpace.isProxy, task: key) {
+            credential = stored.credential // default handling uses what is stored
+        }
+        switch answer.disposition {
+        case .cancelAuthenticationChallenge:
+            log.notice("auth", "the app cancelled the authentication challenge", session: name, task: taskID)
+            try cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the app cancelled the authentication challenge", subject: task.originalRequest.url))
+            return nil
+        case .useCredential, .performDefaultHandling, .rejectProtectionSpace:
+            task.pendingChallenge = nil
+            guard let credential else {
+                // No credential: the response is the answer (Apple delivers the 401 / 407).
+                log.notice("auth", "no credential given (\(answer.disposition.rawValue)); delivering the \(task.response?.statusCode ?? 0) response", session: name, task: taskID)
+                deliverChallengeResponse(task, in: session)
+                return nil
+            }
+            credentialStore.remember(credential, for: challenge.protectionSpace, task: key)
+            try session.update(task)
+            log.notice("auth", "the app answered with a credential (\(credential.persistence.rawValue)); trying again", session: name, task: taskID)
+            scheduleTransfers()
+            return session.tasks[taskID]
+        }
+    }
+
+    /// Ends a task with the challenge response it got: a download's error page as its file,
+    /// an upload's answer as its data (S2.5: not an error).
+    private func deliverChallengeResponse(_ task: TaskRecord, in session: DaemonSession) {
+        switch task.kind {
+        case .download:
+            let page = partialPath(for: task, in: session) + ".response"
+            unlink(partialPath(for: task, in: session))
+            if rename(page, finishedPath(for: task, in: session)) != 0 {
+                _ = FileManager.default.createFile(atPath: finishedPath(for: task, in: session), contents: nil)
+            }
+            try? session.update(task)
+            completeDownload(task, in: session)
+        case .upload:
+            let body = FileManager.default.contents(atPath: uploadResponsePath(for: task, in: session))
+            try? session.update(task)
+            completeUpload(task, responseBody: body?.prefix(Int(UploadTransfer.responseBodyLimit)), in: session)
+        }
+    }
+
+    // MARK: Refreshed headers before a retry (ours)
+
+    /// Whether the next start of `task` retries or resumes an earlier attempt.
+    static func isRetryOrResume(_ task: TaskRecord) -> Bool {
+        task.retryCount > 0 || task.progressBytes.done > 0 || task.uploadResumption != nil || task.authenticationFailures > 0
+    }
+
+    /// Before a retry or resume, an attached app may refresh the request's headers (a fresh
+    /// token): it is asked and the task waits for the answer (at most 10 s). Returns true
+    /// when the task may start now.
+    func headersReadyForRetry(_ task: TaskRecord, in session: DaemonSession, now: Date) -> Bool {
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        guard Self.isRetryOrResume(task), let holder = session.holder, !retryHeadersAnswered.contains(key) else { return true }
+        if let asked = retryHeadersAsked[key], asked.holder == ObjectIdentifier(holder) {
+            guard now.timeIntervalSince(asked.at) >= 10 else { return false }
+            log.error("auth", "no refreshed headers within 10 s; retrying with the headers it has", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            retryHeadersAsked[key] = nil
+            return true
+        }
+        retryHeadersAsked[key] = (ObjectIdentifier(holder), now)
+        push(.retryHeaders(session: session.key.identifier, task), to: session)
+        return false
+    }
+
+    /// The app's refreshed headers: set on the request the task sends from now on.
+    func answerRetryHeaders(_ fields: [HeaderField]?, for taskID: Int, in session: DaemonSession) throws -> TaskRecord? {
+        guard var task = session.tasks[taskID] else { return nil }
+        let key = TaskKey(session: session.key, task: taskID)
+        retryHeadersAsked[key] = nil
+        retryHeadersAnswered.insert(key)
+        if let fields, !fields.isEmpty {
+            var request = task.requestToSend
+            let names = Set(fields.map { $0.name.lowercased() })
+            request.headers = request.headers.filter { !names.contains($0.name.lowercased()) } + fields
+            task.replacementRequest = request
+            try session.update(task)
+            log.notice("auth", "the app refreshed \(fields.map(\.name).sorted().joined(separator: ", ")) before the retry", session: session.key.identifier.rawValue, task: taskID)
+        }
+        scheduleTransfers()
+        return session.tasks[taskID]
+    }
+}
