@@ -268,9 +268,6 @@ final class SchedulingTests: InProcessSuite, @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
-    func completed(_ task: URLSessionTask, status: Int) -> (RecordingDelegate.Call) -> Bool {
-        { $0 == .completed(task: task.taskIdentifier, code: nil, status: status) }
-    }
 }
 }
 

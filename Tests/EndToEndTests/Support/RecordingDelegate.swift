@@ -15,7 +15,14 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
         case invalid(code: Int?)
         case waitingForConnectivity(task: Int)
         case willBeginDelayedRequest(task: Int, url: String)
+        case challenge(task: Int, method: String, realm: String?, previousFailures: Int, proxy: Bool)
+        case willRetry(task: Int)
     }
+
+    /// How challenges are answered (default: default handling).
+    var challengeAnswer: @Sendable (URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?) = { _ in (.performDefaultHandling, nil) }
+    /// The headers given before a retry (default: none).
+    var retryHeaders: @Sendable (URLRequest) -> [String: String]? = { _ in nil }
 
     /// How `willBeginDelayedRequest` is answered (default: go on).
     var delayedRequestAnswer: @Sendable (URLRequest) -> (URLSession.DelayedRequestDisposition, URLRequest?) = { _ in (.continueLoading, nil) }
@@ -103,6 +110,18 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
         completionHandler(disposition, newRequest)
     }
 
+    func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        let space = challenge.protectionSpace
+        record(.challenge(task: task.taskIdentifier, method: space.authenticationMethod, realm: space.realm, previousFailures: challenge.previousFailureCount, proxy: space.isProxy()))
+        let (disposition, credential) = challengeAnswer(challenge)
+        completionHandler(disposition, credential)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, willRetry request: URLRequest, completionHandler: @escaping @Sendable ([String: String]?) -> Void) {
+        record(.willRetry(task: task.taskIdentifier))
+        completionHandler(retryHeaders(request))
+    }
+
     func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {
         record(.finishedEvents)
     }
@@ -110,4 +129,9 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
     func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?) {
         record(.invalid(code: error.map { ($0 as NSError).code }))
     }
+}
+
+/// Matches the task's successful completion with `status` (for `RecordingDelegate.wait`).
+func completed(_ task: URLSessionTask, status: Int) -> (RecordingDelegate.Call) -> Bool {
+    { $0 == .completed(task: task.taskIdentifier, code: nil, status: status) }
 }

@@ -1,0 +1,43 @@
+import Foundation
+import Testing
+import LoopbackServer
+import TransferContainer
+
+/// A challenge with no process attached: the daemon launches the containing app for the
+/// session, as for events, and the transfer goes on with its answer (S3.1, S1.6).
+@Suite(.timeLimit(.minutes(2)))
+struct AuthenticationProcessTests {
+    static let fetchSession = "com.example.host.fetch.background"
+
+    @Test("An extension's download behind Basic auth: the host is launched for the challenge, answers from its keychain, and gets the file; the password is in no log, inspection or file outside the host's private container")
+    func challengeRelaunchesTheHost() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let payload = testPayload(size: 1 << 20, seed: 41)
+        server.serve("/vault/report.bin", data: payload)
+        server.protect("/vault", with: .basic(realm: "vault", users: ["alice": "s3cret-pass"]))
+        _ = try DaemonUnderTest.start(container)
+
+        let remembered = try Executable.hostApp.run(["remember-password", "vault", "alice", "s3cret-pass"], in: container)
+        #expect(remembered.status == 0, "\(remembered.stderr)")
+        let started = try Executable.fetchExtension.run(["download", server.url(for: "/vault/report.bin").absoluteString], in: container)
+        #expect(started.status == 0, "\(started.stderr)")
+
+        let answered = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("didReceive challenge: task 1, Basic realm \"vault\" at 127.0.0.1:\(server.port), previous failures 0: answered with the keychain's password for alice") }
+        #expect(answered?.session == Self.fetchSession, "the host was launched for the extension's session to answer")
+        let delivered = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("didCompleteWithError(nil): task 1, HTTP 200") }
+        #expect(delivered != nil, "the download finished and the host was launched again for its events")
+        #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("report.bin").path) == SHA256.hexDigest(of: payload))
+        #expect(server.authenticationCounts(at: "/vault/report.bin").acceptedUsers == ["alice"])
+
+        let secrets = ["s3cret-pass", Data("alice:s3cret-pass".utf8).base64EncodedString()]
+        let hostPrivate = container.layout.privateContainer(try BundleIdentifier("com.example.host")).path
+        #expect(secretFiles(in: container, containing: secrets, outside: hostPrivate).isEmpty, "only the host's own keychain holds the password")
+        for command in [["log", "--level", "debug"], ["inspect"], ["inspect", "--json"]] {
+            let output = try Executable.bgtransfer.run(command, in: container).stdout
+            #expect(!secrets.contains { output.contains($0) }, "bgtransfer \(command) shows no secret")
+        }
+    }
+}
