@@ -77,6 +77,28 @@ final class AuthenticationTests: InProcessSuite, @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
+    @Test("An upload behind Basic or Digest: the body reaches the server whole once the app answers", arguments: [Protection.basic(realm: "inbox", users: users), .digest(.sha256, realm: "inbox", users: users)])
+    func uploadBehindAuthentication(_ protection: Protection) throws {
+        let body = testPayload(size: 3 << 20, seed: 51)
+        let group = container.layout.appGroup(InProcess.group)
+        try FileManager.default.createDirectory(at: group, withIntermediateDirectories: true)
+        let file = group.appendingPathComponent("auth-upload.bin")
+        try body.write(to: file)
+        server.acceptUploads(at: "/inbox/up", options: UploadOptions(storage: .hash))
+        server.protect("/inbox", with: protection)
+        let delegate = RecordingDelegate()
+        delegate.challengeAnswer = { _ in (.useCredential, URLCredential(user: "alice", password: "correct horse", persistence: .forSession)) }
+        let session = fixture.session("auth-upload", delegate: delegate)
+        var request = URLRequest(url: server.url(for: "/inbox/up"))
+        request.httpMethod = "PUT"
+        let task = session.uploadTask(with: request, fromFile: file)
+        task.resume()
+        #expect(delegate.wait(for: completed(task, status: 201)), "\(delegate.calls)")
+        #expect(challenges(delegate).count == 1)
+        #expect(server.receivedUploads(at: "/inbox/up").map(\.sha256) == [SHA256.hexDigest(of: body)], "stored once, whole")
+        session.invalidateAndCancel()
+    }
+
     @Test("cancelAuthenticationChallenge ends the task with -999")
     func cancelledChallenge() throws {
         server.serve("/cancel/file.bin", data: Data("never".utf8))
