@@ -82,6 +82,37 @@ struct SchedulingProcessTests {
         #expect(waitUntil { stage.requests(to: "/flagged.bin").count == 1 })
     }
 
+    @Test("host-app download --no-cellular, --no-expensive and --no-constrained wait on such a network; a plain download runs there")
+    func networkFlagsOfTheCommandLine() throws {
+        let stage = try Stage(paths: ["/no-cellular.bin", "/no-expensive.bin", "/no-constrained.bin", "/any.bin"])
+        try stage.run(.bgtransfer, ["conditions", "--network", "cellular", "--expensive", "on", "--constrained", "on"])
+        for flag in ["--no-cellular", "--no-expensive", "--no-constrained"] {
+            try stage.run(.hostApp, ["download", stage.url("/\(flag.dropFirst(2)).bin"), flag])
+        }
+        try stage.run(.hostApp, ["download", stage.url("/any.bin")])
+        #expect(waitUntil { stage.requests(to: "/any.bin").count == 1 }, "a download that may use any network runs")
+        #expect(stage.waiting(in: Self.hostSession, url: "/no-cellular.bin") == "waiting for connectivity: only cellular, and cellular access is not allowed")
+        #expect(stage.waiting(in: Self.hostSession, url: "/no-expensive.bin") == "waiting for connectivity: the network is expensive, and expensive network access is not allowed")
+        #expect(stage.waiting(in: Self.hostSession, url: "/no-constrained.bin") == "waiting for connectivity: the network is constrained (Low Data Mode), and constrained network access is not allowed")
+        try stage.run(.bgtransfer, ["conditions", "--network", "wifi", "--expensive", "off", "--constrained", "off"])
+        #expect(waitUntil { ["/no-cellular.bin", "/no-expensive.bin", "/no-constrained.bin"].allSatisfy { stage.requests(to: $0).count == 1 } })
+    }
+
+    @Test("A corrupt conditions file: the daemon says so in its log and runs on the defaults; bgtransfer conditions warns and writes a good one")
+    func corruptConditionsFile() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        try Data("{\"network\": \"moon\"".utf8).write(to: container.layout.deviceConditions)
+        _ = try DaemonUnderTest.start(container)
+        #expect(container.waitForLog { $0.process == "transferd" && $0.category == "conditions" && $0.message.contains("is corrupt") && $0.message.contains("going on with the defaults") } != nil)
+        let shown = try Executable.bgtransfer.run(["conditions"], in: container)
+        #expect(shown.status == 0 && shown.stderr.contains("is corrupt") && shown.stdout.contains("network wifi"), "\(shown.stdout) \(shown.stderr)")
+        let fixed = try Executable.bgtransfer.run(["conditions", "--network", "cellular"], in: container)
+        #expect(fixed.status == 0)
+        #expect((try? DeviceConditions.load(from: container.layout))?.network == .cellular)
+        #expect(container.waitForLog { $0.process == "transferd" && $0.message == "now network cellular, expensive off, constrained off, power charging, low power mode off" } != nil)
+    }
+
     @Test("host-app download --begin-after holds the request until then; nobody attached, it goes on as created (S5, S5.1)")
     func beginAfterHoldsTheRequest() throws {
         let stage = try Stage(paths: ["/dated.bin"])
