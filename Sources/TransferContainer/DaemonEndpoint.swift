@@ -86,7 +86,7 @@ public enum DaemonEndpoint {
             var timeval = timeval(tv_sec: Int(timeout), tv_usec: 0)
             setsockopt(fd.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
         }
-        var decoder = FrameDecoder()
+        var decoder = FrameDecoder(limit: Frame.maximumReplySize)
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             let n = buffer.withUnsafeMutableBytes { recv(fd.rawValue, $0.baseAddress, $0.count, 0) }

@@ -136,11 +136,31 @@ struct FrameTests {
     func oversized() throws {
         var decoder = FrameDecoder()
         decoder.append(lengthPrefix(UInt32(Frame.maximumSize + 1)))
-        #expect(throws: FrameError.oversized(Frame.maximumSize + 1)) { try decoder.next() }
+        #expect(throws: FrameError.oversized(Frame.maximumSize + 1, limit: Frame.maximumSize)) { try decoder.next() }
         var huge = FrameDecoder()
         huge.append(lengthPrefix(UInt32.max) + [1, 2, 3])
-        #expect(throws: FrameError.oversized(Int(UInt32.max))) { try huge.next() }
-        #expect(FrameError.oversized(Frame.maximumSize + 1).description.contains("\(Frame.maximumSize)"))
+        #expect(throws: FrameError.oversized(Int(UInt32.max), limit: Frame.maximumSize)) { try huge.next() }
+        #expect(FrameError.oversized(Frame.maximumSize + 1, limit: Frame.maximumSize).description.contains("\(Frame.maximumSize)"))
+    }
+
+    @Test("a client reads replies beyond the request limit (a session's 10,000 tasks), up to Frame.maximumReplySize")
+    func repliesMayBeLarger() throws {
+        let tasks = (1...10_000).map { TaskRecord(taskIdentifier: $0, kind: .download, originalRequest: RequestRecord(url: "http://127.0.0.1:8080/files/\($0).bin", headers: [HeaderField(name: "Accept", value: "*/*")])) }
+        let reply = DaemonFrame.reply(id: 7, .tasks(tasks))
+        #expect(throws: FrameError.self) { try Frame.encode(reply) }
+        let frame = try Frame.encode(reply, limit: Frame.maximumReplySize)
+        #expect(frame.count > Frame.maximumSize)
+        var client = FrameDecoder(limit: Frame.maximumReplySize)
+        frame.withUnsafeBytes { client.append($0) }
+        let body = try #require(try client.next())
+        guard case .reply(7, .tasks(let decoded)) = try Frame.decode(DaemonFrame.self, from: body) else {
+            Issue.record("not the tasks reply")
+            return
+        }
+        #expect(decoded.count == 10_000)
+        var daemon = FrameDecoder()
+        frame.withUnsafeBytes { daemon.append($0) }
+        #expect(throws: FrameError.self) { try daemon.next() }
     }
 
     @Test("a length of exactly Frame.maximumSize is accepted and waits for its body")
@@ -222,7 +242,7 @@ struct FrameTests {
                 } catch {
                     refused += 1
                     stuck = true
-                    guard case .oversized(let size) = error, size > Frame.maximumSize else {
+                    guard case .oversized(let size, _) = error, size > Frame.maximumSize else {
                         Issue.record("seed \(seed) round \(round): unexpected \(error)")
                         break
                     }

@@ -144,7 +144,7 @@ final class DaemonConnection: @unchecked Sendable {
     // MARK: Reading
 
     private func readLoop(_ fd: FileDescriptor, generation: Int) {
-        var decoder = FrameDecoder()
+        var decoder = FrameDecoder(limit: Frame.maximumReplySize)
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         readLoop: while true {
             let n = buffer.withUnsafeMutableBytes { recv(fd.rawValue, $0.baseAddress, $0.count, 0) }

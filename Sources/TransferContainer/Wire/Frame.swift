@@ -1,15 +1,20 @@
 import Foundation
 
 /// The framing on the daemon's socket: a 4-byte big-endian length, then that many bytes of
-/// JSON. Frames larger than `maximumSize` are refused, so a peer cannot make the other side
-/// buffer without bound.
+/// JSON. Frames larger than the reader's limit are refused, so a peer cannot make the other
+/// side buffer without bound: a client's request may be 4 MiB (`maximumSize`); the daemon's
+/// answers may be larger (`maximumReplySize`), since a session's tasks, all in one reply to
+/// `openSession` or `getAllTasks`, grow with their number (about 460 bytes a task).
 public enum Frame {
+    /// The largest request the daemon reads.
     public static let maximumSize = 4 << 20
+    /// The largest frame a client reads from its daemon.
+    public static let maximumReplySize = 256 << 20
 
-    /// Encodes one message as a frame.
-    public static func encode<T: Encodable>(_ message: T) throws -> Data {
+    /// Encodes one message as a frame of at most `limit` bytes.
+    public static func encode<T: Encodable>(_ message: T, limit: Int = maximumSize) throws -> Data {
         let body = try RecordCoding.encoder(pretty: false).encode(message)
-        guard body.count <= maximumSize else { throw FrameError.oversized(body.count) }
+        guard body.count <= limit else { throw FrameError.oversized(body.count, limit: limit) }
         var frame = Data(capacity: body.count + 4)
         let length = UInt32(body.count).bigEndian
         withUnsafeBytes(of: length) { frame.append(contentsOf: $0) }
@@ -24,12 +29,12 @@ public enum Frame {
 
 /// A frame that cannot be accepted.
 public enum FrameError: Error, CustomStringConvertible, Sendable, Equatable {
-    case oversized(Int)
+    case oversized(Int, limit: Int)
     case malformed(String)
 
     public var description: String {
         switch self {
-        case .oversized(let size): "frame of \(size) bytes exceeds the limit of \(Frame.maximumSize)"
+        case .oversized(let size, let limit): "frame of \(size) bytes exceeds the limit of \(limit)"
         case .malformed(let reason): "malformed frame: \(reason)"
         }
     }
@@ -39,8 +44,12 @@ public enum FrameError: Error, CustomStringConvertible, Sendable, Equatable {
 public struct FrameDecoder: Sendable {
     private var buffer: [UInt8] = []
     private var start = 0
+    /// The largest frame body accepted.
+    public let limit: Int
 
-    public init() {}
+    public init(limit: Int = Frame.maximumSize) {
+        self.limit = limit
+    }
 
     /// Bytes received but not yet part of a complete frame.
     public var pendingByteCount: Int { buffer.count - start }
@@ -57,7 +66,7 @@ public struct FrameDecoder: Sendable {
     public mutating func next() throws(FrameError) -> Data? {
         guard buffer.count - start >= 4 else { return nil }
         let length = Int(buffer[start]) << 24 | Int(buffer[start + 1]) << 16 | Int(buffer[start + 2]) << 8 | Int(buffer[start + 3])
-        guard length <= Frame.maximumSize else { throw .oversized(length) }
+        guard length <= limit else { throw .oversized(length, limit: limit) }
         guard buffer.count - start - 4 >= length else { return nil }
         let body = Data(buffer[(start + 4)..<(start + 4 + length)])
         start += 4 + length

@@ -70,7 +70,7 @@ final class ClientConnection {
     /// Queues a frame; returns false if the client is too far behind (it will be dropped).
     @discardableResult
     func send(_ frame: DaemonFrame) -> Bool {
-        guard !isClosed, let data = try? Frame.encode(frame) else { return false }
+        guard !isClosed, let data = try? Frame.encode(frame, limit: Frame.maximumReplySize) else { return false }
         if outboxBytes + data.count > Self.outboxLimit { return false }
         outbox.append(data)
         outboxBytes += data.count
