@@ -39,3 +39,7 @@ int cposix_terminal_size(int fd, int *rows, int *columns) {
     *columns = size.ws_col;
     return 0;
 }
+
+int cposix_start_writeback(int fd, long long offset, long long length) {
+    return sync_file_range(fd, (off64_t)offset, (off64_t)length, SYNC_FILE_RANGE_WRITE);
+}

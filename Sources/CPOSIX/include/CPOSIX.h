@@ -11,6 +11,10 @@ int cposix_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 int cposix_accept_nonblocking(int fd);
 /// open(path, O_PATH | O_DIRECTORY | O_CLOEXEC).
 int cposix_open_directory_path(const char *path);
+
+// Starts writing back the file's dirty pages in [offset, offset + length) without waiting
+// (sync_file_range with SYNC_FILE_RANGE_WRITE): a later fsync then has little left to do.
+int cposix_start_writeback(int fd, long long offset, long long length);
 /// The POSIX_SPAWN_SETSID flag.
 short cposix_spawn_setsid_flag(void);
 /// memmem(haystack, haystack_length, needle, needle_length).

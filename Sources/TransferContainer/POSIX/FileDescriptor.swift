@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import CPOSIX
 
 /// An owned file descriptor: a typed handle around the raw `Int32`, closed explicitly.
 ///
@@ -58,6 +59,12 @@ public struct FileDescriptor: Hashable, Sendable {
             result.append(contentsOf: chunk[0..<n])
             if result.count > limit { throw Errno(EFBIG, "read") }
         }
+    }
+
+    /// Starts writing `length` bytes from `offset` to disk in the background, without waiting:
+    /// a large file written this way as it grows costs little to `sync()` at the end.
+    public func startWriteback(from offset: Int64, length: Int64) {
+        _ = cposix_start_writeback(rawValue, offset, length)
     }
 
     public func sync() throws(Errno) {

@@ -42,6 +42,9 @@ final class DownloadTransfer: Transfer {
     /// Called every `checkpointInterval` bytes with the task's current counts.
     var onCheckpoint: ((TaskRecord) -> Void)?
     static let checkpointInterval: Int64 = 16 << 20
+    /// Bytes written between background writebacks, and where the next one starts.
+    static let writebackInterval: Int64 = 8 << 20
+    private var writebackStart: Int64 = 0
 
     init(session: SessionKey, task: TaskRecord, partialPath: String, configuration: SessionConfiguration, credentials: TransferCredentials) throws {
         self.session = session
@@ -59,6 +62,7 @@ final class DownloadTransfer: Transfer {
         try fd.seek(to: onDisk)
         self.file = fd
         self.resumeOffset = onDisk
+        self.writebackStart = onDisk
         self.task.countOfBytesReceived = onDisk
 
         try easy.setURL(task.requestToSend.url)
@@ -92,6 +96,11 @@ final class DownloadTransfer: Transfer {
         }
         task.countOfBytesReceived += Int64(bytes.count)
         bytesSinceCheckpoint += Int64(bytes.count)
+        if task.countOfBytesReceived - writebackStart >= Self.writebackInterval {
+            // Writing back as the file grows keeps the final fsync short.
+            file.startWriteback(from: writebackStart, length: task.countOfBytesReceived - writebackStart)
+            writebackStart = task.countOfBytesReceived
+        }
         if bytesSinceCheckpoint >= Self.checkpointInterval {
             bytesSinceCheckpoint = 0
             onCheckpoint?(task)
@@ -124,6 +133,7 @@ final class DownloadTransfer: Transfer {
                 return false
             }
             task.countOfBytesReceived = 0
+            writebackStart = 0
             return true
         }
         if resumeOffset > 0 {
@@ -145,6 +155,7 @@ final class DownloadTransfer: Transfer {
                 return false
             }
             task.countOfBytesReceived = 0
+            writebackStart = 0
         }
         reportResume(at: 0)
         return true
