@@ -1,10 +1,12 @@
 import Foundation
+import LoopbackServer
 import TransferContainer
 
-/// A scratch container and the built executables beside this one.
+/// A scratch container, a loopback server, and the built executables beside this one.
 struct BenchContainer {
     let parent: URL
     let layout: ContainerLayout
+    let server: LoopbackServer
     /// Processes this container's benchmark started (daemons), ended by pid in `tearDown`.
     var pids: [Int32] = []
 
@@ -12,6 +14,15 @@ struct BenchContainer {
         parent = URL(fileURLWithPath: "/tmp/bgt-bench-\(getpid())-\(UUID().uuidString.prefix(6))")
         layout = ContainerLayout(root: parent.appendingPathComponent("container"))
         try layout.prepare()
+        server = try LoopbackServer()
+    }
+
+    /// Serves `size` bytes of fresh data at `/payload.bin`; returns its URL.
+    func servePayload(size: Int64) throws -> String {
+        let source = parent.appendingPathComponent("payload.bin").path
+        try makePayloadFile(at: source, size: size)
+        server.serve("/payload.bin", file: URL(fileURLWithPath: source))
+        return server.url(for: "/payload.bin").absoluteString
     }
 
     static func executable(_ name: String) -> String {
@@ -89,9 +100,11 @@ struct BenchContainer {
         return false
     }
 
-    /// Ends every daemon of this container and removes it. The daemon's directory goes
-    /// first, so that a client in this process that loses the daemon cannot start another.
+    /// Stops the server, ends every daemon of this container and removes it. The daemon's
+    /// directory goes first, so that a client in this process that loses the daemon cannot
+    /// start another.
     func tearDown() {
+        server.stop()
         var daemons = pids
         if let pid = FileLock.holderPID(layout.daemonLock.path), FileLock.isHeld(layout.daemonLock.path), !daemons.contains(pid) { daemons.append(pid) }
         try? FileManager.default.removeItem(at: layout.daemonDirectory)

@@ -13,12 +13,7 @@ struct DownloadBenchmark {
     func run(into report: Report) throws {
         var container = try BenchContainer()
         defer { container.tearDown() }
-        let server = try LoopbackServer()
-        defer { server.stop() }
-        let source = container.parent.appendingPathComponent("payload.bin").path
-        try makePayloadFile(at: source, size: size)
-        server.serve("/payload.bin", file: URL(fileURLWithPath: source))
-        let url = server.url(for: "/payload.bin").absoluteString
+        let url = try container.servePayload(size: size)
         let daemon = try container.startDaemon()
         let curlFile = container.parent.appendingPathComponent("curl-output.bin").path
         let delivered = container.standInGroup.appendingPathComponent("Downloads/payload.bin").path

@@ -17,8 +17,7 @@ struct EventLatencyBenchmark {
     func run(into report: Report) throws {
         var container = try BenchContainer()
         defer { container.tearDown() }
-        let server = try LoopbackServer()
-        defer { server.stop() }
+        let server = container.server
         server.serve("/tiny.bin", data: Data(repeating: 0x2A, count: 1024))
         let url = server.url(for: "/tiny.bin")
         _ = try container.startDaemon()

@@ -84,8 +84,7 @@ struct ManyTasksBenchmark {
     private func once(count: Int, referenceFirst: Bool) throws -> Run {
         var container = try BenchContainer()
         defer { container.tearDown() }
-        let server = try LoopbackServer()
-        defer { server.stop() }
+        let server = container.server
         let daemon = try container.startDaemon()
         let app = try BenchApp(entitlements: entitlements, container: container)
         let empty = try ResidentMemory(pid: daemon).current

@@ -25,15 +25,12 @@ struct RefetchBenchmark {
     private func once() throws -> (refetched: Int64, note: String) {
         var container = try BenchContainer()
         defer { container.tearDown() }
-        let server = try LoopbackServer()
-        defer { server.stop() }
-        let source = container.parent.appendingPathComponent("payload.bin").path
-        try makePayloadFile(at: source, size: size)
+        let server = container.server
         // Full speed: bytes counted as sent but still in socket buffers at the kill are what
         // a restart must fetch again, besides what the daemon had not written.
-        server.serve("/payload.bin", file: URL(fileURLWithPath: source))
+        let url = try container.servePayload(size: size)
         let daemon = try container.startDaemon()
-        guard try container.run("fetch-extension", ["download", server.url(for: "/payload.bin").absoluteString]) == 0 else { throw BenchError("fetch-extension failed") }
+        guard try container.run("fetch-extension", ["download", url]) == 0 else { throw BenchError("fetch-extension failed") }
 
         let partial = container.standInGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/com.example.host.fetch.background/task-1.partial").path
         let deadline = Date().addingTimeInterval(120)

@@ -26,8 +26,7 @@ struct RelaunchBenchmark {
     func run(into report: Report) throws {
         var container = try BenchContainer()
         defer { container.tearDown() }
-        let server = try LoopbackServer()
-        defer { server.stop() }
+        let server = container.server
         // Slow enough (about 250 ms) that the extension has exited when the task finishes:
         // otherwise it could take the event itself and nothing would be relaunched.
         server.serve("/relaunch.bin", data: Data(repeating: 0x5A, count: 16 << 10), options: RouteOptions(bytesPerSecond: 64 << 10))

@@ -37,8 +37,7 @@ struct SmallFilesBenchmark {
     private func measure(count: Int) throws -> (daemon: [Double], curl: [Double]) {
         var container = try BenchContainer()
         defer { container.tearDown() }
-        let server = try LoopbackServer()
-        defer { server.stop() }
+        let server = container.server
         var payload = Data(count: Self.fileSize)
         payload.withUnsafeMutableBytes { bytes in for i in bytes.indices { bytes[i] = UInt8(truncatingIfNeeded: i &* 31 &+ 7) } }
         let urls = (0..<count).map { server.url(for: "/small/\($0).bin") }

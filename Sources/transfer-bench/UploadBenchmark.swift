@@ -11,8 +11,7 @@ struct UploadBenchmark {
     func run(into report: Report) throws {
         var container = try BenchContainer()
         defer { container.tearDown() }
-        let server = try LoopbackServer()
-        defer { server.stop() }
+        let server = container.server
         // The file lies in the app group already, as an app's own file would: no copy is timed.
         let group = container.standInGroup
         try FileManager.default.createDirectory(at: group.appendingPathComponent("Outbox"), withIntermediateDirectories: true)
