@@ -45,7 +45,7 @@ let package = Package(
         .executableTarget(name: "bgtransfer", dependencies: ["TransferContainer", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
         // Benchmarks against curl and kill-recovery figures: `swift run -c release transfer-bench`.
-        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
+        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
         .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "StandInSupport"]),
         .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer"]),

@@ -1,0 +1,143 @@
+import BackgroundTransfer
+import LoopbackServer
+
+/// Many queued tasks in one session: how fast they are created (each durable before
+/// `downloadTask(with:)` returns), how long `getAllTasks` takes with all of them, and the
+/// daemon's resident memory holding them. Each run has its own container and daemon; the
+/// tasks are never resumed, so they stay queued.
+///
+/// References, measured in the same runs: the rate of durable record writes (temporary
+/// file, fsync, rename, fsync of the directory) of a task-sized record on the same file
+/// system, which bounds creation while every task is made durable on its own; the time to
+/// encode and decode the `getAllTasks` reply's JSON in one process; the daemon's memory with
+/// the session open and no task.
+struct ManyTasksBenchmark {
+    let counts: [Int]
+    let runs: Int
+    let entitlements: String
+    /// The count whose figures are the headline ones (the others go to the scaling table).
+    let headline: Int
+
+    /// getAllTasks calls per run.
+    static let listingsPerRun = 5
+
+    struct Run {
+        var creationRate: Double
+        var durableWriteRate: Double
+        var listings: [Double]
+        var encodingMilliseconds: Double
+        var decodingMilliseconds: Double
+        var replyBytes: Int
+        var residentMiB: Double
+        var emptyResidentMiB: Double
+        var residentAfterListingsMiB: Double
+        /// Why getAllTasks calls failed in the daemon (the library then answers from its own
+        /// task objects, after its request timeout).
+        var listingFailures: [String]
+    }
+
+    func run(into report: Report) throws {
+        for count in counts {
+            print("many tasks: \(count) download tasks created in one session and left queued, \(runs) runs")
+            var results: [Run] = []
+            for number in 1...runs {
+                let run = try once(count: count, referenceFirst: number % 2 == 1)
+                results.append(run)
+                let listings = run.listings.map { String(format: "%.1f", $0) }.joined(separator: ", ")
+                print(String(format: "  run %d: created %.0f tasks/s (durable writes alone: %.0f/s); getAllTasks ", number, run.creationRate, run.durableWriteRate) + listings
+                      + String(format: " ms (JSON alone %.1f ms, %.1f MiB); daemon RSS %.1f MiB (%.1f MiB with no task, %.1f MiB after the listings)",
+                               run.encodingMilliseconds + run.decodingMilliseconds, Double(run.replyBytes) / 1048576, run.residentMiB, run.emptyResidentMiB, run.residentAfterListingsMiB))
+            }
+            let creation = Measure("tasks created", unit: "tasks/s", results.map(\.creationRate))
+            let listing = Measure("getAllTasks", unit: "ms", results.flatMap(\.listings))
+            let failures = results.flatMap(\.listingFailures)
+            let memory = Measure("VmRSS", unit: "MiB", results.map(\.residentMiB))
+            report.scale(count) { point in
+                point.creationRate = creation.summary
+                point.getAllTasksMilliseconds = listing.summary
+                point.daemonResidentMiB = memory.summary
+            }
+            guard count == headline else { continue }
+            report.add(Figure(id: "tasks.creation", title: "\(count) download tasks created in one session (durable), tasks per second",
+                              result: creation,
+                              reference: Measure("durable writes of a task-sized record on the same disk", unit: "/s", results.map(\.durableWriteRate)),
+                              target: .atLeast(2000),
+                              notes: ["One thread calls `downloadTask(with:)` \(count) times; the daemon writes each task's record durably before it answers."]))
+            report.add(Figure(id: "tasks.getAllTasks", title: "getAllTasks with \(count) tasks",
+                              result: listing,
+                              reference: Measure("JSON encoding and decoding of the reply in one process", unit: "ms", results.map { $0.encodingMilliseconds + $0.decodingMilliseconds }),
+                              target: .atMost(200),
+                              details: [Measure("reply size", unit: "MiB", results.map { Double($0.replyBytes) / 1048576 }),
+                                        Measure("JSON encoding of the reply alone", unit: "ms", results.map(\.encodingMilliseconds)),
+                                        Measure("JSON decoding of the reply alone", unit: "ms", results.map(\.decodingMilliseconds))],
+                              notes: ["From the call to the completion handler, \(Self.listingsPerRun) calls per run; the frame limit on the daemon's socket is \(Frame.maximumSize >> 20) MiB."]
+                                + (failures.isEmpty ? [] : ["\(failures.count) of \(listing.values.count) calls got no answer from the daemon; the library logged `\(failures[0])` and answered from its own task objects."])))
+            report.add(Figure(id: "tasks.memory", title: "transferd resident memory with \(count) queued tasks (VmRSS)",
+                              result: memory,
+                              reference: Measure("with the session open and no task", unit: "MiB", results.map(\.emptyResidentMiB)),
+                              target: .atMost(256),
+                              details: [Measure("after the getAllTasks calls", unit: "MiB", results.map(\.residentAfterListingsMiB))],
+                              notes: ["Read from /proc/PID/status right after the last task was created."]))
+        }
+    }
+
+    private func once(count: Int, referenceFirst: Bool) throws -> Run {
+        var container = try BenchContainer()
+        defer { container.tearDown() }
+        let server = container.server
+        let daemon = try container.startDaemon()
+        let app = try BenchApp(entitlements: entitlements, container: container)
+        let empty = try ResidentMemory(pid: daemon).current
+        let urls = (0..<count).map { server.url(for: "/queued/\($0).bin") }
+
+        let reference = container.parent.appendingPathComponent("reference")
+        var durableRate = referenceFirst ? try durableWriteRate(count: count, url: urls[0].absoluteString, in: reference) : 0
+        let start = monotonicNow()
+        for url in urls {
+            _ = app.session.downloadTask(with: url)
+        }
+        let creationRate = Double(count) / (monotonicNow() - start)
+        let resident = try ResidentMemory(pid: daemon).current
+        if !referenceFirst { durableRate = try durableWriteRate(count: count, url: urls[0].absoluteString, in: reference) }
+
+        var listings: [Double] = []
+        var failures: [String] = []
+        for _ in 0..<Self.listingsPerRun {
+            let (tasks, milliseconds) = try app.allTasks()
+            guard tasks.count == count else { throw BenchError("getAllTasks returned \(tasks.count) tasks, not \(count)") }
+            listings.append(milliseconds)
+            failures = TransferLog.entries(layout: container.layout).filter { $0.process == "transfer-bench" && $0.message.hasPrefix("getAllTasks failed") }.map(\.message)
+            // The daemon did not answer; the next calls would only wait out the same timeout.
+            if !failures.isEmpty { break }
+        }
+        let coding = try replyCoding(count: count, url: urls[0].absoluteString)
+        return Run(creationRate: creationRate, durableWriteRate: durableRate, listings: listings, encodingMilliseconds: coding.encoding,
+                   decodingMilliseconds: coding.decoding, replyBytes: coding.bytes, residentMiB: resident, emptyResidentMiB: empty, residentAfterListingsMiB: try ResidentMemory(pid: daemon).current, listingFailures: failures)
+    }
+
+    /// A queued download task's record, as the daemon keeps it.
+    private func record(_ identifier: Int, url: String) -> TaskRecord {
+        TaskRecord(taskIdentifier: identifier, kind: .download, originalRequest: RequestRecord(url: url.replacingOccurrences(of: "/0.bin", with: "/\(identifier).bin")))
+    }
+
+    /// Durable writes per second of `count` task records into a fresh directory.
+    private func durableWriteRate(count: Int, url: String, in directory: URL) throws -> Double {
+        try DurableFile.makeDirectory(directory.path)
+        let records = (1...count).map { record($0, url: url) }
+        let start = monotonicNow()
+        for record in records {
+            try RecordCoding.write(record, to: directory.appendingPathComponent("\(record.taskIdentifier).json").path)
+        }
+        return Double(count) / (monotonicNow() - start)
+    }
+
+    /// Milliseconds to encode and to decode the reply to getAllTasks with `count` tasks, and its size.
+    private func replyCoding(count: Int, url: String) throws -> (encoding: Double, decoding: Double, bytes: Int) {
+        let frame = DaemonFrame.reply(id: 1, .tasks((1...count).map { record($0, url: url) }))
+        let start = monotonicNow()
+        let body = try RecordCoding.encoder(pretty: false).encode(frame)
+        let encoded = monotonicNow()
+        _ = try RecordCoding.decoder().decode(DaemonFrame.self, from: body)
+        return ((encoded - start) * 1000, (monotonicNow() - encoded) * 1000, body.count)
+    }
+}

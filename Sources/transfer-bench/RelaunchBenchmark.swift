@@ -1,0 +1,116 @@
+import Foundation
+import LoopbackServer
+import TransferContainer
+
+/// From the last task of a session finishing, with no process attached, to the relaunched
+/// host app having acknowledged its events: `fetch-extension download URL` starts a download
+/// and exits; the daemon finishes it, launches `host-app --handle-events-for-background-session`,
+/// which takes the events and calls its completion handler. Both ends are the daemon's own
+/// log lines (`finished: …` and `events through N acknowledged`, an info line: this daemon
+/// runs with BGTRANSFER_LOG_LEVEL=info).
+///
+/// Reference, alternating: a user launch of `host-app` (no arguments: it opens its session,
+/// finds nothing to do and exits), timed from spawn to exit — what starting the app costs.
+struct RelaunchBenchmark {
+    let runs: Int
+
+    /// The phases of one relaunch, in seconds on the daemon's (and the app's) log clock.
+    struct Phases {
+        var finished: Double
+        var launched: Double
+        var appStarted: Double
+        var acknowledged: Double
+        var pid: Int32
+    }
+
+    func run(into report: Report) throws {
+        var container = try BenchContainer()
+        defer { container.tearDown() }
+        let server = container.server
+        // Slow enough (about 250 ms) that the extension has exited when the task finishes:
+        // otherwise it could take the event itself and nothing would be relaunched.
+        server.serve("/relaunch.bin", data: Data(repeating: 0x5A, count: 16 << 10), options: RouteOptions(bytesPerSecond: 64 << 10))
+        let url = server.url(for: "/relaunch.bin").absoluteString
+        _ = try container.startDaemon(environment: ["BGTRANSFER_LOG_LEVEL": "info"])
+
+        print("relaunch: task finished with nobody attached → relaunched host-app acknowledged, \(runs) runs, alternating with a user launch of host-app")
+        var phases: [Phases] = []
+        var userLaunches: [Double] = []
+        var launched: [Int32] = []
+        defer { endLeftoverApps(launched, container: container) }
+        for run in 1...runs {
+            var follower = LogFollower(layout: container.layout)
+            for first in run % 2 == 1 ? [true, false] : [false, true] {
+                if first {
+                    userLaunches.append(try container.timedRun("host-app", [], timeout: 60))
+                } else {
+                    guard try container.run("fetch-extension", ["download", url], timeout: 60) == 0 else { throw BenchError("fetch-extension failed") }
+                    let phase = try waitForRelaunch(&follower, launched: &launched)
+                    phases.append(phase)
+                    print(String(format: "  run %d: finished → launched %.1f ms → app started %.1f ms → acknowledged %.1f ms; total %.1f ms",
+                                 run, (phase.launched - phase.finished) * 1000, (phase.appStarted - phase.launched) * 1000, (phase.acknowledged - phase.appStarted) * 1000, (phase.acknowledged - phase.finished) * 1000))
+                    try waitForExit(of: phase.pid, &follower)
+                }
+            }
+        }
+        let milliseconds = { (from: KeyPath<Phases, Double>, to: KeyPath<Phases, Double>) in phases.map { ($0[keyPath: to] - $0[keyPath: from]) * 1000 } }
+        report.add(Figure(id: "relaunch", title: "last task of a session finished → relaunched host has acknowledged",
+                          result: Measure("latency", unit: "ms", milliseconds(\.finished, \.acknowledged)),
+                          reference: Measure("user launch of host-app, spawn to exit", unit: "ms", userLaunches.map { $0 * 1000 }),
+                          target: .atMost(300),
+                          details: [Measure("finished → daemon spawned host-app", unit: "ms", milliseconds(\.finished, \.launched)),
+                                    Measure("spawned → host-app's first log line (launched to handle events)", unit: "ms", milliseconds(\.launched, \.appStarted)),
+                                    Measure("first line → events acknowledged", unit: "ms", milliseconds(\.appStarted, \.acknowledged))],
+                          notes: ["transferd runs with `--relaunch-delay 0.05`; runs are far enough apart that the rate limiter starts over each time."]))
+    }
+
+    private static let session = "com.example.host.fetch.background"
+
+    /// Reads the log until the relaunched app has acknowledged the session's events.
+    private func waitForRelaunch(_ follower: inout LogFollower, launched: inout [Int32]) throws -> Phases {
+        var finished: Double?, spawned: Double?, appStarted: Double?, pid: Int32?
+        let deadline = monotonicNow() + 30
+        while monotonicNow() < deadline {
+            for entry in follower.next() where entry.session == Self.session {
+                let time = entry.time.timeIntervalSince1970
+                switch (entry.process, entry.category) {
+                case ("transferd", "transfers") where entry.message.hasPrefix("finished:"):
+                    finished = time
+                case ("transferd", "relaunch") where entry.message.hasPrefix("launched ") && !entry.message.hasPrefix("launched app"):
+                    spawned = time
+                    pid = entry.message.split(separator: "(").dropFirst().first.flatMap { Int32($0.dropFirst("pid ".count).prefix { $0.isNumber }) }
+                    if let pid { launched.append(pid) }
+                case ("host-app", "application") where entry.message.hasPrefix("launched to handle events"):
+                    appStarted = time
+                case ("transferd", "events") where entry.message.hasPrefix("events through"):
+                    guard let finished, let spawned, let appStarted, let pid else {
+                        throw BenchError("events were acknowledged without the expected relaunch (finished \(finished != nil), launched \(spawned != nil), app started \(appStarted != nil))")
+                    }
+                    return Phases(finished: finished, launched: spawned, appStarted: appStarted, acknowledged: time, pid: pid)
+                default:
+                    break
+                }
+            }
+            usleep(2_000)
+        }
+        throw BenchError("no relaunch acknowledged within 30 s (finished \(finished != nil), launched \(spawned != nil), app started \(appStarted != nil))")
+    }
+
+    /// Waits until the daemon has seen the launched app exit, so that the next run's launch is not held back.
+    private func waitForExit(of pid: Int32, _ follower: inout LogFollower) throws {
+        let deadline = monotonicNow() + 30
+        while monotonicNow() < deadline {
+            if follower.next().contains(where: { $0.process == "transferd" && $0.message.hasPrefix("launched app") && $0.message.contains("(pid \(pid)) exited") }) { return }
+            usleep(2_000)
+        }
+        throw BenchError("the relaunched host-app (pid \(pid)) did not exit within 30 s")
+    }
+
+    /// Ends relaunched apps still running (the daemon started them for this benchmark).
+    private func endLeftoverApps(_ pids: [Int32], container: BenchContainer) {
+        for pid in pids {
+            guard let arguments = ProcessSpawner.commandLine(of: pid), arguments.contains(container.layout.root.path) else { continue }
+            kill(pid, SIGKILL)
+        }
+    }
+}
