@@ -104,15 +104,15 @@ public enum StandInProgram {
         }
         let arguments = application.arguments
         let delegate = StandInDelegate(echo: true)
-        let started: (task: URLSessionTask, wait: Bool)?
+        let started: (session: URLSession, task: URLSessionTask, wait: Bool)?
         do {
             switch arguments.first {
             case "download":
                 let command = try DownloadCommand(arguments: Array(arguments.dropFirst()))
-                started = startDownload(command, delegate: delegate).map { ($0.1, command.wait) }
+                started = startDownload(command, delegate: delegate).map { ($0.0, $0.1, command.wait) }
             case "upload":
                 let command = try UploadCommand(arguments: Array(arguments.dropFirst()))
-                started = startUpload(command, delegate: delegate).map { ($0.1, command.wait) }
+                started = startUpload(command, delegate: delegate).map { ($0.0, $0.1, command.wait) }
             default:
                 complain("usage: \(DownloadCommand.usage) | \(UploadCommand.usage)")
                 exit(64)
@@ -124,6 +124,7 @@ public enum StandInProgram {
         guard let started else { exit(2) }
         if started.wait {
             let outcome = delegate.waitForCompletion(of: started.task.taskIdentifier, timeout: 600)
+            started.session.waitForDeliveries() // acknowledged: the app is not launched for it
             exit(outcome.finished && outcome.error == nil ? 0 : 1)
         }
         // Extensions exit as soon as their work is handed over.

@@ -159,6 +159,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
             sessions.append(session)
             if command.wait {
                 let outcome = delegate.waitForCompletion(of: task.taskIdentifier, timeout: 600)
+                session.waitForDeliveries() // acknowledged: the app is not launched for it
                 exit(outcome.finished && outcome.error == nil ? 0 : 1)
             }
             exit(0)

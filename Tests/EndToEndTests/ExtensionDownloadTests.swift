@@ -103,4 +103,18 @@ struct ExtensionDownloadTests {
         #expect(!FileManager.default.fileExists(atPath: container.appGroup.appendingPathComponent("escape.txt").path))
         #expect(!FileManager.default.fileExists(atPath: container.parent.appendingPathComponent("escape.txt").path))
     }
+
+    @Test("fetch-extension download --wait acknowledges its completion before exiting: no event is left and the host is not launched for it")
+    func waitingExtensionAcknowledges() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        server.serve("/files/waited.bin", data: testPayload(size: 256 << 10))
+        _ = try DaemonUnderTest.start(container)
+        let outcome = try Executable.fetchExtension.run(["download", server.url(for: "/files/waited.bin").absoluteString, "--wait"], in: container)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        #expect(container.pendingEventFiles(Self.fetchSession).isEmpty, "the event was acknowledged before the extension exited")
+        #expect(container.logEntries(process: "transferd", category: "relaunch").isEmpty, "nothing to launch the host for")
+    }
 }

@@ -45,6 +45,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     var isInvalidated: Bool { state.withLock { $0.invalidated || $0.finishing } }
 
     func waitForBacklog(timeout: TimeInterval) -> Bool { true }
+    func drainDeliveries() {} // nothing to acknowledge: no daemon keeps a default session's events
 
     private func partialPath(_ taskIdentifier: Int) -> String {
         directory.appendingPathComponent("task-\(taskIdentifier)-\(ObjectIdentifier(self).hashValue).partial").path

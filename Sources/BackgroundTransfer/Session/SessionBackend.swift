@@ -22,4 +22,6 @@ protocol SessionBackend: AnyObject, Sendable {
     func allTasks() -> [URLSessionTask]
     func invalidate(cancelTasks: Bool)
     func waitForBacklog(timeout: TimeInterval) -> Bool
+    /// Returns once every event received so far has been handed to the delegate and acknowledged.
+    func drainDeliveries()
 }

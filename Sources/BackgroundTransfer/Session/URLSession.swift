@@ -232,6 +232,14 @@ open class URLSession: @unchecked Sendable {
         core?.waitForBacklog(timeout: timeout) ?? false
     }
 
+    /// Waits until every event received so far has been handed to the delegate and
+    /// acknowledged (ours, not Apple's: a command-line process about to exit after its
+    /// completion, so that the daemon does not relaunch the app for an event it has seen).
+    /// Call it from outside the delegate queue.
+    public func waitForDeliveries() {
+        core?.drainDeliveries()
+    }
+
     // MARK: Invalidation
 
     /// No new tasks; running ones finish; then `didBecomeInvalidWithError(nil)` (S1.4).

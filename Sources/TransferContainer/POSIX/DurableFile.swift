@@ -47,6 +47,8 @@ public enum DurableFile {
 
     /// Creates a directory and its parents with mode 0700 (the container is private to the user).
     public static func makeDirectory(_ path: String) throws(Errno) {
+        var existing = stat()
+        if stat(path, &existing) == 0, existing.st_mode & S_IFMT == S_IFDIR { return } // the usual case: one stat
         var partial = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             partial += "/" + component
