@@ -11,17 +11,13 @@ extension TransferDaemon {
     func credentials(for task: TaskRecord, in session: DaemonSession) -> TransferCredentials {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         var credentials = TransferCredentials()
-        if let url = URLComponents(string: task.requestToSend.url), let host = url.host {
-            let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
-            if let entry = credentialStore.credential(host: host.lowercased(), port: port, isProxy: false, task: key) {
-                credentials.server = (entry.credential, entry.space)
-            }
+        if let server = ProtectionSpaceRecord.endpoint(of: task.requestToSend.url),
+           let entry = credentialStore.credential(host: server.host, port: server.port, isProxy: false, task: key) {
+            credentials.server = (entry.credential, entry.space)
         }
-        if let proxy = session.record.configuration.httpProxy {
-            let parts = proxy.split(separator: ":")
-            if let host = parts.first, let entry = credentialStore.credential(host: String(host).lowercased(), port: parts.count > 1 ? Int(parts[1]) ?? 1080 : 1080, isProxy: true, task: key) {
-                credentials.proxy = (entry.credential, entry.space)
-            }
+        if let proxy = session.record.configuration.httpProxy.flatMap(ProtectionSpaceRecord.endpoint(ofProxy:)),
+           let entry = credentialStore.credential(host: proxy.host, port: proxy.port, isProxy: true, task: key) {
+            credentials.proxy = (entry.credential, entry.space)
         }
         return credentials
     }
@@ -35,7 +31,8 @@ extension TransferDaemon {
               let header = response.header(isProxy ? "Proxy-Authenticate" : "WWW-Authenticate"),
               let space = ProtectionSpaceRecord(challenge: header, url: task.requestToSend.url, proxy: isProxy ? session.record.configuration.httpProxy : nil) else { return false }
         var task = task
-        let sent = isProxy ? credentials(for: task, in: session).proxy : credentials(for: task, in: session).server
+        let offered = credentials(for: task, in: session)
+        let sent = isProxy ? offered.proxy : offered.server
         if sent != nil { task.authenticationFailures += 1 }
         task.pendingChallenge = ChallengeRecord(protectionSpace: space, previousFailureCount: sent == nil ? 0 : task.authenticationFailures, proposedUser: sent?.credential.user)
         do { try session.update(task) } catch {
@@ -48,13 +45,11 @@ extension TransferDaemon {
         return true
     }
 
-    /// Asks the attached app about a challenged task, once per holder (see `scheduleTransfers`).
+    /// Asks the attached app about a challenged task, once per holder, and waits for the
+    /// answer as long as it holds the session (see `scheduleTransfers`).
     func askAboutChallenge(_ task: TaskRecord, in session: DaemonSession) {
-        guard let holder = session.holder else { return }
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        guard challengesAsked[key] != ObjectIdentifier(holder) else { return }
-        challengesAsked[key] = ObjectIdentifier(holder)
-        push(.challenge(session: session.key.identifier, task), to: session)
+        _ = askHolder(\.challengesAsked, key, in: session, now: Date(), timeout: nil, .challenge(session: session.key.identifier, task))
     }
 
     /// Whether a session has a task waiting for the app to answer a challenge.
@@ -69,11 +64,11 @@ extension TransferDaemon {
         let key = TaskKey(session: session.key, task: taskID)
         challengesAsked[key] = nil
         let name = session.key.identifier.rawValue
-        var credential = answer.disposition == .useCredential ? answer.credential : nil
-        if credential == nil, answer.disposition == .performDefaultHandling, challenge.previousFailureCount == 0,
-           let stored = credentialStore.credential(host: challenge.protectionSpace.host, port: challenge.protectionSpace.port, isProxy: challenge.protectionSpace.isProxy, task: key) {
-            credential = stored.credential // default handling uses what is stored
-        }
+        let given = answer.disposition == .useCredential ? answer.credential : nil
+        // Default handling uses what is stored (given since this attempt started), if not yet refused.
+        let space = challenge.protectionSpace
+        let stored = given == nil && answer.disposition == .performDefaultHandling && challenge.previousFailureCount == 0
+            ? credentialStore.credential(host: space.host, port: space.port, isProxy: space.isProxy, task: key)?.credential : nil
         switch answer.disposition {
         case .cancelAuthenticationChallenge:
             log.notice("auth", "the app cancelled the authentication challenge", session: name, task: taskID)
@@ -81,13 +76,13 @@ extension TransferDaemon {
             return nil
         case .useCredential, .performDefaultHandling, .rejectProtectionSpace:
             task.pendingChallenge = nil
-            guard let credential else {
+            guard let credential = given ?? stored else {
                 // No credential: the response is the answer (Apple delivers the 401 / 407).
                 log.notice("auth", "no credential given (\(answer.disposition.rawValue)); delivering the \(task.response?.statusCode ?? 0) response", session: name, task: taskID)
                 deliverChallengeResponse(task, in: session)
                 return nil
             }
-            credentialStore.remember(credential, for: challenge.protectionSpace, task: key)
+            if let given { credentialStore.remember(given, for: space, task: key) }
             try session.update(task)
             log.notice("auth", "the app answered with a credential (\(credential.persistence.rawValue)); trying again", session: name, task: taskID)
             scheduleTransfers()
@@ -100,7 +95,7 @@ extension TransferDaemon {
     private func deliverChallengeResponse(_ task: TaskRecord, in session: DaemonSession) {
         switch task.kind {
         case .download:
-            let page = partialPath(for: task, in: session) + ".response"
+            let page = DownloadTransfer.errorBodyPath(partialPath: partialPath(for: task, in: session))
             unlink(partialPath(for: task, in: session))
             if rename(page, finishedPath(for: task, in: session)) != 0 {
                 _ = FileManager.default.createFile(atPath: finishedPath(for: task, in: session), contents: nil)
@@ -126,16 +121,16 @@ extension TransferDaemon {
     /// when the task may start now.
     func headersReadyForRetry(_ task: TaskRecord, in session: DaemonSession, now: Date) -> Bool {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        guard Self.isRetryOrResume(task), let holder = session.holder, !retryHeadersAnswered.contains(key) else { return true }
-        if let asked = retryHeadersAsked[key], asked.holder == ObjectIdentifier(holder) {
-            guard now.timeIntervalSince(asked.at) >= 10 else { return false }
+        guard Self.isRetryOrResume(task), !retryHeadersAnswered.contains(key) else { return true }
+        switch askHolder(\.retryHeadersAsked, key, in: session, now: now, timeout: 10, .retryHeaders(session: session.key.identifier, task)) {
+        case .asked, .waiting:
+            return false
+        case .overdue:
             log.error("auth", "no refreshed headers within 10 s; retrying with the headers it has", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-            retryHeadersAsked[key] = nil
+            return true
+        case .nobodyAttached:
             return true
         }
-        retryHeadersAsked[key] = (ObjectIdentifier(holder), now)
-        push(.retryHeaders(session: session.key.identifier, task), to: session)
-        return false
     }
 
     /// The app's refreshed headers: set on the request the task sends from now on.

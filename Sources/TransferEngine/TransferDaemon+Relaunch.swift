@@ -17,6 +17,9 @@ struct RelaunchLimiter: Codable, Equatable {
     var lastLaunch: Date
 
     func allowsLaunch(at now: Date) -> Bool { now.timeIntervalSince(lastLaunch) >= delay }
+
+    /// A quiet period of twice the delay with no relaunch: the limiter starts over (S6.5).
+    func hasLapsed(at now: Date) -> Bool { now.timeIntervalSince(lastLaunch) >= 2 * delay }
 }
 
 /// Relaunching containing apps when events wait (S3.1, S1.6).
@@ -37,7 +40,7 @@ extension TransferDaemon {
             let family = session.key.family
             guard launches[family] == nil else { continue } // one launch of an app at a time
             if let limiter = relaunchLimiter[family] {
-                if now.timeIntervalSince(limiter.lastLaunch) >= 2 * limiter.delay {
+                if limiter.hasLapsed(at: now) {
                     relaunchLimiter[family] = nil // quiet for a whole period: start over
                 } else if !limiter.allowsLaunch(at: now) {
                     continue

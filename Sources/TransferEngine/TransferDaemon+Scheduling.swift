@@ -123,18 +123,17 @@ extension TransferDaemon {
     private func readyAfterDelayedRequest(_ task: TaskRecord, in session: DaemonSession, now: Date) -> TaskRecord? {
         guard task.earliestBeginDate != nil, !task.delayedRequestAnswered else { return task }
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        if let holder = session.holder {
-            let asked = delayedRequestsAsked[key]
-            if asked == nil || asked?.holder != ObjectIdentifier(holder) {
-                delayedRequestsAsked[key] = (ObjectIdentifier(holder), now)
-                log.info("transfers", "earliestBeginDate reached; asking willBeginDelayedRequest", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-                push(.delayedRequest(session: session.key.identifier, task), to: session)
-                return nil
-            }
-            if let asked, now.timeIntervalSince(asked.at) < Self.delayedRequestAnswerTimeout { return nil }
+        switch askHolder(\.delayedRequestsAsked, key, in: session, now: now, timeout: Self.delayedRequestAnswerTimeout, .delayedRequest(session: session.key.identifier, task)) {
+        case .asked:
+            log.info("transfers", "earliestBeginDate reached; asking willBeginDelayedRequest", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            return nil
+        case .waiting:
+            return nil
+        case .overdue:
             log.error("transfers", "no answer to willBeginDelayedRequest within \(Int(Self.delayedRequestAnswerTimeout)) s; continuing", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        case .nobodyAttached:
+            break
         }
-        delayedRequestsAsked[key] = nil
         var ready = task
         ready.delayedRequestAnswered = true
         try? session.update(ready)
@@ -167,6 +166,39 @@ extension TransferDaemon {
         return session.tasks[taskID]
     }
 
+    // MARK: Questions to the holder
+
+    /// Where a question the daemon put to a session's holder about a task stands.
+    enum HolderQuestion {
+        /// Put just now, to the current holder.
+        case asked
+        /// Put earlier to the current holder, which may still answer.
+        case waiting
+        /// Put to the current holder longer than the timeout ago: go on without the answer.
+        case overdue
+        /// Nobody holds the session: go on without asking.
+        case nobodyAttached
+    }
+
+    /// Puts `question` to the session's holder about a task, once per holder (a process that
+    /// takes the session over is asked again); `asked` records to whom and when. A nil
+    /// `timeout` waits for the answer as long as the holder stays.
+    func askHolder(_ asked: ReferenceWritableKeyPath<TransferDaemon, [TaskKey: AskedHolder]>, _ key: TaskKey, in session: DaemonSession,
+                   now: Date, timeout: TimeInterval?, _ question: @autoclosure () -> DaemonPush) -> HolderQuestion {
+        guard let holder = session.holder else {
+            self[keyPath: asked][key] = nil
+            return .nobodyAttached
+        }
+        if let previous = self[keyPath: asked][key], previous.holder == ObjectIdentifier(holder) {
+            guard let timeout, now.timeIntervalSince(previous.at) >= timeout else { return .waiting }
+            self[keyPath: asked][key] = nil
+            return .overdue
+        }
+        self[keyPath: asked][key] = AskedHolder(holder: ObjectIdentifier(holder), at: now)
+        push(question(), to: session)
+        return .asked
+    }
+
     /// A task ended: what the daemon kept in memory for it goes.
     func forgetTask(_ key: TaskKey) {
         delayedRequestsAsked[key] = nil
@@ -182,7 +214,7 @@ extension TransferDaemon {
     /// current relaunch delay, while its rate limiter runs; nil when it does not.
     func rateLimitedStart(for identity: AppIdentity, now: Date = Date()) -> Date? {
         guard identity.kind == .app, let limiter = relaunchLimiter[identity.family],
-              now.timeIntervalSince(limiter.lastLaunch) < 2 * limiter.delay else { return nil }
+              !limiter.hasLapsed(at: now) else { return nil }
         return now.addingTimeInterval(limiter.delay)
     }
 }

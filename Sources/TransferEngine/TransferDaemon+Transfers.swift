@@ -8,7 +8,7 @@ extension TransferDaemon {
     func removeTransferFiles(of task: TaskRecord, in session: DaemonSession) {
         let partial = partialPath(for: task, in: session)
         unlink(partial)
-        unlink(partial + ".response")
+        unlink(DownloadTransfer.errorBodyPath(partialPath: partial))
         if task.kind == .upload {
             unlink(uploadBodyPath(for: task, in: session))
             unlink(uploadResponsePath(for: task, in: session))

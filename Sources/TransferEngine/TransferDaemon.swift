@@ -46,15 +46,14 @@ public final class TransferDaemon {
     var transfersByTask: [TaskKey: any Transfer] = [:]
     /// The simulated device conditions, as `bgtransfer conditions` last set them.
     var conditions = DeviceConditions()
-    /// Tasks whose holder was asked `willBeginDelayedRequest`: which connection, and when.
-    var delayedRequestsAsked: [TaskKey: (holder: ObjectIdentifier, at: Date)] = [:]
+    /// Tasks whose holder was asked `willBeginDelayedRequest`, a challenge, or refreshed
+    /// headers before a retry (see `askHolder`); and the tasks whose headers were answered.
+    var delayedRequestsAsked: [TaskKey: AskedHolder] = [:]
+    var challengesAsked: [TaskKey: AskedHolder] = [:]
+    var retryHeadersAsked: [TaskKey: AskedHolder] = [:]
+    var retryHeadersAnswered: Set<TaskKey> = []
     /// The credentials apps gave in answer to challenges.
     lazy var credentialStore = CredentialStore(layout: layout, log: log)
-    /// Challenged tasks, by the connection that was asked about them.
-    var challengesAsked: [TaskKey: ObjectIdentifier] = [:]
-    /// Tasks whose holder was asked for refreshed headers before a retry, and those answered.
-    var retryHeadersAsked: [TaskKey: (holder: ObjectIdentifier, at: Date)] = [:]
-    var retryHeadersAnswered: Set<TaskKey> = []
     /// The containing apps launched for events, by family.
     var launches: [BundleIdentifier: Launch] = [:]
     /// The resume rate limiter per app family, kept in the registry so that inspection sees it.
@@ -308,6 +307,12 @@ public final class TransferDaemon {
 struct TaskKey: Hashable {
     var session: SessionKey
     var task: Int
+}
+
+/// A question put to a session's holder about a task: to which connection, and when.
+struct AskedHolder {
+    var holder: ObjectIdentifier
+    var at: Date
 }
 
 /// Why the daemon cannot run.

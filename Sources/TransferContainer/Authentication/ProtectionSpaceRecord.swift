@@ -33,15 +33,22 @@ public struct ProtectionSpaceRecord: Codable, Sendable, Hashable {
     /// preferred when both are offered.
     public init?(challenge header: String, url: String, proxy: String?) {
         let offered = Self.challenges(in: header)
-        guard let chosen = offered.first(where: { $0.method == .digest }) ?? offered.first else { return nil }
-        if let proxy {
-            let parts = proxy.split(separator: ":")
-            guard let host = parts.first else { return nil }
-            self.init(host: String(host), port: parts.count > 1 ? Int(parts[1]) ?? 1080 : 1080, protocol: "http", realm: chosen.realm, method: chosen.method, isProxy: true)
-        } else {
-            guard let components = URLComponents(string: url), let host = components.host, let scheme = components.scheme?.lowercased() else { return nil }
-            self.init(host: host.lowercased(), port: components.port ?? (scheme == "https" ? 443 : 80), protocol: scheme, realm: chosen.realm, method: chosen.method, isProxy: false)
-        }
+        guard let chosen = offered.first(where: { $0.method == .digest }) ?? offered.first,
+              let endpoint = proxy.map(Self.endpoint(ofProxy:)) ?? Self.endpoint(of: url) else { return nil }
+        self.init(host: endpoint.host, port: endpoint.port, protocol: endpoint.scheme, realm: chosen.realm, method: chosen.method, isProxy: proxy != nil)
+    }
+
+    /// Where a URL connects: its host (lowercased), its port or its scheme's, and its scheme.
+    public static func endpoint(of url: String) -> (host: String, port: Int, scheme: String)? {
+        guard let components = URLComponents(string: url), let host = components.host, let scheme = components.scheme?.lowercased() else { return nil }
+        return (host.lowercased(), components.port ?? (scheme == "https" ? 443 : 80), scheme)
+    }
+
+    /// Where a proxy given as "host:port" is (port 1080 when missing); its type is `http`.
+    public static func endpoint(ofProxy proxy: String) -> (host: String, port: Int, scheme: String)? {
+        let parts = proxy.split(separator: ":")
+        guard let host = parts.first else { return nil }
+        return (host.lowercased(), parts.count > 1 ? Int(parts[1]) ?? 1080 : 1080, "http")
     }
 
     /// Whether a credential for this space may be sent on a request to `host`:`port`.

@@ -17,7 +17,8 @@ final class DownloadTransfer: Transfer {
     private var file: FileDescriptor?
     /// Where an error status's body goes (never into the partial file: a 503 to a resumed
     /// request must not cost the bytes already on disk).
-    var errorBodyPath: String { partialPath + ".response" }
+    var errorBodyPath: String { Self.errorBodyPath(partialPath: partialPath) }
+    static func errorBodyPath(partialPath: String) -> String { partialPath + ".response" }
     /// Whether this attempt's body went to `errorBodyPath`.
     private(set) var bodyIsErrorResponse = false
     /// Bytes on disk when this attempt began (the `Range` offset sent).
