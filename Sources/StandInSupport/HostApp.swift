@@ -143,8 +143,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: family.path)) ?? []
         return names.sorted().filter { name in
             guard name != own else { return false }
-            let events = family.appendingPathComponent(name).appendingPathComponent("events")
-            return ((try? FileManager.default.contentsOfDirectory(atPath: events.path)) ?? []).contains { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
+            return !((try? JournalContents.read(session: family.appendingPathComponent(name)))?.events.isEmpty ?? true)
         }
     }
 

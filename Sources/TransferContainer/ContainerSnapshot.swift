@@ -98,28 +98,28 @@ public struct ContainerSnapshot: Codable, Sendable {
                 let directory = layout.sessionsDirectory.appendingPathComponent(family).appendingPathComponent(identifier)
                 guard let record = try? RecordCoding.read(SessionRecord.self, from: directory.appendingPathComponent("session.json").path) else { continue }
                 var unreadable: [String] = []
-                var tasks: [TaskRecord] = []
-                for name in sortedNames(directory.appendingPathComponent("tasks")) where name.hasSuffix(".json") {
-                    do {
-                        var task = try RecordCoding.read(TaskRecord.self, from: directory.appendingPathComponent("tasks/\(name)").path)
-                        task.originalRequest = task.originalRequest.redacted
-                        task.replacementRequest = task.replacementRequest?.redacted
-                        tasks.append(task)
-                    } catch { unreadable.append("tasks/\(name)") }
+                var journal = JournalContents()
+                do {
+                    journal = try JournalContents.read(session: directory)
+                    unreadable = journal.unreadable.map { "journal.jsonl line \($0.line)" }
+                } catch {
+                    unreadable = ["journal.jsonl"]
                 }
-                var events: [PendingEvent] = []
-                for name in sortedNames(directory.appendingPathComponent("events")) where name.hasSuffix(".json") {
-                    do {
-                        let event = try RecordCoding.read(EventRecord.self, from: directory.appendingPathComponent("events/\(name)").path)
-                        events.append(PendingEvent(number: event.number, kind: event.kind.rawValue, taskIdentifier: event.task.taskIdentifier, url: event.task.originalRequest.url, statusCode: event.task.response?.statusCode, error: event.error, downloadedFile: event.downloadedFile))
-                    } catch { unreadable.append("events/\(name)") }
+                let tasks = journal.tasks.values.sorted { $0.taskIdentifier < $1.taskIdentifier }.map { task in
+                    var task = task
+                    task.originalRequest = task.originalRequest.redacted
+                    task.replacementRequest = task.replacementRequest?.redacted
+                    return task
+                }
+                let events = journal.events.values.sorted { $0.number < $1.number }.map { event in
+                    PendingEvent(number: event.number, kind: event.kind.rawValue, taskIdentifier: event.task.taskIdentifier, url: event.task.originalRequest.url, statusCode: event.task.response?.statusCode, error: event.error, downloadedFile: event.downloadedFile)
                 }
                 var waiting: [String: String] = [:]
                 for task in tasks { waiting[String(task.taskIdentifier)] = task.hold(under: conditions, now: now)?.description }
                 let lock = directory.appendingPathComponent("session.lock").path
                 let holder = FileLock.isHeld(lock) ? FileLock.holderPID(lock) : nil
                 sessions.append(Session(identifier: identifier, family: family, owner: record.owner.rawValue, holderPID: holder, configuration: record.configuration,
-                                        tasks: tasks.sorted { $0.taskIdentifier < $1.taskIdentifier }, waiting: waiting, pendingEvents: events.sorted { $0.number < $1.number }, unreadableRecords: unreadable))
+                                        tasks: tasks, waiting: waiting, pendingEvents: events, unreadableRecords: unreadable))
             }
         }
 

@@ -105,7 +105,7 @@ public final class LocalTransferRunner: @unchecked Sendable {
             byTask.removeValue(forKey: running.transfer.task.taskIdentifier)
             let succeeded: Bool
             if case .success = result { succeeded = true } else { succeeded = false }
-            let task = running.transfer.finish(success: succeeded)
+            let task = running.transfer.finish(success: succeeded) { $0.close() } // a default session's file need not outlive a power cut
             if let failure = running.transfer.diskFailure {
                 running.callbacks.finished(task, .failure(failure))
             } else {

@@ -52,7 +52,7 @@ extension TransferDaemon {
         let key = TaskKey(session: transfer.session, task: transfer.task.taskIdentifier)
         let succeeded: Bool
         if case .success = result { succeeded = true } else { succeeded = false }
-        var task = transfer.finish(success: succeeded)
+        var task = transfer.finish(success: succeeded) { session.syncBeforeCommit($0, path: transfer.bodyPath) }
 
         if transfer.mustRestartFromZero {
             truncate(transfer.partialPath, 0)

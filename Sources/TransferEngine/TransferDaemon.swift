@@ -64,6 +64,8 @@ public final class TransferDaemon {
     var watchBroadcast = WatchBroadcast()
     private var idleSince: Date?
     private var lastHousekeeping = Date.distantPast
+    /// True while the last commit failed: output waits.
+    private var commitFailing = false
 
     public init(options: Options) throws {
         // Started on demand, the daemon serves an existing container only: a client racing
@@ -102,7 +104,10 @@ public final class TransferDaemon {
         self.listener = try UnixSocket.listen(at: layout.daemonSocket.path)
         watchListener()
         loop.onTransferCompleted = { [unowned self] easy, result in transferEnded(easy, result) }
-        loop.onTurn = { [unowned self] in housekeeping() }
+        loop.onTurn = { [unowned self] in
+            housekeeping()
+            commitAndFlush()
+        }
         log.notice("daemon", "transferd started (pid \(getpid())) on \(layout.root.path); \(sessions.count) sessions, \(sessions.values.reduce(0) { $0 + $1.tasks.count }) unfinished tasks")
         recoverTasks()
         scheduleTransfers()
@@ -166,9 +171,9 @@ public final class TransferDaemon {
             }
             connections[fd.rawValue] = connection
             loop.watch(fd, .init(
-                wantsWrite: { connection.hasPendingOutput },
+                wantsWrite: { [unowned self] in connection.hasPendingOutput && !commitFailing },
                 onReadable: { [unowned self] in read(from: connection) },
-                onWritable: { connection.flush() }))
+                onWritable: { [unowned self] in if !commitFailing { connection.flush() } }))
         }
     }
 
@@ -258,6 +263,27 @@ public final class TransferDaemon {
             push(.event(session: session.key.identifier, event), to: session)
             session.pushedThrough = event.number
         }
+    }
+
+    // MARK: Group commit
+
+    /// Makes this turn's changes durable in every session, then lets replies and pushes go
+    /// out. While a commit fails (a full or failing disk) nothing is sent, so no client hears
+    /// of a change that is not on disk; the next turn tries again.
+    private func commitAndFlush() {
+        var failed = false
+        for session in sessions.values where session.needsCommit {
+            do {
+                try session.commit()
+            } catch {
+                failed = true
+                if !commitFailing { log.error("store", "cannot commit the session's changes: \(error); replies wait until it succeeds", session: session.key.identifier.rawValue) }
+            }
+        }
+        if commitFailing && !failed { log.notice("store", "changes committed again; replies resume") }
+        commitFailing = failed
+        guard !failed else { return }
+        for connection in connections.values where connection.hasPendingOutput { connection.flush() }
     }
 
     // MARK: Housekeeping

@@ -81,8 +81,7 @@ struct BenchContainer {
             }
             let sessions = (try? FileManager.default.contentsOfDirectory(atPath: family.path)) ?? []
             let undelivered = sessions.contains { session in
-                let events = family.appendingPathComponent(session).appendingPathComponent("events").path
-                return ((try? FileManager.default.contentsOfDirectory(atPath: events)) ?? []).contains { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
+                !((try? JournalContents.read(session: family.appendingPathComponent(session)))?.events.isEmpty ?? true)
             }
             return !undelivered && launched.allSatisfy { !isRunning($0) }
         }

@@ -171,7 +171,7 @@ struct ChaosTests {
     }
 
     private func pendingEvents(_ container: TestContainer) -> Int {
-        ["com.example.host.background", "com.example.host.fetch.background", "com.example.host.share.background"].reduce(0) { $0 + container.pendingEventFiles($1).count }
+        ["com.example.host.background", "com.example.host.fetch.background", "com.example.host.share.background"].reduce(0) { $0 + container.pendingEvents($1).count }
     }
 }
 

@@ -42,7 +42,7 @@ struct ExtensionDownloadTests {
         #expect(calls.filter { $0.hasPrefix("urlSessionDidFinishEvents") }.count == 1)
 
         // Acknowledged: no event left, and the temporary file existed only during the call (S3.3).
-        #expect(waitUntil { container.pendingEventFiles(Self.fetchSession).isEmpty }, "the daemon forgot the acknowledged event")
+        #expect(waitUntil { container.pendingEvents(Self.fetchSession).isEmpty }, "the daemon forgot the acknowledged event")
         let caches = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)")
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: caches.path)) ?? []).isEmpty, "no partial or temporary file is left")
 
@@ -114,7 +114,7 @@ struct ExtensionDownloadTests {
         _ = try DaemonUnderTest.start(container)
         let outcome = try Executable.fetchExtension.run(["download", server.url(for: "/files/waited.bin").absoluteString, "--wait"], in: container)
         #expect(outcome.status == 0, "\(outcome.stderr)")
-        #expect(container.pendingEventFiles(Self.fetchSession).isEmpty, "the event was acknowledged before the extension exited")
+        #expect(container.pendingEvents(Self.fetchSession).isEmpty, "the event was acknowledged before the extension exited")
         #expect(container.logEntries(process: "transferd", category: "relaunch").isEmpty, "nothing to launch the host for")
     }
 }

@@ -99,7 +99,7 @@ struct HostileInputTests {
 }
 
 extension HostileInputTests {
-    @Test("1,000 corrupted, truncated and unknown-version records: the daemon sets them aside and keeps every good task")
+    @Test("1,000 corrupted, truncated and unknown-version journal lines: the daemon sets them aside and keeps every good task")
     func corruptedRecords() throws {
         let seed = replayableSeed("BGTRANSFER_FUZZ_SEED", label: "record fuzz")
         var random = SeededRandom(seed: seed)
@@ -115,36 +115,57 @@ extension HostileInputTests {
         daemon.process.kill()
         _ = daemon.process.wait(timeout: 10)
 
+        // 1,000 bad lines appended to the session's journal, each about a task of its own
+        // (1,000 and up), so that a harmless mutation that still reads cannot touch a good task.
         let session = container.sessionDirectory("com.example.host.background")
-        let sample = try Data(contentsOf: session.appendingPathComponent("tasks/1.json"))
+        let journalPath = JournalContents.path(inSession: session)
+        let encoder = RecordCoding.encoder(pretty: false)
+        var bad = Data()
         for index in 0..<1_000 {
-            let folder = index % 2 == 0 ? "tasks" : "events"
-            let name = "\(1_000 + index).json"
+            var task = good[0]
+            task.taskIdentifier = 1_000 + index
+            let sample = try encoder.encode(JournalLine.task(task))
+            let identifierRange = try #require(String(decoding: sample, as: UTF8.self).range(of: "\"taskIdentifier\":\(task.taskIdentifier)")).upperBound.utf16Offset(in: String(decoding: sample, as: UTF8.self))
             var bytes: Data
             switch random.next(below: 4) {
             case 0: bytes = Data((0..<Int(random.next(below: 300))).map { _ in UInt8(truncatingIfNeeded: random.next()) })
             case 1: bytes = sample.prefix(Int(random.next(below: UInt64(sample.count))))
-            case 2: bytes = Data(String(decoding: sample, as: UTF8.self).replacingOccurrences(of: "\"version\" : 1", with: "\"version\" : 99").utf8)
+            case 2: bytes = Data(String(decoding: sample, as: UTF8.self).replacingOccurrences(of: "\"version\":1", with: "\"version\":99").utf8)
             default:
                 bytes = sample
-                for _ in 0..<3 { bytes[Int(random.next(below: UInt64(bytes.count)))] = UInt8(truncatingIfNeeded: random.next()) }
+                for _ in 0..<3 {
+                    let position = Int(random.next(below: UInt64(bytes.count)))
+                    if position < identifierRange && position > identifierRange - 25 { continue } // keep the task's identifier
+                    bytes[position] = UInt8(truncatingIfNeeded: random.next())
+                }
             }
-            try bytes.write(to: session.appendingPathComponent("\(folder)/\(name)"))
+            bytes = Data(bytes.map { $0 == UInt8(ascii: "\n") ? UInt8(ascii: " ") : $0 }) // one line each
+            if bytes.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }) { bytes.append(UInt8(ascii: "?")) } // blank lines are skipped
+            bad.append(bytes)
+            bad.append(UInt8(ascii: "\n"))
         }
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: journalPath))
+        handle.seekToEndOfFile()
+        handle.write(bad)
+        try handle.close()
 
         _ = try DaemonUnderTest.start(container)
         let reply = try DaemonEndpoint.request(.ping, layout: container.layout, timeout: 20)
         if case .ok = reply {} else { Issue.record("ping answered \(reply)") }
+        // Counted before the host is launched, which would take the events of kept tasks that ended.
+        let journal = try JournalContents.read(session: session)
+        // A kept line is a task of its own: still queued, or ended by the daemon since.
+        let loadedAnyway = Set(journal.tasks.keys).union(journal.events.values.map(\.task.taskIdentifier)).filter { $0 >= 1_000 }.count
         let launch = try Executable.hostApp.run([], in: container)
         #expect(launch.status == 0, "\(launch.stderr)")
         for task in good {
             #expect(launch.stdout.contains("task \(task.taskIdentifier) running \(task.originalRequest.url)"), "\(launch.stdout)")
         }
-        let names = (try FileManager.default.contentsOfDirectory(atPath: session.appendingPathComponent("tasks").path)) + (try FileManager.default.contentsOfDirectory(atPath: session.appendingPathComponent("events").path))
-        let setAside = names.filter { $0.hasSuffix(".corrupt") }.count
-        let loadedAnyway = names.filter { $0.hasSuffix(".json") && Int($0.dropLast(5)) ?? 0 >= 1_000 }.count
-        print("record fuzz seed \(seed): 1000 bad records, \(setAside) set aside as .corrupt, \(loadedAnyway) still readable and kept")
-        #expect(setAside + loadedAnyway == 1_000, "every bad record was either set aside or (a harmless mutation) kept")
-        #expect(container.logEntries(process: "transferd", category: "store").contains { $0.message.contains("skipping record") })
+        let corrupt = (try? Data(contentsOf: session.appendingPathComponent("journal.corrupt"))) ?? Data()
+        let setAside = corrupt.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).count - 1
+        print("record fuzz seed \(seed): 1000 bad journal lines, \(setAside) set aside in journal.corrupt, \(loadedAnyway) still readable and kept")
+        #expect(setAside + loadedAnyway == 1_000, "every bad line was either set aside or (a harmless mutation) kept")
+        #expect(ContainerSnapshot.read(container.layout).sessions.flatMap(\.unreadableRecords).isEmpty, "the journal was rewritten without the bad lines")
+        #expect(container.logEntries(process: "transferd", category: "store").contains { $0.message.contains("cannot be used") })
     }
 }

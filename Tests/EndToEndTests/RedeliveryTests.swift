@@ -33,7 +33,7 @@ struct RedeliveryTests {
         #expect(delegateCalls.filter { $0.hasPrefix("didCompleteWithError(nil): task 1") }.count == 1, "\(delegateCalls)")
         #expect(delegateCalls.filter { $0.hasPrefix("urlSessionDidFinishEvents") }.count == 2, "each launch is told its events are finished")
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("a.bin").path) == SHA256.hexDigest(of: payload))
-        #expect(waitUntil { container.pendingEventFiles(Self.fetchSession).isEmpty })
+        #expect(waitUntil { container.pendingEvents(Self.fetchSession).isEmpty })
     }
 
     @Test("transferd killed with SIGKILL mid-download: restarted, it resumes with Range and If-Range from the bytes on disk")

@@ -27,8 +27,8 @@ struct TerminationTests {
 
         // No relaunch while force-quit: the events wait (a bounded look, nothing to await).
         #expect(container.waitForLog(timeout: 1.5) { $0.process == "transferd" && $0.message.hasPrefix("launched com.example.host") } == nil)
-        #expect(container.pendingEventFiles("com.example.host.background").count == 1)
-        #expect(container.pendingEventFiles("com.example.host.fetch.background").count == 1)
+        #expect(container.pendingEvents("com.example.host.background").count == 1)
+        #expect(container.pendingEvents("com.example.host.fetch.background").count == 1)
         let inspected = try Executable.bgtransfer.run(["inspect"], in: container)
         #expect(inspected.stdout.contains("com.example.host [app] in com.example.host") && inspected.stdout.contains("force-quit (no relaunch until the user launches it)"), "\(inspected.stdout)")
         #expect(ContainerSnapshot.read(container.layout).apps.filter(\.forceQuit).map(\.bundleIdentifier) == ["com.example.host", "com.example.host.fetch"])
@@ -38,7 +38,7 @@ struct TerminationTests {
         #expect(launch.status == 0, "\(launch.stderr)")
         let cancellations = container.logEntries(process: "host-app", category: "delegate").filter { $0.message.contains("(-999, cancelled reason 0") }
         #expect(Set(cancellations.compactMap(\.session)) == ["com.example.host.background", "com.example.host.fetch.background"], "\(cancellations.map(\.message))")
-        #expect(waitUntil { container.pendingEventFiles("com.example.host.fetch.background").isEmpty })
+        #expect(waitUntil { container.pendingEvents("com.example.host.fetch.background").isEmpty })
         #expect(ContainerSnapshot.read(container.layout).apps.allSatisfy { !$0.forceQuit }, "a user launch ends the force quit")
     }
 

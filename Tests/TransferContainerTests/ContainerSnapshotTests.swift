@@ -7,20 +7,26 @@ import TransferContainer
 
 @Suite("ContainerSnapshot")
 struct ContainerSnapshotTests {
-    /// A container with one session (two good tasks, one corrupt task, one event, one corrupt
-    /// event), an app registry and files in an app group.
+    /// A container with one session (a journal with two unfinished tasks, two events of which
+    /// one is acknowledged, a corrupt line and a torn last line), an app registry and files in
+    /// an app group.
     func makeContainer(_ directory: TemporaryDirectory) throws -> ContainerLayout {
         let layout = try directory.preparedLayout()
         let session = layout.sessionDirectory(family: sampleFamily, identifier: sampleSession)
-        try DurableFile.makeDirectory(session.appendingPathComponent("tasks").path)
-        try DurableFile.makeDirectory(session.appendingPathComponent("events").path)
+        try DurableFile.makeDirectory(session.path)
         try RecordCoding.write(sampleSessionRecord(), to: session.appendingPathComponent("session.json").path)
-        try RecordCoding.write(sampleTask(2), to: session.appendingPathComponent("tasks/2.json").path)
-        try RecordCoding.write(sampleTask(10), to: session.appendingPathComponent("tasks/10.json").path)
-        try Data("{\"taskIdentifier\": 3, \"kind\": \"down".utf8).write(to: session.appendingPathComponent("tasks/3.json"))
-        try Data("not a record".utf8).write(to: session.appendingPathComponent("tasks/notes.txt")) // not a .json: ignored
-        try RecordCoding.write(sampleEvent(2, task: sampleTask(5)), to: session.appendingPathComponent("events/2.json").path)
-        try Data().write(to: session.appendingPathComponent("events/4.json"))
+        // Tasks 2, 3 and 10; event 1 ends task 3, event 2 task 5; a corrupt line; event 1 acknowledged; a torn last line.
+        let encoder = RecordCoding.encoder(pretty: false)
+        var journal = Data()
+        for line in [JournalLine.task(sampleTask(10)), .task(sampleTask(2)), .task(sampleTask(3)), .event(sampleEvent(1, task: sampleTask(3))), .event(sampleEvent(2, task: sampleTask(5)))] {
+            journal.append(try encoder.encode(line))
+            journal.append(UInt8(ascii: "\n"))
+        }
+        journal.append(Data("{\"task\": {\"taskIdentifier\": 3, \"kind\": \"down\n".utf8))
+        journal.append(try encoder.encode(JournalLine.acknowledged(through: 1)))
+        journal.append(UInt8(ascii: "\n"))
+        journal.append(Data("{\"task\": {\"taskId".utf8))
+        try journal.write(to: URL(fileURLWithPath: JournalContents.path(inSession: session)))
 
         let group = layout.appGroup(sampleGroup)
         try DurableFile.makeDirectory(group.appendingPathComponent("Downloads/nested").path)
@@ -61,7 +67,7 @@ struct ContainerSnapshotTests {
         #expect(event.statusCode == 200)
         #expect(event.error?.code == TransferFailure.networkConnectionLost)
         #expect(event.downloadedFile == "/tmp/somewhere/2.download")
-        #expect(Set(session.unreadableRecords) == ["tasks/3.json", "events/4.json"])
+        #expect(session.unreadableRecords == ["journal.jsonl line 6"])
     }
 
     @Test("daemon.running is false when nobody holds the daemon lock, true with its pid when someone does")

@@ -68,13 +68,14 @@ final class ClientConnection {
     }
 
     /// Queues a frame; returns false if the client is too far behind (it will be dropped).
+    /// Nothing is written until `flush()`: the daemon flushes after it has committed what
+    /// the frame tells of.
     @discardableResult
     func send(_ frame: DaemonFrame) -> Bool {
         guard !isClosed, let data = try? Frame.encode(frame, limit: Frame.maximumReplySize) else { return false }
         if outboxBytes + data.count > Self.outboxLimit { return false }
         outbox.append(data)
         outboxBytes += data.count
-        flush()
         return true
     }
 

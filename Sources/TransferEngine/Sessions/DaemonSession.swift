@@ -2,12 +2,14 @@ import Foundation
 import TransferContainer
 
 /// One background session as the daemon holds it: its record, its unfinished tasks and its
-/// undelivered events, each mirrored durably on disk before anyone is told of a change.
-/// Owned by the event loop.
+/// undelivered events, each change appended to the session's journal. Owned by the event loop.
 ///
-/// On disk (`Sessions/<family>/<identifier>/`): `session.json`, `tasks/<id>.json`,
-/// `events/<number>.json`. A task's record is removed only after the event that ends it is
-/// written, so at every instant a task is either unfinished or has its completion event.
+/// On disk (`Sessions/<family>/<identifier>/`): `session.json` (owner, configuration) and
+/// `journal.jsonl` (tasks and events, one JSON line per change). Changes are durable once
+/// `commit()` returns; the daemon commits every session at the end of each turn of its loop,
+/// before any reply or push leaves it, so no one hears of a change that is not on disk. A
+/// task ends with the line of the event that ends it, so at every instant a task is either
+/// unfinished or has its completion event.
 final class DaemonSession {
     let key: SessionKey
     let directory: URL
@@ -22,9 +24,14 @@ final class DaemonSession {
     var pushedThrough: UInt64 = 0
     private let layout: ContainerLayout
     private let log: TransferLog
+    private let journal: SessionJournal
+    private var counters: JournalCounters
+    /// Finished files and folders to make durable before the journal lines that name them.
+    private var filesToSync: [(FileDescriptor, path: String)] = []
+    private var directoriesToSync: Set<String> = []
+    /// What to do once the next commit is on disk (remove files the lines let go of).
+    private var afterCommit: [() -> Void] = []
 
-    private var tasksDirectory: URL { directory.appendingPathComponent("tasks") }
-    private var eventsDirectory: URL { directory.appendingPathComponent("events") }
     private var recordPath: String { directory.appendingPathComponent("session.json").path }
 
     /// Where this session's partial and finished downloads go.
@@ -39,75 +46,66 @@ final class DaemonSession {
         self.key = SessionKey(family: record.family, identifier: record.identifier)
         self.directory = layout.sessionDirectory(family: record.family, identifier: record.identifier)
         self.record = record
-        try DurableFile.makeDirectory(tasksDirectory.path)
-        try DurableFile.makeDirectory(eventsDirectory.path)
-        try persistRecord()
+        self.counters = JournalCounters(nextTaskIdentifier: record.nextTaskIdentifier, nextEventNumber: record.nextEventNumber)
+        try DurableFile.makeDirectory(directory.path)
+        try RecordCoding.write(record, to: directory.appendingPathComponent("session.json").path)
+        self.journal = try SessionJournal(path: JournalContents.path(inSession: directory), contents: JournalContents())
     }
 
-    /// Loads a session from disk. Unreadable task or event records are moved aside as
-    /// `*.corrupt` and logged; the rest of the session loads.
+    /// Loads a session from disk. Unusable journal lines are copied to `journal.corrupt` and
+    /// logged, and the journal is rewritten without them; the rest of the session loads.
     init(layout: ContainerLayout, log: TransferLog, loadingFrom directory: URL) throws {
         self.layout = layout
         self.log = log
         self.directory = directory
-        let record = try RecordCoding.read(SessionRecord.self, from: directory.appendingPathComponent("session.json").path)
+        let recordPath = directory.appendingPathComponent("session.json").path
+        let record = try RecordCoding.read(SessionRecord.self, from: recordPath)
         guard record.version <= SessionRecord.currentVersion else {
-            throw RecordError.unsupportedVersion(path: directory.appendingPathComponent("session.json").path, version: record.version)
+            throw RecordError.unsupportedVersion(path: recordPath, version: record.version)
         }
         self.record = record
         self.key = SessionKey(family: record.family, identifier: record.identifier)
-        try DurableFile.makeDirectory(tasksDirectory.path)
-        try DurableFile.makeDirectory(eventsDirectory.path)
-        for (path, event) in loadRecords(EventRecord.self, in: eventsDirectory, version: EventRecord.currentVersion) {
-            guard path.hasSuffix("/\(event.number).json") else { quarantine(path, reason: "name does not match event number \(event.number)"); continue }
-            events[event.number] = event
+        let path = JournalContents.path(inSession: directory)
+        var contents = try JournalContents.read(path)
+        if contents.hasTornTail {
+            log.notice("store", "\(path): cut off a torn last line of \(contents.tornTailLength) bytes (a write the daemon never confirmed)", session: record.identifier.rawValue)
         }
-        let finished = Set(events.values.map(\.task.taskIdentifier))
-        for (path, task) in loadRecords(TaskRecord.self, in: tasksDirectory, version: TaskRecord.currentVersion) {
-            guard path.hasSuffix("/\(task.taskIdentifier).json") else { quarantine(path, reason: "name does not match task \(task.taskIdentifier)"); continue }
-            if finished.contains(task.taskIdentifier) {
-                // Killed between writing the completion event and removing the task: finish the removal.
-                try? DurableFile.remove(path)
-                continue
+        var rewrite = !contents.unreadable.isEmpty
+        if rewrite {
+            var kept = Data()
+            for line in contents.unreadable {
+                log.error("store", "\(path) line \(line.line) cannot be used: \(line.reason); kept in journal.corrupt", session: record.identifier.rawValue)
+                kept.append(line.text)
+                kept.append(UInt8(ascii: "\n"))
             }
-            tasks[task.taskIdentifier] = task
+            Self.appendQuietly(kept, to: directory.appendingPathComponent("journal.corrupt").path)
         }
-        // Numbers never go back, even if the records that used them are gone.
-        let highestTask = max(tasks.keys.max() ?? 0, events.values.map(\.task.taskIdentifier).max() ?? 0)
-        self.record.nextTaskIdentifier = max(record.nextTaskIdentifier, highestTask + 1)
-        self.record.nextEventNumber = max(record.nextEventNumber, (events.keys.max() ?? 0) + 1)
+        contents.counters.nextTaskIdentifier = max(contents.counters.nextTaskIdentifier, record.nextTaskIdentifier)
+        contents.counters.nextEventNumber = max(contents.counters.nextEventNumber, record.nextEventNumber)
+        self.journal = try SessionJournal(path: path, contents: contents)
+        self.tasks = contents.tasks
+        self.events = contents.events
+        self.counters = contents.counters
+        if rewrite || journal.lineCount > Self.compactionFloor { try compact() }
     }
 
-    private func loadRecords<T: Decodable & Sendable>(_ type: T.Type, in directory: URL, version: Int) -> [(String, T)] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        var result: [(String, T)] = []
-        for name in names where name.hasSuffix(".json") && !name.hasPrefix(".") {
-            let path = directory.appendingPathComponent(name).path
-            do {
-                let value = try RecordCoding.read(T.self, from: path)
-                if let versioned = value as? TaskRecord, versioned.version > version { throw RecordError.unsupportedVersion(path: path, version: versioned.version) }
-                if let versioned = value as? EventRecord, versioned.version > version { throw RecordError.unsupportedVersion(path: path, version: versioned.version) }
-                result.append((path, value))
-            } catch {
-                quarantine(path, reason: "\(error)")
-            }
-        }
-        return result
-    }
-
-    /// Moves an unusable record aside (never deletes it: a person may want to look).
-    private func quarantine(_ path: String, reason: String) {
-        log.error("store", "skipping record \(path): \(reason); kept as \(path).corrupt", session: key.identifier.rawValue)
-        rename(path, path + ".corrupt")
+    private static func appendQuietly(_ data: Data, to path: String) {
+        guard let fd = try? FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND) else { return }
+        try? fd.writeAll(data)
+        try? fd.sync()
+        fd.close()
     }
 
     // MARK: Tasks
 
     var unfinishedTasks: [TaskRecord] { tasks.values.sorted { $0.taskIdentifier < $1.taskIdentifier } }
 
-    /// Creates a task, durable on return (before the client hears of it).
+    /// The identifier the next task gets.
+    var nextTaskIdentifier: Int { counters.nextTaskIdentifier }
+
+    /// Creates a task; durable at the next commit (before the client hears of it).
     func createTask(_ creation: TaskCreation, inBackground: Bool, pendingFailure: TransferFailure?) throws -> TaskRecord {
-        var task = TaskRecord(taskIdentifier: record.nextTaskIdentifier, kind: creation.kind, originalRequest: creation.request)
+        var task = TaskRecord(taskIdentifier: counters.nextTaskIdentifier, kind: creation.kind, originalRequest: creation.request)
         task.taskDescription = creation.taskDescription
         task.priority = creation.priority
         task.earliestBeginDate = creation.earliestBeginDate
@@ -116,15 +114,15 @@ final class DaemonSession {
         task.requirements = creation.requirements
         task.pendingFailure = pendingFailure
         task.state = .suspended
-        record.nextTaskIdentifier += 1
-        try persist(task)
+        try journal.append(.task(task))
+        counters.nextTaskIdentifier += 1
         tasks[task.taskIdentifier] = task
         return task
     }
 
-    /// Writes a changed task durably.
+    /// Records a changed task; durable at the next commit.
     func update(_ task: TaskRecord) throws {
-        try persist(task)
+        try journal.append(.task(task))
         tasks[task.taskIdentifier] = task
     }
 
@@ -133,42 +131,72 @@ final class DaemonSession {
         tasks[task.taskIdentifier] = task
     }
 
-    private func persist(_ task: TaskRecord) throws {
-        try RecordCoding.write(task, to: tasksDirectory.appendingPathComponent("\(task.taskIdentifier).json").path)
-    }
-
-    /// Ends a task: writes its completion event, then removes its record. Returns the event.
+    /// Ends a task with its completion event, which takes the task's place. Returns the event.
     func complete(_ task: TaskRecord, downloadedFile: String?, error: TransferFailure?, responseBody: Data? = nil) throws -> EventRecord {
         var finished = task
         finished.state = .completed
-        let event = EventRecord(number: record.nextEventNumber, kind: .taskCompleted, task: finished, downloadedFile: downloadedFile, error: error, responseBody: responseBody)
-        try RecordCoding.write(event, to: eventsDirectory.appendingPathComponent("\(event.number).json").path)
-        record.nextEventNumber += 1
+        let event = EventRecord(number: counters.nextEventNumber, kind: .taskCompleted, task: finished, downloadedFile: downloadedFile, error: error, responseBody: responseBody)
+        try journal.append(.event(event))
+        counters.nextEventNumber += 1
         events[event.number] = event
         tasks.removeValue(forKey: task.taskIdentifier)
-        try DurableFile.remove(tasksDirectory.appendingPathComponent("\(task.taskIdentifier).json").path)
+        if let downloadedFile { directoriesToSync.insert((downloadedFile as NSString).deletingLastPathComponent) }
         return event
+    }
+
+    /// Makes `file` durable (then closes it) before the next commit's lines, which name it.
+    func syncBeforeCommit(_ file: FileDescriptor, path: String) {
+        filesToSync.append((file, path))
     }
 
     // MARK: Events
 
     var pendingEvents: [EventRecord] { events.values.sorted { $0.number < $1.number } }
 
-    /// Forgets every event up to `through` (the client handled them) and the finished files
-    /// the client left behind.
+    /// Forgets every event up to `through` (the client handled them) and, once that is
+    /// durable, the finished files the client left behind.
     func acknowledge(through: UInt64) throws {
         let done = events.keys.filter { $0 <= through }
         guard !done.isEmpty else { return }
-        // Keep the counters ahead of every number about to disappear from disk.
-        try persistRecord()
-        for number in done.sorted() {
-            if let file = events[number]?.downloadedFile {
-                unlink(file)
+        try journal.append(.acknowledged(through: through))
+        let files = done.compactMap { events.removeValue(forKey: $0)?.downloadedFile }
+        if !files.isEmpty { afterCommit.append { files.forEach { unlink($0) } } }
+    }
+
+    // MARK: Commit
+
+    /// Past this many lines a journal is rewritten when most of its lines are stale.
+    static let compactionFloor = 4096
+
+    var needsCommit: Bool { journal.hasPending || !filesToSync.isEmpty }
+
+    /// Makes every change since the last commit durable: finished files and their folders
+    /// first, then the journal lines (one write, one fdatasync). On failure the lines stay
+    /// buffered and the next commit tries again.
+    func commit() throws {
+        for (file, path) in filesToSync {
+            do { try file.sync() } catch {
+                log.error("store", "cannot sync finished file \(path): \(error)", session: key.identifier.rawValue)
             }
-            try DurableFile.remove(eventsDirectory.appendingPathComponent("\(number).json").path, syncDirectory: false)
-            events.removeValue(forKey: number)
+            file.close()
         }
-        try DurableFile.syncDirectory(eventsDirectory.path)
+        filesToSync.removeAll()
+        for directory in directoriesToSync { try DurableFile.syncDirectory(directory) }
+        directoriesToSync.removeAll()
+        try journal.commit()
+        let actions = afterCommit
+        afterCommit.removeAll()
+        actions.forEach { $0() }
+        if journal.lineCount > Self.compactionFloor && journal.lineCount > 4 * (tasks.count + events.count + 1) { try compact() }
+    }
+
+    /// Rewrites the journal as the fewest lines that say the same.
+    private func compact() throws {
+        var contents = JournalContents()
+        contents.tasks = tasks
+        contents.events = events
+        contents.counters = counters
+        try journal.rewrite(contents.compacted)
     }
 
     // MARK: Record
@@ -176,10 +204,6 @@ final class DaemonSession {
     func updateConfiguration(_ configuration: SessionConfiguration) throws {
         guard configuration != record.configuration else { return }
         record.configuration = configuration
-        try persistRecord()
-    }
-
-    func persistRecord() throws {
         try RecordCoding.write(record, to: recordPath)
     }
 }

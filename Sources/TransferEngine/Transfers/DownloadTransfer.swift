@@ -182,8 +182,10 @@ final class DownloadTransfer: Transfer {
         onResponse?(task)
     }
 
-    /// Called by the engine when libcurl reports the end. Makes the bytes durable on success.
-    func finish(success: Bool) -> TaskRecord {
+    /// Called by the engine when libcurl reports the end. On success the file, its writeback
+    /// started, is handed to `makeDurable`, which syncs and closes it when it suits the
+    /// engine (the daemon syncs every file finished in a turn together); otherwise it is closed.
+    func finish(success: Bool, makeDurable: (FileDescriptor) -> Void) -> TaskRecord {
         if !bodyStarted && success {
             // An empty body: the head is all there is.
             bodyStarted = true
@@ -191,11 +193,11 @@ final class DownloadTransfer: Transfer {
         }
         if let file {
             if success {
-                do { try file.sync() } catch {
-                    diskFailure = TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot sync \(partialPath): \(error)", subject: partialPath)
-                }
+                file.startWriteback(from: 0, length: 0)
+                makeDurable(file)
+            } else {
+                file.close()
             }
-            file.close()
             self.file = nil
         }
         return task

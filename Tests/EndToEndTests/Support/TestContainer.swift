@@ -69,9 +69,9 @@ final class TestContainer: @unchecked Sendable {
         layout.sessionDirectory(family: try! BundleIdentifier("com.example.host"), identifier: try! SessionIdentifier(identifier))
     }
 
-    /// The undelivered events of a session, as files on disk.
-    func pendingEventFiles(_ identifier: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: sessionDirectory(identifier).appendingPathComponent("events").path)) ?? []).filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
+    /// The numbers of a session's undelivered events, as its journal on disk has them.
+    func pendingEvents(_ identifier: String) -> [UInt64] {
+        ((try? JournalContents.read(session: sessionDirectory(identifier)))?.events.keys).map { $0.sorted() } ?? []
     }
 
     /// Waits (polling the log, with a deadline) until an entry matches; returns it.

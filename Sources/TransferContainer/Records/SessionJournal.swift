@@ -1,0 +1,203 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// One line of a session's journal (`Sessions/<family>/<identifier>/journal.jsonl`): a task
+/// created or changed, an event written (which ends its task), events acknowledged, or the
+/// session's counters. Exactly one field is set; the line is compact JSON with sorted keys.
+public struct JournalLine: Codable, Sendable, Equatable {
+    public var task: TaskRecord?
+    public var event: EventRecord?
+    /// Every event up to this number was delivered and is forgotten.
+    public var acknowledgedThrough: UInt64?
+    /// Written first by a compaction, so that numbers never go back.
+    public var counters: JournalCounters?
+
+    public static func task(_ task: TaskRecord) -> JournalLine { JournalLine(task: task) }
+    public static func event(_ event: EventRecord) -> JournalLine { JournalLine(event: event) }
+    public static func acknowledged(through number: UInt64) -> JournalLine { JournalLine(acknowledgedThrough: number) }
+    public static func counters(_ counters: JournalCounters) -> JournalLine { JournalLine(counters: counters) }
+}
+
+/// The next task identifier and event number of a session.
+public struct JournalCounters: Codable, Sendable, Equatable {
+    public var nextTaskIdentifier: Int
+    public var nextEventNumber: UInt64
+
+    public init(nextTaskIdentifier: Int, nextEventNumber: UInt64) {
+        self.nextTaskIdentifier = nextTaskIdentifier
+        self.nextEventNumber = nextEventNumber
+    }
+}
+
+/// A session's journal replayed: its unfinished tasks (the last line about each wins), its
+/// undelivered events, its counters, and the lines that could not be used. Read by the
+/// daemon when it loads a session and by `bgtransfer inspect`. A value; no shared state.
+public struct JournalContents: Sendable {
+    public var tasks: [Int: TaskRecord] = [:]
+    public var events: [UInt64: EventRecord] = [:]
+    public var counters = JournalCounters(nextTaskIdentifier: 1, nextEventNumber: 1)
+    /// Lines that cannot be used (corrupt, or written by a newer daemon), 1-based.
+    public var unreadable: [(line: Int, reason: String, text: Data)] = []
+    /// Lines read, usable or not.
+    public var lineCount = 0
+    /// Bytes up to the end of the last whole line; a torn last line (a writer killed
+    /// mid-append, before anyone was told of it) lies beyond and is not part of the journal.
+    public var wholeLength = 0
+    public var hasTornTail: Bool { tornTailLength > 0 }
+    public var tornTailLength = 0
+
+    public init() {}
+
+    /// The journal of the session whose folder is `directory`.
+    public static func path(inSession directory: URL) -> String {
+        directory.appendingPathComponent("journal.jsonl").path
+    }
+
+    /// Reads the journal of the session whose folder is `directory`.
+    public static func read(session directory: URL) throws(RecordError) -> JournalContents {
+        try read(path(inSession: directory))
+    }
+
+    /// Reads `path`; a missing file is an empty journal.
+    public static func read(_ path: String) throws(RecordError) -> JournalContents {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+            return JournalContents()
+        } catch {
+            throw .unreadable(path: path, reason: error.localizedDescription)
+        }
+        return JournalContents(parsing: data)
+    }
+
+    public init(parsing data: Data) {
+        let decoder = RecordCoding.decoder()
+        var start = data.startIndex
+        while start < data.endIndex {
+            guard let newline = data[start...].firstIndex(of: UInt8(ascii: "\n")) else {
+                tornTailLength = data.endIndex - start
+                break
+            }
+            let text = data[start..<newline]
+            lineCount += 1
+            start = newline + 1
+            wholeLength = start - data.startIndex
+            if text.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }) { continue }
+            do {
+                try apply(decoder.decode(JournalLine.self, from: text))
+            } catch {
+                unreadable.append((lineCount, "\(error)", Data(text)))
+            }
+        }
+    }
+
+    /// Applies one line. Throws, leaving the contents unchanged, for a record of a newer version.
+    public mutating func apply(_ line: JournalLine) throws(RecordError) {
+        guard line.task != nil || line.event != nil || line.acknowledgedThrough != nil || line.counters != nil else {
+            throw .corrupt(path: "journal", reason: "a line with none of task, event, acknowledgedThrough, counters")
+        }
+        if let task = line.task {
+            guard task.version <= TaskRecord.currentVersion else { throw .unsupportedVersion(path: "journal", version: task.version) }
+            tasks[task.taskIdentifier] = task
+            counters.nextTaskIdentifier = max(counters.nextTaskIdentifier, task.taskIdentifier + 1)
+        }
+        if let event = line.event {
+            guard event.version <= EventRecord.currentVersion else { throw .unsupportedVersion(path: "journal", version: event.version) }
+            events[event.number] = event
+            tasks.removeValue(forKey: event.task.taskIdentifier)
+            counters.nextEventNumber = max(counters.nextEventNumber, event.number + 1)
+            counters.nextTaskIdentifier = max(counters.nextTaskIdentifier, event.task.taskIdentifier + 1)
+        }
+        if let through = line.acknowledgedThrough {
+            events = events.filter { $0.key > through }
+            counters.nextEventNumber = max(counters.nextEventNumber, through + 1)
+        }
+        if let given = line.counters {
+            counters.nextTaskIdentifier = max(counters.nextTaskIdentifier, given.nextTaskIdentifier)
+            counters.nextEventNumber = max(counters.nextEventNumber, given.nextEventNumber)
+        }
+    }
+
+    /// The fewest lines that say the same: counters, then tasks, then events, in order.
+    public var compacted: [JournalLine] {
+        [.counters(counters)]
+            + tasks.keys.sorted().map { .task(tasks[$0]!) }
+            + events.keys.sorted().map { .event(events[$0]!) }
+    }
+}
+
+/// The writing end of a session's journal: lines are appended to a buffer as the daemon
+/// changes tasks and events, and `commit()` makes every buffered line durable with one
+/// write and one `fdatasync`. The daemon commits once per turn of its loop, before it lets
+/// anyone hear of the changes (group commit). Owned by the daemon's event loop.
+public final class SessionJournal {
+    public let path: String
+    private var descriptor: FileDescriptor
+    private var pending = Data()
+    private var pendingLines = 0
+    /// Lines in the file, committed or not.
+    public private(set) var lineCount: Int
+    private let encoder = RecordCoding.encoder(pretty: false)
+
+    /// Opens (creating) the journal for appending; `contents` is what reading it found, so
+    /// that a torn last line is cut off before anything is appended after it.
+    public init(path: String, contents: JournalContents) throws(Errno) {
+        self.path = path
+        let created = access(path, F_OK) != 0
+        descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND)
+        lineCount = contents.lineCount
+        if contents.hasTornTail {
+            try descriptor.truncate(to: Int64(contents.wholeLength))
+            try descriptor.sync()
+        }
+        if created { try DurableFile.syncDirectory((path as NSString).deletingLastPathComponent) }
+    }
+
+    deinit { descriptor.close() }
+
+    /// Buffers a line; durable after the next `commit()`.
+    public func append(_ line: JournalLine) throws {
+        pending.append(try encoder.encode(line))
+        pending.append(UInt8(ascii: "\n"))
+        pendingLines += 1
+    }
+
+    public var hasPending: Bool { !pending.isEmpty }
+
+    /// Writes the buffered lines and waits until they are on disk. On failure the lines stay
+    /// buffered for the next try (a short write is cut off first, so no torn line remains).
+    public func commit() throws(Errno) {
+        guard !pending.isEmpty else { return }
+        let before = try descriptor.size()
+        do throws(Errno) {
+            try descriptor.writeAll(pending)
+            guard fdatasync(descriptor.rawValue) == 0 else { throw Errno.current("fdatasync", path: path) }
+        } catch {
+            _ = ftruncate(descriptor.rawValue, off_t(before))
+            throw error
+        }
+        pending.removeAll(keepingCapacity: true)
+        lineCount += pendingLines
+        pendingLines = 0
+    }
+
+    /// Replaces the journal with `lines` (a compaction), atomically and durably; buffered
+    /// lines are dropped, since `lines` already say what they said.
+    public func rewrite(_ lines: [JournalLine]) throws {
+        var data = Data()
+        for line in lines {
+            data.append(try encoder.encode(line))
+            data.append(UInt8(ascii: "\n"))
+        }
+        try DurableFile.write(data, to: path)
+        let reopened = try FileDescriptor.open(path, O_WRONLY | O_APPEND)
+        descriptor.close()
+        descriptor = reopened
+        pending.removeAll(keepingCapacity: true)
+        pendingLines = 0
+        lineCount = lines.count
+    }
+}
