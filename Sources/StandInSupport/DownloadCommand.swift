@@ -89,6 +89,7 @@ public enum StandInProgram {
         if let description { task.taskDescription = description }
         scheduling.apply(to: task)
         task.resume()
+        session.waitUntilDurable() // the printed identifier means the daemon has the task
         print(task.taskIdentifier)
         if wait { delegate.showProgress(on: WaitProgressBar.onTerminal()) }
         AppEnvironment.log.notice("app", note, session: session.configuration.identifier, task: task.taskIdentifier)

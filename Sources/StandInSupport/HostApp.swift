@@ -186,6 +186,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
                 let background = URLSession(configuration: StandInProgram.configuration(identifier: identifier), delegate: StandInDelegate(echo: true), delegateQueue: nil)
                 let continued = resumeData.map { background.downloadTask(withResumeData: $0) } ?? background.downloadTask(with: url)
                 continued.resume()
+                background.waitUntilDurable()
                 let how = resumeData == nil ? "starting over" : "from \(task.countOfBytesReceived) bytes on disk"
                 AppEnvironment.log.notice("app", "time ran out: download handed to the background session as task \(continued.taskIdentifier), \(how)", session: identifier, task: continued.taskIdentifier)
                 print("handed over to background task \(continued.taskIdentifier) (\(how))")

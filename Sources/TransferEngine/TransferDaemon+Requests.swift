@@ -28,12 +28,13 @@ extension TransferDaemon {
                 for task in session.unfinishedTasks where task.pendingChallenge != nil { askAboutChallenge(task, in: session) }
                 push(.backlogDelivered(session: identifier, through: backlog), to: session)
             }
-            return .sessionOpened(tasks: session.unfinishedTasks)
+            return .sessionOpened(tasks: session.unfinishedTasks, nextTaskIdentifier: session.nextTaskIdentifier)
         case .createTask(let identifier, let creation):
             let session = try heldSession(identifier, connection)
             guard !session.invalidateWhenDone else {
                 throw TransferFailure(code: TransferFailure.requestRefused, message: "Attempted to create a task in a session that has been invalidated", subject: identifier.rawValue)
             }
+            if let resent = creation.taskIdentifier.flatMap(session.taskOrEnding) { return .task(resent) } // sent again after a reconnect
             var refusal = creation.resumeData == nil ? refusal(of: creation) : nil
             var task = try session.createTask(creation, inBackground: !hello.isForeground, pendingFailure: refusal)
             if !hello.isForeground {

@@ -42,6 +42,34 @@ final class DurabilityTests: InProcessSuite, @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
+    @Test("downloadTask(with:) returns before the daemon has the task; a daemon killed meanwhile loses none: each is created once, with the identifier the app saw, and flush calls back once all are durable")
+    func pipelinedCreationAcrossCrash() throws {
+        let daemon = try DaemonUnderTest.start(container)
+        let session = fixture.session("pipelined", delegate: RecordingDelegate())
+        let urls = (0..<300).map { server.url(for: "/queued/\($0).bin") }
+        var created: [Int: String] = [:]
+        for url in urls {
+            let task = session.downloadTask(with: url)
+            created[task.taskIdentifier] = url.absoluteString
+        }
+        #expect(created.count == 300, "every task got its own identifier at once")
+        daemon.process.kill() // most likely with creations still in flight
+        _ = daemon.process.wait(timeout: 10)
+        _ = try DaemonUnderTest.start(container)
+        #expect(container.waitForLog { $0.message.hasPrefix("reattached after the daemon restarted") } != nil)
+
+        let firstDaemon = container.logEntries(process: "transferd", category: "tasks").filter { $0.pid == daemon.pid && $0.message.hasPrefix("created") }.count
+        print("pipelined creation: the killed daemon had created \(firstDaemon) of 300 tasks; the rest were sent again")
+        let flushed = DispatchSemaphore(value: 0)
+        session.flush { flushed.signal() }
+        #expect(flushed.wait(timeout: .now() + 20) == .success, "flush called back")
+        let onDisk = ContainerSnapshot.read(container.layout, sessionFilter: "pipelined").sessions.first?.tasks ?? []
+        #expect(onDisk.count == 300, "each task once")
+        #expect(Dictionary(uniqueKeysWithValues: onDisk.map { ($0.taskIdentifier, $0.originalRequest.url) }) == created)
+        #expect(allTasks(session).map(\.taskIdentifier) == created.keys.sorted())
+        session.invalidateAndCancel()
+    }
+
     @Test("When timeoutIntervalForResource is spent the task fails with -1001 and resume data (S6.2, S6.4)")
     func resourceTimeout() throws {
         _ = try DaemonUnderTest.start(container)

@@ -157,6 +157,7 @@ final class SchedulingTests: InProcessSuite, @unchecked Sendable {
         let begin = Date().addingTimeInterval(1.5)
         task.earliestBeginDate = begin
         task.resume()
+        #expect(session.waitUntilDurable(), "the daemon has the task before its record is read")
         #expect(waitingReason(task, in: "dated")?.hasPrefix("waiting for earliestBeginDate") == true)
         #expect(delegate.wait(for: completed(task, status: 200)), "\(delegate.calls)")
         #expect(delegate.calls.first == .willBeginDelayedRequest(task: task.taskIdentifier, url: server.url(for: "/dated.bin").absoluteString))

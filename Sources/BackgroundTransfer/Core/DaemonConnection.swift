@@ -29,9 +29,25 @@ final class DaemonConnection: @unchecked Sendable {
         var reconnecting = false
     }
 
+    /// Who waits for a request's reply: a blocked caller, or a callback (`send`).
     private final class Waiter: @unchecked Sendable {
         let semaphore = DispatchSemaphore(value: 0)
         var reply: DaemonReply?
+        let onReply: (@Sendable (Result<DaemonReply, TransferFailure>) -> Void)?
+        init(onReply: (@Sendable (Result<DaemonReply, TransferFailure>) -> Void)? = nil) { self.onReply = onReply }
+
+        func answer(_ reply: DaemonReply?) {
+            guard let onReply else {
+                self.reply = reply
+                semaphore.signal()
+                return
+            }
+            switch reply {
+            case .failure(let failure): onReply(.failure(failure))
+            case .some(let reply): onReply(.success(reply))
+            case .none: onReply(.failure(TransferFailure(code: TransferFailure.networkConnectionLost, message: "the transfer daemon went away before answering")))
+            }
+        }
     }
 
     private static let connections = Locked<[URL: DaemonConnection]>([:])
@@ -103,6 +119,34 @@ final class DaemonConnection: @unchecked Sendable {
     @discardableResult
     func request(_ request: DaemonRequest) throws(TransferFailure) -> DaemonReply {
         let waiter = Waiter()
+        let id = try send(request, waiter)
+        if waiter.semaphore.wait(timeout: .now() + Self.requestTimeout) == .timedOut {
+            _ = state.withLock { $0.waiters.removeValue(forKey: id) }
+            throw TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")
+        }
+        switch waiter.reply {
+        case .failure(let failure): throw failure
+        case .some(let reply): return reply
+        case .none: throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "the transfer daemon went away before answering")
+        }
+    }
+
+    /// Sends a request without waiting: `onReply` runs on the connection's reader thread
+    /// (keep it short; it must not wait for another reply) with the reply, or with a failure
+    /// if the connection is lost first. Requests reach the daemon, and replies come back, in
+    /// the order they were sent.
+    func send(_ request: DaemonRequest, onReply: @escaping @Sendable (Result<DaemonReply, TransferFailure>) -> Void) {
+        do {
+            _ = try send(request, Waiter(onReply: onReply))
+        } catch {
+            onReply(.failure(error))
+        }
+    }
+
+    private func send(_ request: DaemonRequest, _ waiter: Waiter) throws(TransferFailure) -> UInt64 {
+        // The lock is held from numbering to writing, so that frames go out in number order.
+        writeLock.lock()
+        defer { writeLock.unlock() }
         let (id, fd) = state.withLock { state -> (UInt64, FileDescriptor?) in
             let id = state.nextRequestID
             state.nextRequestID += 1
@@ -114,23 +158,12 @@ final class DaemonConnection: @unchecked Sendable {
             throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "not connected to the transfer daemon")
         }
         do {
-            let frame = try Frame.encode(RequestFrame(id: id, request: request))
-            writeLock.lock()
-            defer { writeLock.unlock() }
-            try UnixSocket.sendAll(fd, frame)
+            try UnixSocket.sendAll(fd, try Frame.encode(RequestFrame(id: id, request: request)))
         } catch {
             _ = state.withLock { $0.waiters.removeValue(forKey: id) }
             throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "cannot send to the transfer daemon: \(error)")
         }
-        if waiter.semaphore.wait(timeout: .now() + Self.requestTimeout) == .timedOut {
-            _ = state.withLock { $0.waiters.removeValue(forKey: id) }
-            throw TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")
-        }
-        switch waiter.reply {
-        case .failure(let failure): throw failure
-        case .some(let reply): return reply
-        case .none: throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "the transfer daemon went away before answering")
-        }
+        return id
     }
 
     func subscribe(_ identifier: SessionIdentifier, _ subscriber: Subscriber) {
@@ -166,9 +199,7 @@ final class DaemonConnection: @unchecked Sendable {
     private func dispatch(_ frame: DaemonFrame) {
         switch frame {
         case .reply(let id, let reply):
-            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.reply = reply
-            waiter?.semaphore.signal()
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.answer(reply)
         case .push(let push):
             guard let identifier = push.session else { return } // only for watchers; the library never asks to watch
             let subscriber = state.withLock { $0.subscribers[identifier] }
@@ -181,14 +212,14 @@ final class DaemonConnection: @unchecked Sendable {
         let (waiters, subscribers, shouldReconnect) = state.withLock { state -> ([Waiter], [Subscriber], Bool) in
             guard state.generation == generation else { return ([], [], false) }
             state.descriptor = nil
-            let waiters = Array(state.waiters.values)
+            let waiters = state.waiters.sorted { $0.key < $1.key }.map(\.value) // failed in the order they were sent
             state.waiters.removeAll()
             let reconnect = !state.subscribers.isEmpty && !state.reconnecting
             if reconnect { state.reconnecting = true }
             return (waiters, Array(state.subscribers.values), reconnect)
         }
         fd.close()
-        waiters.forEach { $0.semaphore.signal() }
+        waiters.forEach { $0.answer(nil) }
         guard shouldReconnect else { return }
         log.notice("connection", "lost the transfer daemon; reconnecting")
         defer { state.withLock { $0.reconnecting = false } }

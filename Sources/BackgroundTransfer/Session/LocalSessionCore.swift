@@ -45,6 +45,9 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     var isInvalidated: Bool { state.withLock { $0.invalidated || $0.finishing } }
 
     func waitForBacklog(timeout: TimeInterval) -> Bool { true }
+    /// Nothing of a default session is kept on disk: there is nothing to wait for.
+    func waitForAnswers(timeout: TimeInterval) -> Bool { true }
+
     func drainDeliveries() {} // nothing to acknowledge: no daemon keeps a default session's events
 
     private func partialPath(_ taskIdentifier: Int) -> String {

@@ -24,4 +24,6 @@ protocol SessionBackend: AnyObject, Sendable {
     func waitForBacklog(timeout: TimeInterval) -> Bool
     /// Returns once every event received so far has been handed to the delegate and acknowledged.
     func drainDeliveries()
+    /// Waits until every task created and every change made so far is durable; false on timeout.
+    func waitForAnswers(timeout: TimeInterval) -> Bool
 }

@@ -31,6 +31,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         /// The highest event number received from the daemon (delivered or a duplicate).
         var receivedThrough: UInt64 = 0
         var acknowledgedThrough: UInt64 = 0
+        /// The highest acknowledgement sent (answered or not).
+        var acknowledgingThrough: UInt64 = 0
         /// True while the app, launched for this session's events, has not called the
         /// completion handler: events are then acknowledged only by that call (S3.2, S3.4).
         var acknowledgesOnCompletionHandler = false
@@ -39,7 +41,30 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         var invalidating = false
         /// An event whose delivery a previous holder did not finish, and the call it was in.
         var interrupted: (number: UInt64, phase: DeliveryPhase)?
+        /// The identifier the next task gets: this process alone creates the session's tasks.
+        var nextTaskIdentifier = 1
     }
+
+    /// Requests sent without waiting (creations, resumes, property changes, acknowledgements),
+    /// kept in order until answered, so that a daemon restart loses none of them.
+    private struct Pipeline {
+        struct Entry {
+            var number: UInt64
+            var request: DaemonRequest
+            var task: URLSessionTask?
+        }
+        var unanswered: [Entry] = []
+        var nextNumber: UInt64 = 1
+        /// Bumped by every resend: answers to earlier sendings no longer stall the pipeline.
+        var epoch = 0
+        /// The connection was lost with requests unanswered: new ones wait for the reattach.
+        var stalled = false
+    }
+    private let pipeline = Locked(Pipeline())
+    /// Held from numbering a pipelined request to handing it to the socket, so that requests
+    /// go out in number order; never held while waiting for a reply.
+    private let pipelineOrder = NSLock()
+    private let pipelineAnswered = NSCondition()
 
     private let state = Locked(State())
     /// Signalled when the events waiting at open have all been handed to the delegate.
@@ -64,9 +89,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         case completing
     }
 
-    private var deliveryRecordPath: String {
-        layout.sessionDirectory(family: family, identifier: identifier).appendingPathComponent("delivered.json").path
-    }
+    /// `delivered.json`, rewritten in place before and after each delegate call.
+    private let deliveryRecord: InPlaceRecord<DeliveryRecord>
 
     init(identifier: SessionIdentifier, configuration: URLSessionConfiguration, recordConfiguration: SessionConfiguration, delegate: URLSessionDelegate?, delegateQueue: OperationQueue?) {
         self.identifier = identifier
@@ -79,7 +103,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         self.layout = environment.layout
         self.family = environment.identity.family
         self.log = environment.log
-        let record = try? RecordCoding.read(DeliveryRecord.self, from: deliveryRecordPath)
+        self.deliveryRecord = InPlaceRecord(path: environment.layout.sessionDirectory(family: environment.identity.family, identifier: identifier).appendingPathComponent("delivered.json").path)
+        let record = try? deliveryRecord.read()
         let launchedForEvents = BackgroundLaunch.isLaunched(for: identifier)
         state.withLock {
             $0.deliveredThrough = record?.deliveredThrough ?? 0
@@ -109,15 +134,18 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     private func open(on connection: DaemonConnection) throws(TransferFailure) {
         let launched = BackgroundLaunch.isLaunched(for: identifier)
         let reply = try connection.request(.openSession(identifier: identifier, configuration: recordConfiguration, launchedForEvents: launched))
-        guard case .sessionOpened(let records) = reply else { return }
+        guard case .sessionOpened(let records, let next) = reply else { return }
+        state.withLock { $0.nextTaskIdentifier = max($0.nextTaskIdentifier, next) }
         for record in records { _ = taskObject(for: record) }
     }
 
-    /// After the daemon restarted: open again; undelivered events are replayed (and deduplicated).
+    /// After the daemon restarted: open again; undelivered events are replayed (and
+    /// deduplicated); unanswered requests are sent again, in order.
     private func reattach() {
         guard let connection = state.withLock({ $0.invalidated ? nil : $0.connection }) else { return }
         do {
             try open(on: connection)
+            resendUnanswered(on: connection)
             log.notice("session", "reattached after the daemon restarted", session: identifier.rawValue)
         } catch {
             log.error("session", "cannot reattach: \(error)", session: identifier.rawValue)
@@ -134,9 +162,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
             do {
                 return try connection().request(request)
             } catch {
-                let transient = error.code == TransferFailure.networkConnectionLost
-                    || (error.code == TransferFailure.requestRefused && error.message.contains("is not open in this process"))
-                guard transient, Date() < deadline, !state.withLock({ $0.invalidated }) else { throw error }
+                guard Self.isTransient(error), Date() < deadline, !state.withLock({ $0.invalidated }) else { throw error }
                 usleep(50_000) // the connection reconnects and the session reattaches by themselves
             }
         }
@@ -165,16 +191,24 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         }
     }
 
+    /// Creates the task here at once, as Apple's `downloadTask(with:)` does, and in the
+    /// daemon without waiting: the daemon makes it durable before it answers, and `flush`
+    /// waits for that. A creation the daemon refuses completes the task with the refusal.
     func createTask(_ creation: TaskCreation) throws(TransferFailure) -> URLSessionTask {
-        let reply = try request(.createTask(session: identifier, creation))
-        guard case .task(let record) = reply else {
-            throw TransferFailure(code: TransferFailure.unknown, message: "unexpected reply to createTask")
+        var creation = creation
+        creation.taskIdentifier = state.withLock { state in
+            defer { state.nextTaskIdentifier += 1 }
+            return state.nextTaskIdentifier
         }
-        return taskObject(for: record)
+        let task = taskObject(for: TaskRecord(taskIdentifier: creation.taskIdentifier!, creation: creation))
+        sendInOrder(.createTask(session: identifier, creation), for: task)
+        return task
     }
 
     func resume(_ task: URLSessionTask) {
-        perform(.resumeTask(session: identifier, task: task.taskIdentifier), on: task)
+        guard task.state == .suspended else { return }
+        task.setState(.running) // as on Apple's systems, at once; the daemon's answer has the last word
+        sendInOrder(.resumeTask(session: identifier, task: task.taskIdentifier), for: task)
     }
 
     func suspend(_ task: URLSessionTask) {
@@ -200,7 +234,102 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
 
     func propertiesChanged(of task: URLSessionTask) {
         guard task.state != .completed else { return }
-        perform(.setTaskProperties(session: identifier, task: task.taskIdentifier, TaskProperties(of: task.record)), on: task)
+        sendInOrder(.setTaskProperties(session: identifier, task: task.taskIdentifier, TaskProperties(of: task.record)), for: task)
+    }
+
+    // MARK: Pipelined requests
+
+    /// Sends a request without waiting for its answer, after every request sent this way
+    /// before it; the answer updates `task`. Lost with the connection, it is sent again once
+    /// the session has reattached (the daemon takes each of these requests twice harmlessly).
+    private func sendInOrder(_ request: DaemonRequest, for task: URLSessionTask?) {
+        pipelineOrder.lock()
+        defer { pipelineOrder.unlock() }
+        let (number, epoch, stalled) = pipeline.withLock { pipeline in
+            let number = pipeline.nextNumber
+            pipeline.nextNumber += 1
+            pipeline.unanswered.append(.init(number: number, request: request, task: task))
+            return (number, pipeline.epoch, pipeline.stalled)
+        }
+        guard !stalled, let connection = state.withLock({ $0.connection }) else { return }
+        transmit(request, number: number, epoch: epoch, on: connection)
+    }
+
+    private func transmit(_ request: DaemonRequest, number: UInt64, epoch: Int, on connection: DaemonConnection) {
+        connection.send(request) { [weak self] result in self?.answered(number, epoch: epoch, result) }
+    }
+
+    /// Runs on the connection's reader thread.
+    private func answered(_ number: UInt64, epoch: Int, _ result: Result<DaemonReply, TransferFailure>) {
+        if case .failure(let failure) = result, Self.isTransient(failure) {
+            pipeline.withLock { if $0.epoch == epoch { $0.stalled = true } }
+            return
+        }
+        let entry = pipeline.withLock { pipeline -> Pipeline.Entry? in
+            guard let index = pipeline.unanswered.firstIndex(where: { $0.number == number }) else { return nil } // answered already
+            return pipeline.unanswered.remove(at: index)
+        }
+        pipelineAnswered.lock()
+        pipelineAnswered.broadcast()
+        pipelineAnswered.unlock()
+        guard let entry else { return }
+        switch result {
+        case .success(.task(let record)):
+            entry.task?.update(record)
+        case .success(.ok):
+            if case .acknowledge(_, let through) = entry.request {
+                state.withLock { $0.acknowledgedThrough = max($0.acknowledgedThrough, through) }
+            }
+        case .success:
+            break
+        case .failure(let failure):
+            refused(entry, failure)
+        }
+    }
+
+    /// The daemon refused a pipelined request: a refused creation completes its task.
+    private func refused(_ entry: Pipeline.Entry, _ failure: TransferFailure) {
+        // The request's name only: its payload may hold a credential or a token.
+        log.error("session", "\(String(describing: entry.request).prefix { $0 != "(" }) failed: \(failure)", session: identifier.rawValue, task: entry.task?.taskIdentifier)
+        guard case .createTask = entry.request, let task = entry.task else { return }
+        let error = failure.urlError(failingURL: task.record.originalRequest.url, kind: task.record.kind)
+        task.setState(.completed)
+        task.finish(with: error)
+        state.withLock { _ = $0.tasks.removeValue(forKey: task.taskIdentifier) }
+        deliveryQueue.async {
+            guard let delegate = self.delegate as? URLSessionTaskDelegate else { return }
+            self.onDelegateQueue { session in delegate.urlSession(session, task: task, didCompleteWithError: error) }
+        }
+    }
+
+    /// After a reattach: every unanswered request goes again, in order, before any new one.
+    private func resendUnanswered(on connection: DaemonConnection) {
+        pipelineOrder.lock()
+        defer { pipelineOrder.unlock() }
+        let (entries, epoch) = pipeline.withLock { pipeline in
+            pipeline.epoch += 1
+            pipeline.stalled = false
+            return (pipeline.unanswered, pipeline.epoch)
+        }
+        for entry in entries { transmit(entry.request, number: entry.number, epoch: epoch, on: connection) }
+    }
+
+    /// Waits until the daemon has answered every pipelined request sent before the call
+    /// (each answer comes after the change is durable); false on timeout.
+    func waitForAnswers(timeout: TimeInterval) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        let mark = pipeline.withLock { $0.nextNumber }
+        pipelineAnswered.lock()
+        defer { pipelineAnswered.unlock() }
+        while pipeline.withLock({ ($0.unanswered.first?.number ?? mark) < mark }) {
+            if !pipelineAnswered.wait(until: deadline) { return false }
+        }
+        return true
+    }
+
+    private static func isTransient(_ failure: TransferFailure) -> Bool {
+        failure.code == TransferFailure.networkConnectionLost
+            || (failure.code == TransferFailure.requestRefused && failure.message.contains("is not open in this process"))
     }
 
     func perform(_ request: DaemonRequest, on task: URLSessionTask) {
@@ -331,7 +460,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
             }
             state.withLock { $0.deliveredThrough = event.number }
             do {
-                try RecordCoding.write(DeliveryRecord(deliveredThrough: event.number), to: deliveryRecordPath, syncDirectory: false, sync: false)
+                try deliveryRecord.write(DeliveryRecord(deliveredThrough: event.number))
             } catch {
                 log.error("delivery", "cannot record delivery of event \(event.number): \(error)", session: identifier.rawValue)
             }
@@ -346,7 +475,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     private func markDelivery(of number: UInt64, phase: DeliveryPhase) {
         let delivered = state.withLock { $0.deliveredThrough }
         do {
-            try RecordCoding.write(DeliveryRecord(deliveredThrough: delivered, inProgress: number, phase: phase), to: deliveryRecordPath, syncDirectory: false, sync: false)
+            try deliveryRecord.write(DeliveryRecord(deliveredThrough: delivered, inProgress: number, phase: phase))
         } catch {
             log.error("delivery", "cannot record delivery of event \(number): \(error)", session: identifier.rawValue)
         }
@@ -381,14 +510,14 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         }
     }
 
+    /// Tells the daemon, without waiting, that the events through `number` were handled.
     private func acknowledge(through number: UInt64) {
-        guard number > state.withLock({ $0.acknowledgedThrough }) else { return }
-        do {
-            try connection().request(.acknowledge(session: identifier, through: number))
-            state.withLock { $0.acknowledgedThrough = max($0.acknowledgedThrough, number) }
-        } catch {
-            log.error("delivery", "cannot acknowledge events through \(number): \(error)", session: identifier.rawValue)
+        let isNew = state.withLock { state -> Bool in
+            guard number > state.acknowledgingThrough else { return false }
+            state.acknowledgingThrough = number
+            return true
         }
+        if isNew { sendInOrder(.acknowledge(session: identifier, through: number), for: nil) }
     }
 
     /// Runs a delegate call on the delegate queue and waits for it, keeping events in order.
@@ -415,9 +544,11 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         return true
     }
 
-    /// Waits until every push received so far has been handed to the delegate.
+    /// Waits until every push received so far has been handed to the delegate and the
+    /// daemon has taken the acknowledgements.
     func drainDeliveries() {
         deliveryQueue.sync {}
+        _ = waitForAnswers(timeout: DaemonConnection.requestTimeout)
     }
 
     // MARK: Invalidation

@@ -240,6 +240,27 @@ open class URLSession: @unchecked Sendable {
         core?.drainDeliveries()
     }
 
+    /// Calls back, on the delegate queue, once the transfer daemon has made durable every
+    /// task created and every change made so far in this session: `downloadTask(with:)` and
+    /// `resume()` return before the daemon has them, as on Apple's systems. (Apple's `flush`
+    /// writes cookies and credentials to disk; a background session here has nothing else
+    /// to write.) A process about to exit after creating tasks calls this first.
+    open func flush(completionHandler: @escaping @Sendable () -> Void) {
+        let core = self.core
+        DispatchQueue.global().async {
+            _ = core?.waitForAnswers(timeout: DaemonConnection.requestTimeout)
+            self.delegateQueue.addOperation { completionHandler() }
+        }
+    }
+
+    /// Waits until the transfer daemon has made durable every task created and every change
+    /// made so far (ours: `flush` without the callback); false on timeout. Call it from
+    /// outside the delegate queue.
+    @discardableResult
+    public func waitUntilDurable(timeout: TimeInterval = 30) -> Bool {
+        core?.waitForAnswers(timeout: timeout) ?? true
+    }
+
     // MARK: Invalidation
 
     /// No new tasks; running ones finish; then `didBecomeInvalidWithError(nil)` (S1.4).

@@ -185,6 +185,17 @@ public struct TaskRecord: Codable, Sendable, Equatable {
 }
 
 extension TaskRecord {
+    /// A new task as `creation` asks for it: suspended until resumed (S2.4).
+    public init(taskIdentifier: Int, creation: TaskCreation) {
+        self.init(taskIdentifier: taskIdentifier, kind: creation.kind, originalRequest: creation.request)
+        taskDescription = creation.taskDescription
+        priority = creation.priority
+        earliestBeginDate = creation.earliestBeginDate
+        uploadFile = creation.uploadFile
+        requirements = creation.requirements
+        state = .suspended
+    }
+
     /// Whether a stopped download can be resumed from `partialBytes` on disk: a GET whose
     /// server sent a strong validator and accepts byte ranges (S6.1).
     public func canResume(partialBytes: Int64) -> Bool {

@@ -32,6 +32,10 @@ public struct TaskCreation: Codable, Sendable {
     /// From the creating process's configuration and request; the daemon makes every task
     /// created in the background discretionary.
     public var requirements: TaskRequirements
+    /// The identifier the session's holder chose (it alone creates the session's tasks, so
+    /// `downloadTask(with:)` returns at once, as on Apple's systems); nil lets the daemon choose.
+    /// Creating an existing task again (a request resent after a reconnect) is harmless.
+    public var taskIdentifier: Int?
 
     public init(kind: TaskKind, request: RequestRecord, taskDescription: String? = nil, priority: Float = 0.5, earliestBeginDate: Date? = nil, uploadFile: String? = nil, resumeData: Data? = nil, requirements: TaskRequirements = .init()) {
         self.kind = kind
@@ -133,7 +137,8 @@ public enum DaemonReply: Codable, Sendable {
     case ok
     case welcome(daemonPID: Int32)
     /// The session is attached; `tasks` are its unfinished tasks (S1.7).
-    case sessionOpened(tasks: [TaskRecord])
+    /// The unfinished tasks, and the identifier the holder's next task gets.
+    case sessionOpened(tasks: [TaskRecord], nextTaskIdentifier: Int)
     case task(TaskRecord)
     case tasks([TaskRecord])
     case forceQuitDone(cancelledTasks: Int, terminatedProcesses: [Int32])

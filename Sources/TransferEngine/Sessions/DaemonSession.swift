@@ -103,21 +103,25 @@ final class DaemonSession {
     /// The identifier the next task gets.
     var nextTaskIdentifier: Int { counters.nextTaskIdentifier }
 
-    /// Creates a task; durable at the next commit (before the client hears of it).
+    /// Creates a task, with the identifier the holder chose if it did; durable at the next
+    /// commit (before the client hears of it). An identifier may not be used twice.
     func createTask(_ creation: TaskCreation, inBackground: Bool, pendingFailure: TransferFailure?) throws -> TaskRecord {
-        var task = TaskRecord(taskIdentifier: counters.nextTaskIdentifier, kind: creation.kind, originalRequest: creation.request)
-        task.taskDescription = creation.taskDescription
-        task.priority = creation.priority
-        task.earliestBeginDate = creation.earliestBeginDate
-        task.uploadFile = creation.uploadFile
+        let identifier = creation.taskIdentifier ?? counters.nextTaskIdentifier
+        guard identifier >= counters.nextTaskIdentifier else {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "task identifier \(identifier) was already used in session \(key.identifier)", subject: key.identifier.rawValue)
+        }
+        var task = TaskRecord(taskIdentifier: identifier, creation: creation)
         task.createdInBackground = inBackground
-        task.requirements = creation.requirements
         task.pendingFailure = pendingFailure
-        task.state = .suspended
         try journal.append(.task(task))
-        counters.nextTaskIdentifier += 1
+        counters.nextTaskIdentifier = identifier + 1
         tasks[task.taskIdentifier] = task
         return task
+    }
+
+    /// The task or, if it has ended, how it ended: for a creation sent again.
+    func taskOrEnding(_ identifier: Int) -> TaskRecord? {
+        tasks[identifier] ?? events.values.first { $0.task.taskIdentifier == identifier }?.task
     }
 
     /// Records a changed task; durable at the next commit.
