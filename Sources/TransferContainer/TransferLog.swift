@@ -34,6 +34,10 @@ public final class TransferLog: @unchecked Sendable {
     private let minimumLevel: LogLevel
     private let echoLevel: LogLevel?
     private let lock = NSLock()
+    /// The open log file (O_APPEND) and when it was last checked against the path.
+    private var descriptor: FileDescriptor?
+    private var linesSinceCheck = 0
+    private let encoder = RecordCoding.encoder(pretty: false)
     /// The file is rotated to `.1` past this size.
     public static let maximumSize: Int64 = 16 << 20
 
@@ -66,9 +70,7 @@ public final class TransferLog: @unchecked Sendable {
     private func write(_ level: LogLevel, _ category: String, _ message: () -> String, session: String?, task: Int?) {
         let echo = echoLevel.map { level >= $0 } ?? false
         guard level >= minimumLevel || echo else { return }
-        let entry = LogEntry(time: Date(), process: process, pid: getpid(), subsystem: subsystem, category: category, level: level, message: message(), session: session, task: task)
-        guard var line = try? RecordCoding.encoder(pretty: false).encode(entry) else { return }
-        line.append(0x0A)
+        let entry = LogEntry(time: Date(), process: process, pid: Self.pid, subsystem: subsystem, category: category, level: level, message: message(), session: session, task: task)
         if echo {
             let text = "\(ISO8601Format.string(from: entry.time)) \(process)[\(entry.pid)] \(level.rawValue) \(category): \(entry.message)\n"
             FileHandle.standardError.write(Data(text.utf8))
@@ -76,17 +78,41 @@ public final class TransferLog: @unchecked Sendable {
         guard level >= minimumLevel else { return }
         lock.lock()
         defer { lock.unlock() }
-        rotateIfNeeded()
+        guard var line = try? encoder.encode(entry), let fd = openFile() else { return }
+        line.append(0x0A)
         // O_APPEND makes each line land whole at the end, even with several writers.
-        guard let fd = try? FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND) else { return }
         try? fd.writeAll(line)
-        fd.close()
     }
 
-    private func rotateIfNeeded() {
-        var st = stat()
-        guard stat(path, &st) == 0, Int64(st.st_size) > Self.maximumSize else { return }
-        rename(path, path + ".1")
+    private static let pid = getpid()
+
+    /// The log file, kept open between lines; reopened when it was rotated (by this process
+    /// past the size limit, or by another: checked every 64 lines and whenever it is gone).
+    private func openFile() -> FileDescriptor? {
+        linesSinceCheck += 1
+        if let fd = descriptor {
+            var open = stat()
+            guard fstat(fd.rawValue, &open) == 0 else { return reopen() }
+            if Int64(open.st_size) > Self.maximumSize {
+                rename(path, path + ".1")
+                return reopen()
+            }
+            if open.st_nlink == 0 { return reopen() }
+            if linesSinceCheck >= 64 {
+                linesSinceCheck = 0
+                var named = stat()
+                if stat(path, &named) != 0 || named.st_ino != open.st_ino || named.st_dev != open.st_dev { return reopen() }
+            }
+            return fd
+        }
+        return reopen()
+    }
+
+    private func reopen() -> FileDescriptor? {
+        descriptor?.close()
+        descriptor = try? FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND)
+        linesSinceCheck = 0
+        return descriptor
     }
 
     /// Reads the entries of the log (and its rotated predecessor), oldest first; unreadable lines are skipped.

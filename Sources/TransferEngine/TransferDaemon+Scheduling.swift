@@ -8,12 +8,19 @@ extension TransferDaemon {
     /// goes on as asked at creation.
     static let delayedRequestAnswerTimeout: TimeInterval = 30
 
+    /// Asks for `startReadyTransfers()` at the end of this turn: a turn that resumes a
+    /// thousand tasks or ends six transfers looks at the queue once, not once per change.
+    func scheduleTransfers() {
+        schedulingRequested = true
+    }
+
     /// Starts every task that may run now, best priority first, then oldest, within the
     /// global limit and each session's per-host limit. Tells attached apps of tasks waiting
     /// for connectivity (S5.2) and asks them about delayed requests (S5.1) on the way.
-    func scheduleTransfers() {
+    func startReadyTransfers() {
+        schedulingRequested = false
         let now = Date()
-        var candidates: [(session: DaemonSession, task: TaskRecord)] = []
+        var candidates: [Candidate] = []
         for session in sessions.values {
             for task in session.tasks.values where task.state == .running {
                 let key = TaskKey(session: session.key, task: task.taskIdentifier)
@@ -25,18 +32,20 @@ extension TransferDaemon {
                 }
                 guard let ready = readyAfterDelayedRequest(task, in: session, now: now),
                       headersReadyForRetry(ready, in: session, now: now) else { continue }
-                candidates.append((session, ready))
+                candidates.append(Candidate(session: session, task: ready.taskIdentifier, priority: ready.priority, createdAt: ready.createdAt, url: ready.requestToSend.url))
             }
         }
         guard !candidates.isEmpty, transfersByHandle.count < options.maximumConcurrentTransfers else { return }
         candidates.sort { a, b in
-            a.task.priority != b.task.priority ? a.task.priority > b.task.priority : a.task.createdAt < b.task.createdAt
+            a.priority != b.priority ? a.priority > b.priority : a.createdAt < b.createdAt
         }
         var perHost = connectionsPerHost()
         var fetching = coalescedRequestsInFlight()
-        for (session, task) in candidates {
+        for candidate in candidates {
             guard transfersByHandle.count < options.maximumConcurrentTransfers else { return }
-            let host = HostKey(session: session.key, host: Self.host(of: task))
+            let session = candidate.session
+            guard let task = session.tasks[candidate.task] else { continue }
+            let host = HostKey(session: session.key, host: host(of: candidate.url))
             guard perHost[host, default: 0] < max(1, session.record.configuration.httpMaximumConnectionsPerHost) else { continue }
             if let request = coalescingKey(task, in: session) {
                 // Another task of the session fetches the same bytes: this one takes a copy (S7.4).
@@ -45,6 +54,16 @@ extension TransferDaemon {
             perHost[host, default: 0] += 1
             start(task, in: session)
         }
+    }
+
+    /// A task that may start now, with what ordering and the per-host limit need (small, so
+    /// that sorting thousands of queued tasks each turn moves little).
+    private struct Candidate {
+        let session: DaemonSession
+        let task: Int
+        let priority: Float
+        let createdAt: Date
+        let url: String
     }
 
     private func start(_ task: TaskRecord, in session: DaemonSession) {
@@ -61,14 +80,20 @@ extension TransferDaemon {
         var host: String
     }
 
-    private static func host(of task: TaskRecord) -> String {
-        URLComponents(string: task.requestToSend.url)?.host?.lowercased() ?? ""
+    /// The host a URL names, remembered: parsing each queued task's URL on every turn was a
+    /// good part of the daemon's time with thousands of tasks queued.
+    private func host(of url: String) -> String {
+        if let known = hostsByURL[url] { return known }
+        let host = URLComponents(string: url)?.host?.lowercased() ?? ""
+        if hostsByURL.count >= 65_536 { hostsByURL.removeAll(keepingCapacity: true) }
+        hostsByURL[url] = host
+        return host
     }
 
     private func connectionsPerHost() -> [HostKey: Int] {
         var counts: [HostKey: Int] = [:]
         for (key, transfer) in transfersByTask {
-            counts[HostKey(session: key.session, host: Self.host(of: transfer.task)), default: 0] += 1
+            counts[HostKey(session: key.session, host: host(of: transfer.task.requestToSend.url)), default: 0] += 1
         }
         return counts
     }

@@ -47,6 +47,7 @@ extension TransferDaemon {
         guard let transfer = transfersByHandle.removeValue(forKey: ObjectIdentifier(easy)) else { return }
         let key = TaskKey(session: transfer.session, task: transfer.task.taskIdentifier)
         transfersByTask.removeValue(forKey: key) // libcurl has already taken it out of the multi
+        scheduleTransfers() // its slot goes to the next task
         guard let session = sessions[transfer.session], session.tasks[key.task] != nil else {
             transfer.close()
             return

@@ -66,6 +66,10 @@ public final class TransferDaemon {
     private var lastHousekeeping = Date.distantPast
     /// True while the last commit failed: output waits.
     private var commitFailing = false
+    /// Set by `scheduleTransfers()`: the queue is looked at once, at the end of the turn.
+    var schedulingRequested = false
+    /// The scheduler's memo of each URL's host.
+    var hostsByURL: [String: String] = [:]
 
     public init(options: Options) throws {
         // Started on demand, the daemon serves an existing container only: a client racing
@@ -106,6 +110,7 @@ public final class TransferDaemon {
         loop.onTransferCompleted = { [unowned self] easy, result in transferEnded(easy, result) }
         loop.onTurn = { [unowned self] in
             housekeeping()
+            if schedulingRequested { startReadyTransfers() }
             commitAndFlush()
         }
         log.notice("daemon", "transferd started (pid \(getpid())) on \(layout.root.path); \(sessions.count) sessions, \(sessions.values.reduce(0) { $0 + $1.tasks.count }) unfinished tasks")

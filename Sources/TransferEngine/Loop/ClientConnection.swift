@@ -15,7 +15,10 @@ final class ClientConnection {
     /// Asked to watch (`DaemonRequest.watch`): pushed the running tasks until it closes.
     var isWatching = false
     private var decoder = FrameDecoder()
+    /// Frames not yet written, from `outboxHead` on (dequeued by index: a client sent
+    /// thousands of replies in one turn must not cost a shift of the array per frame).
     private var outbox: [Data] = []
+    private var outboxHead = 0
     private var outboxOffset = 0
     private(set) var outboxBytes = 0
     private(set) var isClosed = false
@@ -79,11 +82,18 @@ final class ClientConnection {
         return true
     }
 
-    var hasPendingOutput: Bool { !outbox.isEmpty }
+    var hasPendingOutput: Bool { outboxHead < outbox.count }
 
     /// Writes as much queued output as the socket takes now.
     func flush() {
-        while let first = outbox.first {
+        defer {
+            if outboxHead == outbox.count {
+                outbox.removeAll(keepingCapacity: true)
+                outboxHead = 0
+            }
+        }
+        while outboxHead < outbox.count {
+            let first = outbox[outboxHead]
             let n = first.withUnsafeBytes { raw in
                 Glibc.send(descriptor.rawValue, raw.baseAddress! + outboxOffset, raw.count - outboxOffset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
             }
@@ -93,7 +103,8 @@ final class ClientConnection {
             }
             outboxOffset += n
             if outboxOffset == first.count {
-                outbox.removeFirst()
+                outbox[outboxHead] = Data()
+                outboxHead += 1
                 outboxBytes -= first.count
                 outboxOffset = 0
             }
