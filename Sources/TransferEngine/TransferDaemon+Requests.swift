@@ -54,9 +54,11 @@ extension TransferDaemon {
                 task.pendingFailure = refusal
                 try session.update(task)
             }
-            log.notice("tasks", "created \(task.kind.rawValue) task \(task.taskIdentifier) for \(task.originalRequest.url)", session: identifier.rawValue, task: task.taskIdentifier)
+            log.info("tasks", "created \(task.kind.rawValue) task \(task.taskIdentifier) for \(task.originalRequest.url)", session: identifier.rawValue, task: task.taskIdentifier)
             if let refusal { log.error("tasks", "task will fail when resumed: \(refusal.message)", session: identifier.rawValue, task: task.taskIdentifier) }
-            return .task(task)
+            // A client that chose the identifier built this very record itself; resume data
+            // is read here, so that task's record goes back.
+            return creation.taskIdentifier != nil && creation.resumeData == nil ? .ok : .task(task)
         case .resumeTask(let identifier, let taskID):
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)
@@ -70,7 +72,8 @@ extension TransferDaemon {
                 log.info("tasks", "resumed", session: identifier.rawValue, task: taskID)
                 scheduleTransfers()
             }
-            return .task(session.tasks[taskID] ?? task)
+            let current = session.tasks[taskID] ?? task
+            return current.state == .running ? .ok : .task(current) // running is what the client assumes
         case .suspendTask(let identifier, let taskID):
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)

@@ -58,8 +58,6 @@ final class DurabilityTests: InProcessSuite, @unchecked Sendable {
         _ = try DaemonUnderTest.start(container)
         #expect(container.waitForLog { $0.message.hasPrefix("reattached after the daemon restarted") } != nil)
 
-        let firstDaemon = container.logEntries(process: "transferd", category: "tasks").filter { $0.pid == daemon.pid && $0.message.hasPrefix("created") }.count
-        print("pipelined creation: the killed daemon had created \(firstDaemon) of 300 tasks; the rest were sent again")
         let flushed = DispatchSemaphore(value: 0)
         session.flush { flushed.signal() }
         #expect(flushed.wait(timeout: .now() + 20) == .success, "flush called back")
