@@ -23,6 +23,49 @@ public struct LogEntry: Codable, Sendable {
     public var message: String
     public var session: String?
     public var task: Int?
+
+    public init(time: Date, process: String, pid: Int32, subsystem: String, category: String, level: LogLevel, message: String, session: String?, task: Int?) {
+        self.time = time
+        self.process = process
+        self.pid = pid
+        self.subsystem = subsystem
+        self.category = category
+        self.level = level
+        self.message = message
+        self.session = session
+        self.task = task
+    }
+
+    /// The entry as one line of JSON (sorted keys, ISO 8601 time, no newline), written by
+    /// hand: the daemon logs every finished task, and Foundation's encoder was a fifth of
+    /// its time with many small downloads. `JSONDecoder` reads it like any record.
+    public var jsonLine: Data {
+        var text = "{\"category\":" + Self.quoted(category) + ",\"level\":\"" + level.rawValue + "\",\"message\":" + Self.quoted(message)
+            + ",\"pid\":" + String(pid) + ",\"process\":" + Self.quoted(process)
+        if let session { text += ",\"session\":" + Self.quoted(session) }
+        text += ",\"subsystem\":" + Self.quoted(subsystem)
+        if let task { text += ",\"task\":" + String(task) }
+        text += ",\"time\":\"" + ISO8601Format.string(from: time) + "\"}"
+        return Data(text.utf8)
+    }
+
+    /// A JSON string literal.
+    static func quoted(_ value: String) -> String {
+        var result = "\""
+        result.reserveCapacity(value.utf8.count + 2)
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": result += "\\\""
+            case "\\": result += "\\\\"
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 0x20: result += String(format: "\\u%04x", scalar.value)
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return result + "\""
+    }
 }
 
 /// The os_log of this world: every process (daemon, apps, extensions, the library inside
@@ -37,7 +80,6 @@ public final class TransferLog: @unchecked Sendable {
     /// The open log file (O_APPEND) and when it was last checked against the path.
     private var descriptor: FileDescriptor?
     private var linesSinceCheck = 0
-    private let encoder = RecordCoding.encoder(pretty: false)
     /// The file is rotated to `.1` past this size.
     public static let maximumSize: Int64 = 16 << 20
 
@@ -78,7 +120,8 @@ public final class TransferLog: @unchecked Sendable {
         guard level >= minimumLevel else { return }
         lock.lock()
         defer { lock.unlock() }
-        guard var line = try? encoder.encode(entry), let fd = openFile() else { return }
+        guard let fd = openFile() else { return }
+        var line = entry.jsonLine
         line.append(0x0A)
         // O_APPEND makes each line land whole at the end, even with several writers.
         try? fd.writeAll(line)

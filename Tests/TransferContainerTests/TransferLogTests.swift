@@ -62,6 +62,26 @@ struct TransferLogTests {
         #expect(TransferLog.entries(layout: layout).map(\.message) == ["notice line"])
     }
 
+    @Test("a line written by hand reads back exactly, whatever the message holds (quotes, backslashes, newlines, control characters, slashes, emoji)")
+    func handWrittenLine() throws {
+        let message = "say \"hi\" \\ path/to/file\nnext\tline\r\u{1}\u{1f} ✓ 🚀"
+        for (session, task) in [(String?.some("com.example.s"), Int?.some(42)), (nil, nil)] {
+            let entry = LogEntry(time: Date(timeIntervalSince1970: 1_795_000_000.123), process: "transferd", pid: 77, subsystem: "com.example.transferd",
+                                 category: "tasks", level: .notice, message: message, session: session, task: task)
+            let line = entry.jsonLine
+            #expect(!line.contains(UInt8(ascii: "\n")), "one line")
+            let read = try RecordCoding.decoder().decode(LogEntry.self, from: line)
+            #expect(read.message == message)
+            #expect(read.session == session && read.task == task && read.pid == 77 && read.level == .notice && read.category == "tasks")
+            #expect(read.time == entry.time)
+            let keys = try #require(JSONSerialization.jsonObject(with: line) as? [String: Any]).keys.sorted()
+            var expected = ["category", "level", "message", "pid", "process", "session", "subsystem", "task", "time"]
+            if session == nil { expected.removeAll { $0 == "session" } }
+            if task == nil { expected.removeAll { $0 == "task" } }
+            #expect(keys == expected)
+        }
+    }
+
     @Test("log levels order from debug to fault")
     func levelOrder() {
         #expect(LogLevel.allCases == [.debug, .info, .notice, .error, .fault])
