@@ -2,8 +2,9 @@ import BackgroundTransfer
 import LoopbackServer
 
 /// From a task's end in the daemon to `didCompleteWithError` in an attached client: the
-/// daemon's log line for the end of the task (`finished: …`, written once its completion
-/// event is durable, right before the event is pushed) against CLOCK_REALTIME taken on
+/// daemon's log line for the end of the task (`finished: …`, written when the transfer has
+/// ended, before the turn's commit makes the file and the event durable and the event is
+/// pushed) against CLOCK_REALTIME taken on
 /// entry to the delegate call, in this process. One small download at a time, so that
 /// no completion waits behind another.
 ///
@@ -44,7 +45,7 @@ struct EventLatencyBenchmark {
         }
         let all = try latencies(of: completions, in: container)
         let ping = Measure("ping on a new connection", unit: "ms", pings)
-        let note = "Each sample: the daemon's log time of `finished:` (rounded to 1 ms, so ±0.5 ms; written once the completion event is durable, so the fsyncs of that event come before it and are not counted) to CLOCK_REALTIME on entry to didCompleteWithError; in between the daemon pushes the event, the library decodes it, records the delivery and calls didFinishDownloadingTo (the file is left to be removed)."
+        let note = "Each sample: the daemon's log time of `finished:` (rounded to 1 ms, so ±0.5 ms; written when the transfer has ended, so the commit that makes the file and its completion event durable (fsync of the file and its folder, one fdatasync of the journal) is counted) to CLOCK_REALTIME on entry to didCompleteWithError; in between the daemon commits and pushes the event, the library decodes it, records the delivery and calls didFinishDownloadingTo (the file is left to be removed)."
         report.add(Figure(id: "event.p50", title: "task finished → didCompleteWithError in an attached client, p50",
                           result: Measure("latency", unit: "ms", all), reference: ping, target: .atMost(2),
                           details: [Measure("p50 of each run", unit: "ms", runMedians)], notes: [note]))
