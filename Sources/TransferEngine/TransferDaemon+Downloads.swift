@@ -77,7 +77,7 @@ extension TransferDaemon {
         switch result {
         case .success:
             do {
-                try session.update(task)
+                // No record of its own: the completion event carries the task as it ended.
                 if transfer.bodyIsErrorResponse { unlink(transfer.partialPath) }
                 guard rename(transfer.bodyPath, finishedPath(for: task, in: session)) == 0 else { throw Errno.current("rename", path: transfer.bodyPath) }
                 completeFollowers(of: transfer, finishedFile: finishedPath(for: task, in: session), in: session)
