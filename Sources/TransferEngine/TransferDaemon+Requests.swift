@@ -55,7 +55,7 @@ extension TransferDaemon {
             }
             log.notice("tasks", "created \(task.kind.rawValue) task \(task.taskIdentifier) for \(task.originalRequest.url)", session: identifier.rawValue, task: task.taskIdentifier)
             if let refusal { log.error("tasks", "task will fail when resumed: \(refusal.message)", session: identifier.rawValue, task: task.taskIdentifier) }
-            return .task(task)
+            return .task(session.tasks[task.taskIdentifier] ?? task)
         case .resumeTask(let identifier, let taskID):
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)
@@ -80,7 +80,7 @@ extension TransferDaemon {
                 try session.update(task)
                 log.info("tasks", "suspended", session: identifier.rawValue, task: taskID)
             }
-            return .task(task)
+            return .task(session.tasks[taskID] ?? task)
         case .cancelTask(let identifier, let taskID, let produceResumeData):
             let session = try heldSession(identifier, connection)
             guard session.tasks[taskID] != nil else { return .cancelled(resumeData: nil) } // already finished

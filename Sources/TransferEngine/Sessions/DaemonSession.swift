@@ -124,6 +124,7 @@ final class DaemonSession {
 
     /// Writes a changed task durably.
     func update(_ task: TaskRecord) throws {
+        let task = task.nextRevision(after: tasks[task.taskIdentifier])
         try persist(task)
         tasks[task.taskIdentifier] = task
     }
