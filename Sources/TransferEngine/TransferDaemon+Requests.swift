@@ -107,7 +107,12 @@ extension TransferDaemon {
             return .task(task)
         case .getAllTasks(let identifier):
             let session = try heldSession(identifier, connection)
-            return .tasks(session.unfinishedTasks)
+            return .taskSummaries(taskSummaries(of: session))
+        case .getTasks(let identifier, let identifiers):
+            let session = try heldSession(identifier, connection)
+            let records = taskRecords(identifiers, of: session)
+            log.info("tasks", "getTasks: the records of \(records.count) of the \(identifiers.count) tasks asked for", session: identifier.rawValue)
+            return .tasks(records)
         case .acknowledge(let identifier, let through):
             let session = try heldSession(identifier, connection)
             try session.acknowledge(through: through)
