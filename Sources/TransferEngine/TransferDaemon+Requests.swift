@@ -56,9 +56,10 @@ extension TransferDaemon {
             }
             log.info("tasks", "created \(task.kind.rawValue) task \(task.taskIdentifier) for \(task.originalRequest.url)", session: identifier.rawValue, task: task.taskIdentifier)
             if let refusal { log.error("tasks", "task will fail when resumed: \(refusal.message)", session: identifier.rawValue, task: task.taskIdentifier) }
-            // A client that chose the identifier built this very record itself; resume data
-            // is read here, so that task's record goes back.
-            return creation.taskIdentifier != nil && creation.resumeData == nil ? .ok : .task(task)
+            // A client that chose the identifier built this very record itself, unless the
+            // daemon has changed it since (resume data, an upload's body, background rules).
+            let stored = session.tasks[task.taskIdentifier] ?? task
+            return creation.taskIdentifier != nil && stored.revision == 0 ? .ok : .task(stored)
         case .resumeTask(let identifier, let taskID):
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)
@@ -72,8 +73,7 @@ extension TransferDaemon {
                 log.info("tasks", "resumed", session: identifier.rawValue, task: taskID)
                 scheduleTransfers()
             }
-            let current = session.tasks[taskID] ?? task
-            return current.state == .running ? .ok : .task(current) // running is what the client assumes
+            return .task(session.tasks[taskID] ?? task)
         case .suspendTask(let identifier, let taskID):
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)
@@ -84,7 +84,7 @@ extension TransferDaemon {
                 try session.update(task)
                 log.info("tasks", "suspended", session: identifier.rawValue, task: taskID)
             }
-            return .task(task)
+            return .task(session.tasks[taskID] ?? task)
         case .cancelTask(let identifier, let taskID, let produceResumeData):
             let session = try heldSession(identifier, connection)
             guard session.tasks[taskID] != nil else { return .cancelled(resumeData: nil) } // already finished
@@ -111,7 +111,12 @@ extension TransferDaemon {
             return .task(task)
         case .getAllTasks(let identifier):
             let session = try heldSession(identifier, connection)
-            return .tasks(session.unfinishedTasks)
+            return .taskSummaries(taskSummaries(of: session))
+        case .getTasks(let identifier, let identifiers):
+            let session = try heldSession(identifier, connection)
+            let records = taskRecords(identifiers, of: session)
+            log.info("tasks", "getTasks: the records of \(records.count) of the \(identifiers.count) tasks asked for", session: identifier.rawValue)
+            return .tasks(records)
         case .acknowledge(let identifier, let through):
             let session = try heldSession(identifier, connection)
             try session.acknowledge(through: through)

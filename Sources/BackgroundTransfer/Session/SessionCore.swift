@@ -342,15 +342,38 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         }
     }
 
+    /// The session's unfinished tasks, in identifier order, as the daemon has them now. The
+    /// daemon summarises each (`TaskSummaries`); the records themselves are asked for, in one
+    /// more request, only of tasks this process has no object for or a snapshot of another
+    /// revision of. Tasks missing from the summary have finished.
     func allTasks() -> [URLSessionTask] {
+        let adopt = { (record: TaskRecord) -> URLSessionTask in
+            let task = self.taskObject(for: record)
+            task.update(record)
+            return task
+        }
         do {
-            let reply = try request(.getAllTasks(session: identifier))
-            guard case .tasks(let records) = reply else { return [] }
-            return records.map { record in
-                let task = taskObject(for: record)
-                task.update(record)
-                return task
+            let summaries: [TaskSummary]
+            switch try request(.getAllTasks(session: identifier)) {
+            case .taskSummaries(let list): summaries = list.tasks
+            case .tasks(let records): return records.map(adopt) // a daemon from before summaries
+            default: return []
             }
+            let known = state.withLock { $0.tasks }
+            var tasks: [URLSessionTask] = []
+            var unseen: [Int] = []
+            for summary in summaries {
+                if let task = known[summary.taskIdentifier], task.update(summary) {
+                    tasks.append(task)
+                } else {
+                    unseen.append(summary.taskIdentifier)
+                }
+            }
+            guard !unseen.isEmpty else { return tasks }
+            if case .tasks(let records) = try request(.getTasks(session: identifier, identifiers: unseen)) {
+                tasks += records.map(adopt)
+            }
+            return tasks.sorted { $0.taskIdentifier < $1.taskIdentifier }
         } catch {
             log.error("session", "getAllTasks failed: \(error)", session: identifier.rawValue)
             return state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }

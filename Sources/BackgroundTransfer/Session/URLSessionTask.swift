@@ -135,6 +135,23 @@ open class URLSessionTask: @unchecked Sendable {
         updateProgress(received: bytes.done, expected: bytes.expected)
     }
 
+    /// Takes the state and byte counts of a `getAllTasks` summary when the snapshot is of the
+    /// record the summary is of (the same revision); false when the record itself is needed.
+    func update(_ summary: TaskSummary) -> Bool {
+        let bytes = snapshot.withLock { record -> (done: Int64, expected: Int64)? in
+            guard record.revision == summary.revision else { return nil }
+            record.state = summary.state
+            record.countOfBytesReceived = summary.countOfBytesReceived
+            record.countOfBytesExpectedToReceive = summary.countOfBytesExpectedToReceive
+            record.countOfBytesSent = summary.countOfBytesSent
+            record.countOfBytesExpectedToSend = summary.countOfBytesExpectedToSend
+            return record.progressBytes
+        }
+        guard let bytes else { return false }
+        updateProgress(received: bytes.done, expected: bytes.expected)
+        return true
+    }
+
     func setState(_ state: TaskState) {
         snapshot.withLock { $0.state = state }
     }

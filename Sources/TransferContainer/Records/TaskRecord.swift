@@ -123,6 +123,11 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public static let currentVersion = 1
 
     public var version: Int = TaskRecord.currentVersion
+    /// Raised by the daemon each time it writes the record (`nextRevision(after:)`): a client
+    /// whose snapshot has the revision a `getAllTasks` summary names holds the record as it is,
+    /// but for the state and byte counts the summary brings. 0 in records written before
+    /// revisions were kept.
+    @ZeroIfAbsent public var revision: Int = 0
     /// Unique within its session, assigned by the daemon, stable across relaunch (S7.1).
     public var taskIdentifier: Int
     public var kind: TaskKind
@@ -203,6 +208,43 @@ extension TaskRecord {
               validator?.ifRangeValue != nil,
               let ranges = response?.header("Accept-Ranges"), ranges.lowercased().contains("bytes") else { return false }
         return partialBytes > 0
+    }
+}
+
+extension TaskRecord {
+    /// This record as the next durable version of a task whose record is now `previous`: its
+    /// revision one past both (a copy taken before an earlier write must not repeat a revision).
+    public func nextRevision(after previous: TaskRecord?) -> TaskRecord {
+        var next = self
+        next.revision = max(revision, previous?.revision ?? 0) + 1
+        return next
+    }
+}
+
+/// An `Int` record field that reads as 0 when its key is missing, as in records written
+/// before the field existed.
+@propertyWrapper
+public struct ZeroIfAbsent: Codable, Sendable, Equatable {
+    public var wrappedValue: Int
+
+    public init(wrappedValue: Int) {
+        self.wrappedValue = wrappedValue
+    }
+
+    public init(from decoder: any Decoder) throws {
+        wrappedValue = try decoder.singleValueContainer().decode(Int.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(wrappedValue)
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// What synthesized decoding calls for a `@ZeroIfAbsent` field: a missing key is 0.
+    func decode(_ type: ZeroIfAbsent.Type, forKey key: Key) throws -> ZeroIfAbsent {
+        try decodeIfPresent(type, forKey: key) ?? ZeroIfAbsent(wrappedValue: 0)
     }
 }
 

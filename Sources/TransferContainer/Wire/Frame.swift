@@ -4,7 +4,7 @@ import Foundation
 /// JSON. Frames larger than the reader's limit are refused, so a peer cannot make the other
 /// side buffer without bound: a client's request may be 4 MiB (`maximumSize`); the daemon's
 /// answers may be larger (`maximumReplySize`), since a session's tasks, all in one reply to
-/// `openSession` or `getAllTasks`, grow with their number (about 460 bytes a task).
+/// `openSession` or `getTasks`, grow with their number (about 460 bytes a task).
 public enum Frame {
     /// The largest request the daemon reads.
     public static let maximumSize = 4 << 20

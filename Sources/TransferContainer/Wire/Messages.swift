@@ -97,7 +97,11 @@ public enum DaemonRequest: Codable, Sendable {
     case setTaskProperties(session: SessionIdentifier, task: Int, TaskProperties)
     /// The answer to a `.delayedRequest` push.
     case answerDelayedRequest(session: SessionIdentifier, task: Int, DelayedRequestAnswer)
+    /// Answered `.taskSummaries`: every unfinished task of the session, in identifier order.
     case getAllTasks(session: SessionIdentifier)
+    /// Answered `.tasks`: the records of those `identifiers` that are unfinished tasks of the
+    /// session, in identifier order (for tasks a summary named that the client has not seen as they are).
+    case getTasks(session: SessionIdentifier, identifiers: [Int])
     /// Every event numbered up to `through` was handled; the daemon may forget it.
     case acknowledge(session: SessionIdentifier, through: UInt64)
     /// `finishTasksAndInvalidate` (cancelTasks false) or `invalidateAndCancel` (true).
@@ -141,6 +145,7 @@ public enum DaemonReply: Codable, Sendable {
     case sessionOpened(tasks: [TaskRecord], nextTaskIdentifier: Int)
     case task(TaskRecord)
     case tasks([TaskRecord])
+    case taskSummaries(TaskSummaries)
     case forceQuitDone(cancelledTasks: Int, terminatedProcesses: [Int32])
     case cancelled(resumeData: Data?)
     case failure(TransferFailure)

@@ -126,6 +126,7 @@ final class DaemonSession {
 
     /// Records a changed task; durable at the next commit.
     func update(_ task: TaskRecord) throws {
+        let task = task.nextRevision(after: tasks[task.taskIdentifier])
         try journal.append(.task(task))
         tasks[task.taskIdentifier] = task
     }

@@ -48,3 +48,16 @@ class InProcessSuite: @unchecked Sendable {
         fixture.tearDown()
     }
 }
+
+/// `session.getAllTasks`, waited for: the tasks, or nil when the completion handler was not
+/// called within `timeout`.
+func allTasks(_ session: URLSession, timeout: TimeInterval = 10) -> [URLSessionTask]? {
+    let done = DispatchSemaphore(value: 0)
+    let box = Locked<[URLSessionTask]>([])
+    session.getAllTasks { tasks in
+        box.withLock { $0 = tasks }
+        done.signal()
+    }
+    guard done.wait(timeout: .now() + timeout) == .success else { return nil }
+    return box.withLock { $0 }
+}
