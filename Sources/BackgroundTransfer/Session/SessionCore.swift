@@ -30,9 +30,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         var deliveredThrough: UInt64 = 0
         /// The highest event number received from the daemon (delivered or a duplicate).
         var receivedThrough: UInt64 = 0
+        /// The highest acknowledgement sent (the pipeline sends it again if it is lost).
         var acknowledgedThrough: UInt64 = 0
-        /// The highest acknowledgement sent (answered or not).
-        var acknowledgingThrough: UInt64 = 0
         /// True while the app, launched for this session's events, has not called the
         /// completion handler: events are then acknowledged only by that call (S3.2, S3.4).
         var acknowledgesOnCompletionHandler = false
@@ -276,10 +275,6 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         switch result {
         case .success(.task(let record)):
             entry.task?.update(record)
-        case .success(.ok):
-            if case .acknowledge(_, let through) = entry.request {
-                state.withLock { $0.acknowledgedThrough = max($0.acknowledgedThrough, through) }
-            }
         case .success:
             break
         case .failure(let failure):
@@ -536,8 +531,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     /// Tells the daemon, without waiting, that the events through `number` were handled.
     private func acknowledge(through number: UInt64) {
         let isNew = state.withLock { state -> Bool in
-            guard number > state.acknowledgingThrough else { return false }
-            state.acknowledgingThrough = number
+            guard number > state.acknowledgedThrough else { return false }
+            state.acknowledgedThrough = number
             return true
         }
         if isNew { sendInOrder(.acknowledge(session: identifier, through: number), for: nil) }

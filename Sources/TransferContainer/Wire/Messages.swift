@@ -140,8 +140,8 @@ public struct RequestFrame: Codable, Sendable {
 public enum DaemonReply: Codable, Sendable {
     case ok
     case welcome(daemonPID: Int32)
-    /// The session is attached; `tasks` are its unfinished tasks (S1.7).
-    /// The unfinished tasks, and the identifier the holder's next task gets.
+    /// The session is attached; `tasks` are its unfinished tasks (S1.7), and the holder's
+    /// next task gets `nextTaskIdentifier`.
     case sessionOpened(tasks: [TaskRecord], nextTaskIdentifier: Int)
     case task(TaskRecord)
     case tasks([TaskRecord])

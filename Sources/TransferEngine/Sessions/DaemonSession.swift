@@ -29,8 +29,8 @@ final class DaemonSession {
     /// Finished files and folders to make durable before the journal lines that name them.
     private var filesToSync: [(FileDescriptor, path: String)] = []
     private var directoriesToSync: Set<String> = []
-    /// What to do once the next commit is on disk (remove files the lines let go of).
-    private var afterCommit: [() -> Void] = []
+    /// Finished files the client left behind, removed once the acknowledgement is on disk.
+    private var filesToRemove: [String] = []
 
     private var recordPath: String { directory.appendingPathComponent("session.json").path }
 
@@ -70,7 +70,7 @@ final class DaemonSession {
         if contents.hasTornTail {
             log.notice("store", "\(path): cut off a torn last line of \(contents.tornTailLength) bytes (a write the daemon never confirmed)", session: record.identifier.rawValue)
         }
-        var rewrite = !contents.unreadable.isEmpty
+        let rewrite = !contents.unreadable.isEmpty
         if rewrite {
             var kept = Data()
             for line in contents.unreadable {
@@ -164,8 +164,7 @@ final class DaemonSession {
         let done = events.keys.filter { $0 <= through }
         guard !done.isEmpty else { return }
         try journal.append(.acknowledged(through: through))
-        let files = done.compactMap { events.removeValue(forKey: $0)?.downloadedFile }
-        if !files.isEmpty { afterCommit.append { files.forEach { unlink($0) } } }
+        filesToRemove += done.compactMap { events.removeValue(forKey: $0)?.downloadedFile }
     }
 
     // MARK: Commit
@@ -189,9 +188,8 @@ final class DaemonSession {
         for directory in directoriesToSync { try DurableFile.syncDirectory(directory) }
         directoriesToSync.removeAll()
         try journal.commit()
-        let actions = afterCommit
-        afterCommit.removeAll()
-        actions.forEach { $0() }
+        filesToRemove.forEach { unlink($0) }
+        filesToRemove.removeAll()
         if journal.lineCount > Self.compactionFloor && journal.lineCount > 4 * (tasks.count + events.count + 1) { try compact() }
     }
 
