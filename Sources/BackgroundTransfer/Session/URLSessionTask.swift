@@ -13,7 +13,7 @@ open class URLSessionTask: @unchecked Sendable {
         case completed = 3
     }
 
-    /// Unique within its session only, assigned by the daemon, stable across relaunch (S7.1).
+    /// Unique within its session only, numbered from the daemon's counter for the session (the daemon refuses a number used before), stable across relaunch (S7.1).
     public let taskIdentifier: Int
     public let originalRequest: URLRequest?
     weak var backend: (any SessionBackend)?

@@ -128,7 +128,7 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     /// but for the state and byte counts the summary brings. 0 in records written before
     /// revisions were kept.
     @ZeroIfAbsent public var revision: Int = 0
-    /// Unique within its session, assigned by the daemon, stable across relaunch (S7.1).
+    /// Unique within its session, numbered from the daemon's counter for the session (the daemon refuses a number used before), stable across relaunch (S7.1).
     public var taskIdentifier: Int
     public var kind: TaskKind
     public var originalRequest: RequestRecord
