@@ -35,57 +35,60 @@ public struct ContainerLayout: Sendable, Equatable {
         return ContainerLayout(root: url)
     }
 
+    // Every component below says whether it is a folder: without that hint Foundation's URL
+    // asks the file system, one stat per component, and the daemon builds paths per task.
+
     // MARK: App groups and private containers
 
     /// `<root>/AppGroups/<group>/`: what `containerURL(forSecurityApplicationGroupIdentifier:)` returns.
     public func appGroup(_ group: BundleIdentifier) -> URL {
-        root.appendingPathComponent("AppGroups").appendingPathComponent(group.rawValue)
+        root.appendingPathComponent("AppGroups", isDirectory: true).appendingPathComponent(group.rawValue, isDirectory: true)
     }
 
     /// `<root>/Apps/<bundle>/`: the private container of one app or extension.
     public func privateContainer(_ bundle: BundleIdentifier) -> URL {
-        root.appendingPathComponent("Apps").appendingPathComponent(bundle.rawValue)
+        root.appendingPathComponent("Apps", isDirectory: true).appendingPathComponent(bundle.rawValue, isDirectory: true)
     }
 
     // MARK: Sessions
 
     /// `<root>/Sessions/`: one folder per app family (a containing app and its extensions).
-    public var sessionsDirectory: URL { root.appendingPathComponent("Sessions") }
+    public var sessionsDirectory: URL { root.appendingPathComponent("Sessions", isDirectory: true) }
 
     /// `<root>/Sessions/<family>/<identifier>/`: everything the daemon and the holding
     /// process keep about one background session. Identifiers are unique per app family.
     public func sessionDirectory(family: BundleIdentifier, identifier: SessionIdentifier) -> URL {
-        sessionsDirectory.appendingPathComponent(family.rawValue).appendingPathComponent(identifier.rawValue)
+        sessionsDirectory.appendingPathComponent(family.rawValue, isDirectory: true).appendingPathComponent(identifier.rawValue, isDirectory: true)
     }
 
     public func sessionLock(family: BundleIdentifier, identifier: SessionIdentifier) -> URL {
-        sessionDirectory(family: family, identifier: identifier).appendingPathComponent("session.lock")
+        sessionDirectory(family: family, identifier: identifier).appendingPathComponent("session.lock", isDirectory: false)
     }
 
     /// Where a session's partial and finished downloads live: inside the app group when the
     /// session has a shared container (S3.3), else in the owner's private container.
     public func downloadsDirectory(sharedContainer: BundleIdentifier?, owner: BundleIdentifier, identifier: SessionIdentifier) -> URL {
         let base = sharedContainer.map(appGroup) ?? privateContainer(owner)
-        return base.appendingPathComponent("Library/Caches/BackgroundTransfer").appendingPathComponent(identifier.rawValue)
+        return base.appendingPathComponent("Library/Caches/BackgroundTransfer", isDirectory: true).appendingPathComponent(identifier.rawValue, isDirectory: true)
     }
 
     // MARK: The daemon
 
-    public var daemonDirectory: URL { root.appendingPathComponent("Daemon") }
-    public var daemonLock: URL { daemonDirectory.appendingPathComponent("transferd.lock") }
-    public var daemonSocket: URL { daemonDirectory.appendingPathComponent("transferd.sock") }
-    public var appRegistry: URL { daemonDirectory.appendingPathComponent("apps.json") }
+    public var daemonDirectory: URL { root.appendingPathComponent("Daemon", isDirectory: true) }
+    public var daemonLock: URL { daemonDirectory.appendingPathComponent("transferd.lock", isDirectory: false) }
+    public var daemonSocket: URL { daemonDirectory.appendingPathComponent("transferd.sock", isDirectory: false) }
+    public var appRegistry: URL { daemonDirectory.appendingPathComponent("apps.json", isDirectory: false) }
     /// The simulated device conditions (`bgtransfer conditions`).
-    public var deviceConditions: URL { daemonDirectory.appendingPathComponent("conditions.json") }
+    public var deviceConditions: URL { daemonDirectory.appendingPathComponent("conditions.json", isDirectory: false) }
 
     // MARK: Logs
 
-    public var logsDirectory: URL { root.appendingPathComponent("Logs") }
-    public var logFile: URL { logsDirectory.appendingPathComponent("transfer.log") }
+    public var logsDirectory: URL { root.appendingPathComponent("Logs", isDirectory: true) }
+    public var logFile: URL { logsDirectory.appendingPathComponent("transfer.log", isDirectory: false) }
 
     /// Creates the top-level folders (0700).
     public func prepare() throws(Errno) {
-        for directory in [root, root.appendingPathComponent("AppGroups"), root.appendingPathComponent("Apps"), sessionsDirectory, daemonDirectory, logsDirectory] {
+        for directory in [root, root.appendingPathComponent("AppGroups", isDirectory: true), root.appendingPathComponent("Apps", isDirectory: true), sessionsDirectory, daemonDirectory, logsDirectory] {
             try DurableFile.makeDirectory(directory.path)
         }
     }

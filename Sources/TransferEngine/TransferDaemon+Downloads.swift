@@ -5,13 +5,13 @@ import TransferContainer
 /// Downloads: where their bytes wait, how a finished one is announced.
 extension TransferDaemon {
     func partialPath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsDirectory.appendingPathComponent("task-\(task.taskIdentifier).partial").path
+        session.downloadsPath("task-\(task.taskIdentifier).partial")
     }
 
     /// The finished file handed to `didFinishDownloadingTo`: named after the task, so that a
     /// restart finds a download that was finished but not yet announced.
     func finishedPath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsDirectory.appendingPathComponent("CFNetworkDownload_\(task.taskIdentifier).tmp").path
+        session.downloadsPath("CFNetworkDownload_\(task.taskIdentifier).tmp")
     }
 
     /// After a restart: announces downloads finished before the kill; running tasks start again.
@@ -26,7 +26,7 @@ extension TransferDaemon {
     func startDownload(_ task: TaskRecord, in session: DaemonSession) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         do {
-            try DurableFile.makeDirectory(session.downloadsDirectory.path)
+            try DurableFile.makeDirectory(session.downloadsDirectory)
             let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partialPath(for: task, in: session), configuration: session.record.configuration,
                                                 credentials: credentials(for: task, in: session))
             transfer.onResponse = { [unowned self, unowned session] task in

@@ -71,7 +71,7 @@ extension TransferDaemon {
                 task.state = .running
                 try session.update(task)
                 log.info("tasks", "resumed", session: identifier.rawValue, task: taskID)
-                scheduleTransfers()
+                scheduleTransfer(task, in: session)
             }
             return .task(session.tasks[taskID] ?? task)
         case .suspendTask(let identifier, let taskID):

@@ -8,62 +8,107 @@ extension TransferDaemon {
     /// goes on as asked at creation.
     static let delayedRequestAnswerTimeout: TimeInterval = 30
 
-    /// Asks for `startReadyTransfers()` at the end of this turn: a turn that resumes a
-    /// thousand tasks or ends six transfers looks at the queue once, not once per change.
+    /// Something changed that may let any task start or stop it from starting (a resume, new
+    /// conditions, an answer, a date come): the scheduler looks at every task once, at the
+    /// end of this turn, however many changes the turn made.
     func scheduleTransfers() {
+        readyQueue.isStale = true
         schedulingRequested = true
+        nextResourceDeadline = .distantPast
     }
 
-    /// Starts every task that may run now, best priority first, then oldest, within the
-    /// global limit and each session's per-host limit. Tells attached apps of tasks waiting
-    /// for connectivity (S5.2) and asks them about delayed requests (S5.1) on the way.
+    /// One task may have become ready (created, resumed, or its transfer ended and it goes
+    /// on): it joins the ready queue without the scheduler looking at every other task.
+    /// Also how a finished transfer's slot is offered to the next task.
+    func scheduleTransfer(_ task: TaskRecord, in session: DaemonSession) {
+        schedulingRequested = true
+        nextResourceDeadline = min(nextResourceDeadline, task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource))
+        guard !readyQueue.isStale else { return }
+        switch readiness(of: task, in: session, now: Date()) {
+        case .ready(let candidate): readyQueue.insert(candidate)
+        case .held: readyQueue.hasHeldTasks = true
+        case .notWaiting: break
+        }
+    }
+
+    /// Starts tasks from the ready queue, best priority first, then oldest, within the
+    /// global limit and each session's per-host limit.
     func startReadyTransfers() {
         schedulingRequested = false
         let now = Date()
-        var candidates: [Candidate] = []
-        for session in sessions.values {
-            for task in session.tasks.values where task.state == .running {
-                let key = TaskKey(session: session.key, task: task.taskIdentifier)
-                guard transfersByTask[key] == nil else { continue }
-                if let hold = task.hold(under: conditions, now: now) {
-                    if hold.isWaitingForConnectivity { reportWaitingForConnectivity(task, in: session) }
-                    if case .authentication = hold { askAboutChallenge(task, in: session) }
-                    continue
-                }
-                guard let ready = readyAfterDelayedRequest(task, in: session, now: now),
-                      headersReadyForRetry(ready, in: session, now: now) else { continue }
-                candidates.append(Candidate(session: session, task: ready.taskIdentifier, priority: ready.priority, createdAt: ready.createdAt, url: ready.requestToSend.url))
-            }
-        }
-        guard !candidates.isEmpty, transfersByHandle.count < options.maximumConcurrentTransfers else { return }
-        candidates.sort { a, b in
-            a.priority != b.priority ? a.priority > b.priority : a.createdAt < b.createdAt
-        }
+        if readyQueue.isStale { lookAtEveryTask(now: now) }
+        let limit = options.maximumConcurrentTransfers
+        guard transfersByHandle.count < limit else { return }
         var perHost = connectionsPerHost()
         var fetching = coalescedRequestsInFlight()
-        for candidate in candidates {
-            guard transfersByHandle.count < options.maximumConcurrentTransfers else { return }
+        var pass = readyQueue.beginPass()
+        while transfersByHandle.count < limit, let candidate = readyQueue.next(in: &pass, hasRoom: { candidate in
+            perHost[candidate.lane, default: 0] < max(1, candidate.session.record.configuration.httpMaximumConnectionsPerHost)
+        }) {
+            // Still ready? Things may have changed since it was queued.
             let session = candidate.session
-            guard let task = session.tasks[candidate.task] else { continue }
-            let host = HostKey(session: session.key, host: host(of: candidate.url))
-            guard perHost[host, default: 0] < max(1, session.record.configuration.httpMaximumConnectionsPerHost) else { continue }
-            if let request = coalescingKey(task, in: session) {
-                // Another task of the session fetches the same bytes: this one takes a copy (S7.4).
-                guard fetching.insert(request).inserted else { continue }
+            var stillReady = false
+            if sessions[session.key] === session, let queued = session.tasks[candidate.task] {
+                switch readiness(of: queued, in: session, now: now) {
+                case .ready: stillReady = true
+                case .held: readyQueue.hasHeldTasks = true
+                case .notWaiting: break
+                }
             }
-            perHost[host, default: 0] += 1
+            // (Readiness may have recorded an answer to the task: take it as it is now.)
+            guard stillReady, let task = session.tasks[candidate.task] else {
+                readyQueue.take(candidate, in: &pass)
+                continue
+            }
+            if let request = coalescingKey(task, in: session), !fetching.insert(request).inserted {
+                // Another task of the session fetches the same bytes: this one takes a copy (S7.4).
+                readyQueue.skip(candidate, in: &pass)
+                continue
+            }
+            readyQueue.take(candidate, in: &pass)
+            perHost[candidate.lane, default: 0] += 1
             start(task, in: session)
         }
     }
 
-    /// A task that may start now, with what ordering and the per-host limit need (small, so
-    /// that sorting thousands of queued tasks each turn moves little).
-    private struct Candidate {
-        let session: DaemonSession
-        let task: Int
-        let priority: Float
-        let createdAt: Date
-        let url: String
+    /// Fills the ready queue from every task. Tells attached apps of tasks waiting for
+    /// connectivity (S5.2) and asks them about delayed requests (S5.1) on the way.
+    private func lookAtEveryTask(now: Date) {
+        var candidates: [ReadyQueue.Candidate] = []
+        var hasHeldTasks = false
+        for session in sessions.values {
+            for task in session.tasks.values {
+                switch readiness(of: task, in: session, now: now) {
+                case .ready(let candidate): candidates.append(candidate)
+                case .held: hasHeldTasks = true
+                case .notWaiting: break
+                }
+            }
+        }
+        readyQueue.replace(with: candidates, hasHeldTasks: hasHeldTasks)
+        lastLookAtEveryTask = now
+    }
+
+    /// Whether a task may start now.
+    private enum Readiness {
+        case ready(ReadyQueue.Candidate)
+        /// Resumed, but held back for now.
+        case held
+        /// Suspended, or already transferring.
+        case notWaiting
+    }
+
+    private func readiness(of task: TaskRecord, in session: DaemonSession, now: Date) -> Readiness {
+        guard task.state == .running, transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)] == nil else { return .notWaiting }
+        if let hold = task.hold(under: conditions, now: now) {
+            if hold.isWaitingForConnectivity { reportWaitingForConnectivity(task, in: session) }
+            if case .authentication = hold { askAboutChallenge(task, in: session) }
+            return .held
+        }
+        guard let ready = readyAfterDelayedRequest(task, in: session, now: now),
+              headersReadyForRetry(ready, in: session, now: now) else { return .held }
+        let lane = ReadyQueue.Lane(session: session.key, host: host(of: ready.requestToSend.url))
+        return .ready(ReadyQueue.Candidate(session: session, task: ready.taskIdentifier, priority: ready.priority, createdAt: ready.createdAt, lane: lane))
     }
 
     private func start(_ task: TaskRecord, in session: DaemonSession) {
@@ -72,12 +117,6 @@ extension TransferDaemon {
         case .download: startDownload(task, in: session)
         case .upload: startUpload(task, in: session, step: task.uploadResumption == nil ? .create : .retrieveOffset)
         }
-    }
-
-    /// A session's connections to one host (`httpMaximumConnectionsPerHost` is per session).
-    private struct HostKey: Hashable {
-        var session: SessionKey
-        var host: String
     }
 
     /// The host a URL names, remembered: parsing each queued task's URL on every turn was a
@@ -90,10 +129,11 @@ extension TransferDaemon {
         return host
     }
 
-    private func connectionsPerHost() -> [HostKey: Int] {
-        var counts: [HostKey: Int] = [:]
+    /// Transfers running in each lane (`httpMaximumConnectionsPerHost` is per session).
+    private func connectionsPerHost() -> [ReadyQueue.Lane: Int] {
+        var counts: [ReadyQueue.Lane: Int] = [:]
         for (key, transfer) in transfersByTask {
-            counts[HostKey(session: key.session, host: host(of: transfer.task.requestToSend.url)), default: 0] += 1
+            counts[ReadyQueue.Lane(session: key.session, host: host(of: transfer.task.requestToSend.url)), default: 0] += 1
         }
         return counts
     }

@@ -47,7 +47,7 @@ extension TransferDaemon {
         guard let transfer = transfersByHandle.removeValue(forKey: ObjectIdentifier(easy)) else { return }
         let key = TaskKey(session: transfer.session, task: transfer.task.taskIdentifier)
         transfersByTask.removeValue(forKey: key) // libcurl has already taken it out of the multi
-        scheduleTransfers() // its slot goes to the next task
+        schedulingRequested = true // its slot goes to the next task
         guard let session = sessions[transfer.session], session.tasks[key.task] != nil else {
             transfer.close()
             return
@@ -58,6 +58,8 @@ extension TransferDaemon {
         case let upload as UploadTransfer: uploadEnded(upload, result, in: session)
         default: preconditionFailure("unknown transfer \(type(of: transfer))")
         }
+        // Not finished (a retry, another step of an upload): it queues again.
+        if let task = session.tasks[key.task] { scheduleTransfer(task, in: session) }
     }
 
     /// Network trouble is retried with backoff until the resource timeout (S6.4); the rest ends the task.
@@ -123,10 +125,17 @@ extension TransferDaemon {
 
     /// Tasks whose whole budget is spent end with -1001 (S5 `timeoutIntervalForResource`).
     func enforceResourceTimeouts(now: Date) {
+        guard now >= nextResourceDeadline else { return }
+        var next = Date.distantFuture
         for session in sessions.values {
             let budget = session.record.configuration.timeoutIntervalForResource
-            // Unsorted: this runs every turn, and sorting 10,000 tasks each time was most of the daemon's CPU.
-            for task in session.tasks.values where task.state == .running && now.timeIntervalSince(task.createdAt) > budget {
+            for task in session.tasks.values {
+                let deadline = task.createdAt.addingTimeInterval(budget)
+                guard now > deadline else {
+                    next = min(next, deadline)
+                    continue
+                }
+                guard task.state == .running else { continue } // looked at again when resumed
                 stopTransfer(TaskKey(session: session.key, task: task.taskIdentifier))
                 let current = session.tasks[task.taskIdentifier] ?? task
                 var failure = TransferFailure(code: TransferFailure.timedOut, message: "The request timed out (resource timeout of \(Int(budget)) s)", subject: task.originalRequest.url)
@@ -134,6 +143,7 @@ extension TransferDaemon {
                 fail(current, in: session, failure)
             }
         }
+        nextResourceDeadline = next
     }
 
     /// Pushes progress of running transfers to attached clients, at most every 100 ms per task (S7.3).

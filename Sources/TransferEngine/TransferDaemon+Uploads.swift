@@ -8,12 +8,12 @@ extension TransferDaemon {
     /// The daemon's own link to the app's file: the upload finishes even if the process that
     /// started it has exited and removed its copy.
     func uploadBodyPath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsDirectory.appendingPathComponent("task-\(task.taskIdentifier).upload").path
+        session.downloadsPath("task-\(task.taskIdentifier).upload")
     }
 
     /// Where the server's answer is kept until it is announced.
     func uploadResponsePath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsDirectory.appendingPathComponent("task-\(task.taskIdentifier).upload-response").path
+        session.downloadsPath("task-\(task.taskIdentifier).upload-response")
     }
 
     /// At creation: checks the app's file (it must exist, be a regular file the app may read,
@@ -51,7 +51,7 @@ extension TransferDaemon {
         readable.close()
         let destination = uploadBodyPath(for: task, in: session)
         do {
-            try DurableFile.makeDirectory(session.downloadsDirectory.path)
+            try DurableFile.makeDirectory(session.downloadsDirectory)
             unlink(destination)
             if link(source, destination) != 0 {
                 // Another file system: a copy is the only way to keep the bytes.
@@ -69,7 +69,7 @@ extension TransferDaemon {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         let sessionName = session.key.identifier.rawValue
         do {
-            try DurableFile.makeDirectory(session.downloadsDirectory.path)
+            try DurableFile.makeDirectory(session.downloadsDirectory)
             let transfer = try UploadTransfer(session: session.key, task: task, step: step, responsePath: uploadResponsePath(for: task, in: session),
                                               configuration: session.record.configuration, credentials: credentials(for: task, in: session), conflicts: conflicts)
             transfer.onResumptionOffered = { [unowned self, unowned session] task in

@@ -68,6 +68,14 @@ public final class TransferDaemon {
     private var commitFailing = false
     /// Set by `scheduleTransfers()`: the queue is looked at once, at the end of the turn.
     var schedulingRequested = false
+    /// The tasks that may start, in order (see `startReadyTransfers`).
+    var readyQueue = ReadyQueue()
+    /// When the scheduler last looked at every task; it does so at least every second, so
+    /// that nothing a change forgot to announce waits for ever.
+    var lastLookAtEveryTask = Date.distantPast
+    /// The earliest a task can outlive its resource timeout (S6.4): until then there is no
+    /// need to look at every task for it.
+    var nextResourceDeadline = Date.distantPast
     /// The scheduler's memo of each URL's host.
     var hostsByURL: [String: String] = [:]
 
@@ -309,7 +317,7 @@ public final class TransferDaemon {
         pushTransfersToWatchers(now: now)
         closeSilentConnections(now: now)
         enforceResourceTimeouts(now: now)
-        scheduleTransfers()
+        if readyQueue.hasHeldTasks || now.timeIntervalSince(lastLookAtEveryTask) >= 1 { scheduleTransfers() }
         enforceBackgroundBudget(now: now)
         relaunchWhereNeeded(now: now)
         exitIfIdle(now: now)

@@ -15,12 +15,11 @@ final class ClientConnection {
     /// Asked to watch (`DaemonRequest.watch`): pushed the running tasks until it closes.
     var isWatching = false
     private var decoder = FrameDecoder()
-    /// Frames not yet written, from `outboxHead` on (dequeued by index: a client sent
-    /// thousands of replies in one turn must not cost a shift of the array per frame).
-    private var outbox: [Data] = []
+    /// Queued frames, back to back, written from `outboxHead` on: one send per turn carries
+    /// every reply and push of that turn.
+    private var outbox: [UInt8] = []
     private var outboxHead = 0
-    private var outboxOffset = 0
-    private(set) var outboxBytes = 0
+    var outboxBytes: Int { outbox.count - outboxHead }
     private(set) var isClosed = false
 
     /// A client that stops reading is cut off past this much queued output.
@@ -77,8 +76,7 @@ final class ClientConnection {
     func send(_ frame: DaemonFrame) -> Bool {
         guard !isClosed, let data = try? Frame.encode(frame, limit: Frame.maximumReplySize) else { return false }
         if outboxBytes + data.count > Self.outboxLimit { return false }
-        outbox.append(data)
-        outboxBytes += data.count
+        outbox.append(contentsOf: data)
         return true
     }
 
@@ -86,28 +84,22 @@ final class ClientConnection {
 
     /// Writes as much queued output as the socket takes now.
     func flush() {
-        defer {
-            if outboxHead == outbox.count {
-                outbox.removeAll(keepingCapacity: true)
-                outboxHead = 0
-            }
-        }
         while outboxHead < outbox.count {
-            let first = outbox[outboxHead]
-            let n = first.withUnsafeBytes { raw in
-                Glibc.send(descriptor.rawValue, raw.baseAddress! + outboxOffset, raw.count - outboxOffset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            let n = outbox.withUnsafeBytes { raw in
+                Glibc.send(descriptor.rawValue, raw.baseAddress! + outboxHead, raw.count - outboxHead, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
             }
             if n < 0 {
                 if errno == EINTR { continue }
-                return // EAGAIN: wait for POLLOUT; other errors surface as a hangup on read.
+                break // EAGAIN: wait for POLLOUT; other errors surface as a hangup on read.
             }
-            outboxOffset += n
-            if outboxOffset == first.count {
-                outbox[outboxHead] = Data()
-                outboxHead += 1
-                outboxBytes -= first.count
-                outboxOffset = 0
-            }
+            outboxHead += n
+        }
+        if outboxHead == outbox.count {
+            outbox.removeAll(keepingCapacity: outbox.count <= 1 << 20)
+            outboxHead = 0
+        } else if outboxHead >= 1 << 20 {
+            outbox.removeSubrange(0..<outboxHead)
+            outboxHead = 0
         }
     }
 

@@ -26,6 +26,11 @@ final class DaemonSession {
     private let log: TransferLog
     private let journal: SessionJournal
     private var counters: JournalCounters
+    /// Tasks created or changed since the last commit, in the order first changed. Each is
+    /// written once, as it is at the commit: a task created and resumed in one turn takes one
+    /// line, and none if its completion event came in the same turn (the event carries it).
+    private var changedTasks: [Int] = []
+    private var isChanged: Set<Int> = []
     /// Finished files and folders to make durable before the journal lines that name them.
     private var filesToSync: [(FileDescriptor, path: String)] = []
     private var directoriesToSync: Set<String> = []
@@ -34,9 +39,14 @@ final class DaemonSession {
 
     private var recordPath: String { directory.appendingPathComponent("session.json").path }
 
-    /// Where this session's partial and finished downloads go.
-    var downloadsDirectory: URL {
-        layout.downloadsDirectory(sharedContainer: record.configuration.sharedContainerIdentifier, owner: record.owner, identifier: key.identifier)
+    /// The folder of this session's partial and finished downloads, worked out once: its owner
+    /// and app group never change, and the daemon names files in it for every task.
+    private(set) lazy var downloadsDirectory: String =
+        layout.downloadsDirectory(sharedContainer: record.configuration.sharedContainerIdentifier, owner: record.owner, identifier: key.identifier).path
+
+    /// The path of a file in `downloadsDirectory`.
+    func downloadsPath(_ name: String) -> String {
+        downloadsDirectory + "/" + name
     }
 
     /// Creates a new session durably.
@@ -113,9 +123,9 @@ final class DaemonSession {
         var task = TaskRecord(taskIdentifier: identifier, creation: creation)
         task.createdInBackground = inBackground
         task.pendingFailure = pendingFailure
-        try journal.append(.task(task))
         counters.nextTaskIdentifier = identifier + 1
         tasks[task.taskIdentifier] = task
+        noteChanged(identifier)
         return task
     }
 
@@ -126,9 +136,12 @@ final class DaemonSession {
 
     /// Records a changed task; durable at the next commit.
     func update(_ task: TaskRecord) throws {
-        let task = task.nextRevision(after: tasks[task.taskIdentifier])
-        try journal.append(.task(task))
-        tasks[task.taskIdentifier] = task
+        tasks[task.taskIdentifier] = task.nextRevision(after: tasks[task.taskIdentifier])
+        noteChanged(task.taskIdentifier)
+    }
+
+    private func noteChanged(_ identifier: Int) {
+        if isChanged.insert(identifier).inserted { changedTasks.append(identifier) }
     }
 
     /// Updates the in-memory task only (progress between checkpoints).
@@ -172,7 +185,7 @@ final class DaemonSession {
     /// Past this many lines a journal is rewritten when most of its lines are stale.
     static let compactionFloor = 4096
 
-    var needsCommit: Bool { journal.hasPending || !filesToSync.isEmpty }
+    var needsCommit: Bool { journal.hasPending || !changedTasks.isEmpty || !filesToSync.isEmpty }
 
     /// Makes every change since the last commit durable: finished files and their folders
     /// first, then the journal lines (one write, one fdatasync). On failure the lines stay
@@ -187,6 +200,12 @@ final class DaemonSession {
         filesToSync.removeAll()
         for directory in directoriesToSync { try DurableFile.syncDirectory(directory) }
         directoriesToSync.removeAll()
+        for identifier in changedTasks {
+            guard let task = tasks[identifier] else { continue } // ended: its event says how
+            try journal.append(.task(task))
+        }
+        changedTasks.removeAll()
+        isChanged.removeAll()
         try journal.commit()
         filesToRemove.forEach { unlink($0) }
         filesToRemove.removeAll()

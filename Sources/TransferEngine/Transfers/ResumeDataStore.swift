@@ -40,7 +40,7 @@ extension TransferDaemon {
     /// Moves a task's file to `resume-<uuid>.<suffix>`, where resume data points (the task is
     /// about to end and would remove it); nil, logged, when it cannot.
     private func setAside(_ path: String, as suffix: String, of task: TaskRecord, in session: DaemonSession) -> String? {
-        let kept = session.downloadsDirectory.appendingPathComponent("resume-\(UUID().uuidString).\(suffix)").path
+        let kept = session.downloadsPath("resume-\(UUID().uuidString).\(suffix)")
         guard rename(path, kept) == 0 else {
             log.error("resume", "cannot keep \(path) for resume data: \(Errno.current("rename", path: path))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return nil
@@ -70,8 +70,8 @@ extension TransferDaemon {
             return TransferFailure(code: TransferFailure.cannotOpenFile, message: ResumeDataError.stale("its partial file holds \(st.st_size) bytes, not the \(resume.bytesReceived) it describes").description, subject: resume.partialFile)
         }
         let destination = task.kind == .upload ? uploadBodyPath(for: task, in: session) : partialPath(for: task, in: session)
-        do { try DurableFile.makeDirectory(session.downloadsDirectory.path) } catch {
-            return TransferFailure(code: TransferFailure.cannotCreateFile, message: "\(error)", subject: session.downloadsDirectory.path)
+        do { try DurableFile.makeDirectory(session.downloadsDirectory) } catch {
+            return TransferFailure(code: TransferFailure.cannotCreateFile, message: "\(error)", subject: session.downloadsDirectory)
         }
         guard rename(source, destination) == 0 else {
             return TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot take the partial data: \(Errno.current("rename", path: source))", subject: source)
