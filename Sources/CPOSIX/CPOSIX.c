@@ -2,6 +2,7 @@
 #include "CPOSIX.h"
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -42,4 +43,8 @@ int cposix_terminal_size(int fd, int *rows, int *columns) {
 
 int cposix_start_writeback(int fd, long long offset, long long length) {
     return sync_file_range(fd, (off64_t)offset, (off64_t)length, SYNC_FILE_RANGE_WRITE);
+}
+
+int cposix_rename_noreplace(const char *from, const char *to) {
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }

@@ -27,6 +27,7 @@ extension TransferDaemon {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
+            _ = spareFiles.take(to: partialPath(for: task, in: session)) // unless there is one: resume from it
             let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partialPath(for: task, in: session), configuration: session.record.configuration,
                                                 credentials: credentials(for: task, in: session))
             transfer.onResponse = { [unowned self, unowned session] task in

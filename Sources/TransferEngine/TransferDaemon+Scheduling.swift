@@ -69,6 +69,7 @@ extension TransferDaemon {
             perHost[candidate.lane, default: 0] += 1
             start(task, in: session)
         }
+        spareFiles.want(min(readyQueue.count, 16)) // for the next ones to start
     }
 
     /// Fills the ready queue from every task. Tells attached apps of tasks waiting for

@@ -1,5 +1,5 @@
 // The few Linux/GNU interfaces that Glibc's Swift module does not expose without
-// _GNU_SOURCE: SO_PEERCRED credentials, accept4, O_PATH, POSIX_SPAWN_SETSID, memmem; and ioctl,
+// _GNU_SOURCE: SO_PEERCRED credentials, accept4, O_PATH, renameat2, POSIX_SPAWN_SETSID, memmem; and ioctl,
 // which is variadic and so not callable from Swift (TIOCGWINSZ).
 #ifndef CPOSIX_H
 #define CPOSIX_H
@@ -15,6 +15,9 @@ int cposix_open_directory_path(const char *path);
 // Starts writing back the file's dirty pages in [offset, offset + length) without waiting
 // (sync_file_range with SYNC_FILE_RANGE_WRITE): a later fsync then has little left to do.
 int cposix_start_writeback(int fd, long long offset, long long length);
+/// renameat2(from, to, RENAME_NOREPLACE): moves a name onto one that does not exist yet;
+/// returns 0, or -1 with errno EEXIST when `to` exists.
+int cposix_rename_noreplace(const char *from, const char *to);
 /// The POSIX_SPAWN_SETSID flag.
 short cposix_spawn_setsid_flag(void);
 /// memmem(haystack, haystack_length, needle, needle_length).
