@@ -42,6 +42,13 @@ public final class SpareFiles: @unchecked Sendable {
         condition.signal()
     }
 
+    /// Spares made and not yet taken.
+    public var readyCount: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return ready.count
+    }
+
     /// Moves a spare to `path`, which must not exist yet. False when no spare is ready or
     /// `path` exists: the caller then opens or creates the file itself.
     public func take(to path: String) -> Bool {
