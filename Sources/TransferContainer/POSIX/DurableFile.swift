@@ -61,8 +61,11 @@ public enum DurableFile {
     }
 }
 
-/// JSON encoding and decoding of the container's records, in one place so that every
-/// record on disk has the same, human-readable form (sorted keys, ISO 8601 dates).
+/// JSON encoding and decoding of the container's records, in one place so that every record
+/// has the same form: ISO 8601 dates, Base64 data, unescaped slashes. Records written whole
+/// (`write`, `bgtransfer inspect`) are pretty-printed with sorted keys by Foundation; journal
+/// lines, in-place records and socket frames are compact, members in declaration order, by
+/// `CompactJSONEncoder` (`encodeCompact`). Either decoder reads either form.
 public enum RecordCoding {
     public static func encoder(pretty: Bool = true) -> JSONEncoder {
         let encoder = JSONEncoder()
@@ -75,6 +78,18 @@ public enum RecordCoding {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601withFraction
         return decoder
+    }
+
+    /// The compact JSON of a message or record, by `CompactJSONEncoder` (about four times as
+    /// fast as Foundation's encoder with our records).
+    public static func encodeCompact<T: Encodable>(_ value: T) throws -> Data {
+        try CompactJSONEncoder().encode(value)
+    }
+
+    /// A message or record from JSON in either form, by `CompactJSONDecoder` (two to three
+    /// times as fast as Foundation's decoder with our records, and stricter).
+    public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        try CompactJSONDecoder().decode(type, from: data)
     }
 
     /// Writes a record durably as JSON.
