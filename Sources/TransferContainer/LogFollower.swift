@@ -24,11 +24,10 @@ public struct LogFollower {
         offset += UInt64(data.count)
         partial.append(data)
         var entries: [LogEntry] = []
-        let decoder = RecordCoding.decoder()
         while let newline = partial.firstIndex(of: 0x0A) {
             let line = partial[partial.startIndex..<newline]
             partial.removeSubrange(partial.startIndex...newline)
-            if let entry = try? decoder.decode(LogEntry.self, from: Data(line)) { entries.append(entry) }
+            if let entry = try? RecordCoding.decode(LogEntry.self, from: Data(line)) { entries.append(entry) }
         }
         return entries
     }

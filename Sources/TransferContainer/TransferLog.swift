@@ -38,7 +38,7 @@ public struct LogEntry: Codable, Sendable {
 
     /// The entry as one line of JSON (sorted keys, ISO 8601 time, no newline), written by
     /// hand: the daemon logs every finished task, and Foundation's encoder was a fifth of
-    /// its time with many small downloads. `JSONDecoder` reads it like any record.
+    /// its time with many small downloads. Read like any record.
     public var jsonLine: Data {
         var text = "{\"category\":" + Self.quoted(category) + ",\"level\":\"" + level.rawValue + "\",\"message\":" + Self.quoted(message)
             + ",\"pid\":" + String(pid) + ",\"process\":" + Self.quoted(process)
@@ -160,12 +160,11 @@ public final class TransferLog: @unchecked Sendable {
 
     /// Reads the entries of the log (and its rotated predecessor), oldest first; unreadable lines are skipped.
     public static func entries(layout: ContainerLayout) -> [LogEntry] {
-        let decoder = RecordCoding.decoder()
         var result: [LogEntry] = []
         for path in [layout.logFile.path + ".1", layout.logFile.path] {
             guard let data = FileManager.default.contents(atPath: path) else { continue }
             for line in data.split(separator: 0x0A) {
-                if let entry = try? decoder.decode(LogEntry.self, from: Data(line)) { result.append(entry) }
+                if let entry = try? RecordCoding.decode(LogEntry.self, from: Data(line)) { result.append(entry) }
             }
         }
         return result

@@ -15,7 +15,8 @@ BGTRANSFER-ENTITLEMENTS-END
 // written to DIR/results.json and DIR/results.md (see Benchmarks/README.md).
 let usage = """
 usage: transfer-bench [FIGURE] [--quick] [--runs N] [--out DIR] [--size MiB] [--tasks N,N,…] [--samples N]
-  FIGURE: all (the default), download, upload, refetch, many-tasks, small-files, event-latency, relaunch
+  FIGURE: all (the default), download, upload, refetch, many-tasks, small-files, event-latency, relaunch;
+          or coding: the JSON coders alone, Foundation's and the compact one (printed only; not in all)
   --quick     tiny sizes and 2 runs, done in seconds (a smoke test; results go to .build/transfer-bench-quick)
   --runs N    runs of each figure and of its reference, alternating (default 5; relaunch at least 10)
   --out DIR   where results.json and results.md go (default Benchmarks)
@@ -107,6 +108,13 @@ let settings: Settings
 do { settings = try Settings(arguments) } catch {
     FileHandle.standardError.write(Data("transfer-bench: \(error)\n\(usage)\n".utf8))
     exit(64)
+}
+if settings.figure == "coding" {
+    do { try CodingBenchmark.run(slices: settings.quick ? 4 : 20, iterations: 1_000) } catch {
+        FileHandle.standardError.write(Data("transfer-bench: \(error)\n".utf8))
+        exit(1)
+    }
+    exit(0)
 }
 let chosen = settings.figure == "all" ? figures : figures.filter { $0.name == settings.figure }
 guard !chosen.isEmpty else {

@@ -15,7 +15,6 @@ public final class InPlaceRecord<Value: Codable>: @unchecked Sendable {
     public static var size: Int { 512 }
     private let lock = NSLock()
     private var descriptor: FileDescriptor?
-    private let encoder = RecordCoding.encoder(pretty: false)
 
     public init(path: String) {
         self.path = path
@@ -31,7 +30,7 @@ public final class InPlaceRecord<Value: Codable>: @unchecked Sendable {
 
     /// Replaces the record.
     public func write(_ value: Value) throws {
-        var data = try encoder.encode(value)
+        var data = try RecordCoding.encodeCompact(value)
         guard data.count < Self.size else { throw RecordError.corrupt(path: path, reason: "a record of \(data.count) bytes does not fit in \(Self.size)") }
         data.append(contentsOf: repeatElement(UInt8(ascii: " "), count: Self.size - 1 - data.count))
         data.append(UInt8(ascii: "\n"))

@@ -5,7 +5,9 @@ import Foundation
 
 /// One line of a session's journal (`Sessions/<family>/<identifier>/journal.jsonl`): a task
 /// created or changed, an event written (which ends its task), events acknowledged, or the
-/// session's counters. Exactly one field is set; the line is compact JSON with sorted keys.
+/// session's counters. Exactly one field is set; the line is compact JSON
+/// (`RecordCoding.encodeCompact`: members in declaration order; lines written before it
+/// have sorted keys, and read the same).
 public struct JournalLine: Codable, Sendable, Equatable {
     public var task: TaskRecord?
     public var event: EventRecord?
@@ -74,7 +76,6 @@ public struct JournalContents: Sendable {
     }
 
     public init(parsing data: Data) {
-        let decoder = RecordCoding.decoder()
         var start = data.startIndex
         while start < data.endIndex {
             guard let newline = data[start...].firstIndex(of: UInt8(ascii: "\n")) else {
@@ -87,7 +88,7 @@ public struct JournalContents: Sendable {
             wholeLength = start - data.startIndex
             if text.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }) { continue }
             do {
-                try apply(decoder.decode(JournalLine.self, from: text))
+                try apply(RecordCoding.decode(JournalLine.self, from: text))
             } catch {
                 unreadable.append((lineCount, "\(error)", Data(text)))
             }
@@ -140,7 +141,6 @@ public final class SessionJournal {
     private var pendingLines = 0
     /// Lines in the file, committed or not.
     public private(set) var lineCount: Int
-    private let encoder = RecordCoding.encoder(pretty: false)
 
     /// Opens (creating) the journal for appending; `contents` is what reading it found, so
     /// that a torn last line is cut off before anything is appended after it.
@@ -160,7 +160,7 @@ public final class SessionJournal {
 
     /// Buffers a line; durable after the next `commit()`.
     public func append(_ line: JournalLine) throws {
-        pending.append(try encoder.encode(line))
+        pending.append(try RecordCoding.encodeCompact(line))
         pending.append(UInt8(ascii: "\n"))
         pendingLines += 1
     }
@@ -189,7 +189,7 @@ public final class SessionJournal {
     public func rewrite(_ lines: [JournalLine]) throws {
         var data = Data()
         for line in lines {
-            data.append(try encoder.encode(line))
+            data.append(try RecordCoding.encodeCompact(line))
             data.append(UInt8(ascii: "\n"))
         }
         try DurableFile.write(data, to: path)

@@ -13,7 +13,7 @@ public enum Frame {
 
     /// Encodes one message as a frame of at most `limit` bytes.
     public static func encode<T: Encodable>(_ message: T, limit: Int = maximumSize) throws -> Data {
-        let body = try RecordCoding.encoder(pretty: false).encode(message)
+        let body = try RecordCoding.encodeCompact(message)
         guard body.count <= limit else { throw FrameError.oversized(body.count, limit: limit) }
         var frame = Data(capacity: body.count + 4)
         let length = UInt32(body.count).bigEndian
@@ -23,7 +23,7 @@ public enum Frame {
     }
 
     public static func decode<T: Decodable>(_ type: T.Type, from body: Data) throws(FrameError) -> T {
-        do { return try RecordCoding.decoder().decode(T.self, from: body) } catch { throw .malformed("\(error)") }
+        do { return try RecordCoding.decode(T.self, from: body) } catch { throw .malformed("\(error)") }
     }
 }
 
