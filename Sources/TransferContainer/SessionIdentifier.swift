@@ -36,6 +36,7 @@ public struct SessionIdentifier: CheckedName {
 
     /// Checks a name that becomes one path component: session identifiers, bundle identifiers, app groups.
     public static func validate(_ text: String, kind: String) throws(IdentifierError) {
+        if isPlainlyValid(text) { return } // every frame names a session: the usual case in one pass
         if text.isEmpty { throw IdentifierError(text, kind: kind, reason: "it is empty") }
         if text.utf8.count > maximumLength {
             throw IdentifierError(text, kind: kind, reason: "it is \(text.utf8.count) bytes long; at most \(maximumLength) are allowed")
@@ -48,6 +49,26 @@ public struct SessionIdentifier: CheckedName {
             let scalars = bad.unicodeScalars.map { String(format: "U+%04X", $0.value) }.joined(separator: " ")
             throw IdentifierError(text, kind: kind, reason: "it contains \(scalars) (only ASCII letters, digits, '.', '-' and '_' are allowed)")
         }
+    }
+}
+
+extension SessionIdentifier {
+    /// True when `text` passes every check of `validate`, found in one pass over its bytes;
+    /// false sends it through the checks that say what is wrong.
+    static func isPlainlyValid(_ text: String) -> Bool {
+        var count = 0
+        var previous: UInt8 = 0
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"): break
+            case UInt8(ascii: "."): if count == 0 || previous == byte { return false }
+            case UInt8(ascii: "-"): if count == 0 { return false }
+            default: return false
+            }
+            previous = byte
+            count += 1
+        }
+        return count > 0 && count <= maximumLength
     }
 }
 
