@@ -27,8 +27,9 @@ extension TransferDaemon {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
-            _ = spareFiles.take(to: partialPath(for: task, in: session)) // unless there is one: resume from it
-            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partialPath(for: task, in: session), configuration: session.record.configuration,
+            let partial = partialPath(for: task, in: session)
+            _ = spareFiles.take(to: partial) // unless there is one: resume from it
+            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, configuration: session.record.configuration,
                                                 credentials: credentials(for: task, in: session))
             transfer.onResponse = { [unowned self, unowned session] task in
                 do { try session.update(task) } catch { log.error("store", "cannot record response: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier) }
