@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 int cposix_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     struct ucred credentials;
@@ -45,6 +46,13 @@ int cposix_start_writeback(int fd, long long offset, long long length) {
     return sync_file_range(fd, (off64_t)offset, (off64_t)length, SYNC_FILE_RANGE_WRITE);
 }
 
-int cposix_rename_noreplace(const char *from, const char *to) {
-    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+int cposix_open_unnamed(const char *directory) {
+    return open(directory, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+}
+
+int cposix_link_unnamed(int fd, const char *path) {
+    // linkat(fd, "", AT_EMPTY_PATH) needs CAP_DAC_READ_SEARCH; the /proc link does not.
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    return linkat(AT_FDCWD, link, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
 }

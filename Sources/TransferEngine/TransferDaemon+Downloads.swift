@@ -28,8 +28,8 @@ extension TransferDaemon {
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
             let partial = partialPath(for: task, in: session)
-            _ = spareFiles.take(to: partial) // unless there is one: resume from it
-            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, configuration: session.record.configuration,
+            let spare = spareFiles.take(to: partial) // unless there is one: resume from it
+            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, emptyFile: spare, configuration: session.record.configuration,
                                                 credentials: credentials(for: task, in: session))
             transfer.onResponse = { [unowned self, unowned session] task in
                 do { try session.update(task) } catch { log.error("store", "cannot record response: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier) }

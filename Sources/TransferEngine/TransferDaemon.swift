@@ -77,7 +77,7 @@ public final class TransferDaemon {
     /// need to look at every task for it.
     var nextResourceDeadline = Date.distantPast
     /// Empty files made on a thread of their own, renamed into place as downloads start.
-    lazy var spareFiles = SpareFiles(directory: layout.daemonDirectory.appendingPathComponent("Spares", isDirectory: true).path)
+    lazy var spareFiles = SpareFiles(directory: layout.daemonDirectory.path)
     /// The scheduler's memo of each URL's host.
     var hostsByURL: [String: String] = [:]
 

@@ -15,9 +15,12 @@ int cposix_open_directory_path(const char *path);
 // Starts writing back the file's dirty pages in [offset, offset + length) without waiting
 // (sync_file_range with SYNC_FILE_RANGE_WRITE): a later fsync then has little left to do.
 int cposix_start_writeback(int fd, long long offset, long long length);
-/// renameat2(from, to, RENAME_NOREPLACE): moves a name onto one that does not exist yet;
-/// returns 0, or -1 with errno EEXIST when `to` exists.
-int cposix_rename_noreplace(const char *from, const char *to);
+/// Opens a new file with no name in `directory` (O_TMPFILE), for writing; -1 and errno when the
+/// file system cannot.
+int cposix_open_unnamed(const char *directory);
+/// Gives the unnamed file open as `fd` the name `path`; fails with EEXIST rather than replace
+/// a file.
+int cposix_link_unnamed(int fd, const char *path);
 /// The POSIX_SPAWN_SETSID flag.
 short cposix_spawn_setsid_flag(void);
 /// memmem(haystack, haystack_length, needle, needle_length).

@@ -4,33 +4,37 @@ import Glibc
 import CPOSIX
 import Foundation
 
-/// Empty files made ahead of need, on a thread of its own, in a folder of the daemon's: a
-/// download then starts by renaming a spare to its partial file instead of creating one.
+/// Empty files made ahead of need, on a thread of its own: a download then starts by giving
+/// a spare its partial file's name instead of creating that file.
+///
 /// Creating a file is the costly part on some file systems (ext4 without a journal looks
-/// past every inode freed in the last minute for each new one), and it would otherwise hold
-/// up the daemon's loop, which may have thousands of small downloads to start.
+/// past every inode freed in the last minutes for each new one), and it would otherwise
+/// hold up the daemon's loop, which may have thousands of small downloads to start. The
+/// spares have no name (`O_TMPFILE`): making one locks no folder the loop renames in, and a
+/// daemon killed with spares ready leaves nothing behind.
 ///
 /// `want`, `take` and `stop` are called from the daemon's loop; the worker thread makes and
-/// removes the files. What they share is behind one lock. A daemon killed with spares made
-/// finds them again (they are named `.spare-<random>` in `directory`).
+/// closes the files. What they share is behind one lock.
 public final class SpareFiles: @unchecked Sendable {
+    /// Where the spares are made; they can be named anywhere on the same file system.
     public let directory: String
     private let condition = NSCondition()
-    private var ready: [String] = []
+    private var ready: [FileDescriptor] = []
     private var wanted = 0
-    private var scanned = false
     private var stopping = false
     private var started = false
+    /// Set when the file system cannot make or name unnamed files: no more are made.
+    private var unsupported = false
 
     public init(directory: String) {
         self.directory = directory
     }
 
-    /// Asks for `count` spares to be kept ready (0: the ones made are removed).
+    /// Asks for `count` spares to be kept ready (0: the ones made are closed).
     public func want(_ count: Int) {
         condition.lock()
         defer { condition.unlock() }
-        guard count != wanted else { return }
+        guard count != wanted, !unsupported else { return }
         wanted = count
         if !started {
             started = true
@@ -49,24 +53,34 @@ public final class SpareFiles: @unchecked Sendable {
         return ready.count
     }
 
-    /// Moves a spare to `path`, which must not exist yet. False when no spare is ready or
-    /// `path` exists: the caller then opens or creates the file itself.
-    public func take(to path: String) -> Bool {
+    /// Names a spare `path`, which must not exist yet, and returns it open for writing at
+    /// offset 0. Nil when no spare is ready or `path` exists: the caller then opens or
+    /// creates the file itself.
+    public func take(to path: String) -> FileDescriptor? {
         condition.lock()
         let spare = ready.popLast()
-        if spare != nil { condition.signal() } // make another
         condition.unlock()
-        guard let spare else { return false }
-        if cposix_rename_noreplace(spare, path) == 0 { return true }
-        if errno == EEXIST {
-            condition.lock()
-            ready.append(spare) // still a spare
-            condition.unlock()
+        guard let spare else { return nil }
+        let linked = cposix_link_unnamed(spare.rawValue, path) == 0
+        let error = errno
+        condition.lock()
+        defer { condition.unlock() }
+        if linked {
+            condition.signal() // make another
+            return spare
         }
-        return false
+        if error == EEXIST {
+            ready.append(spare) // still a spare
+        } else {
+            spare.close() // another file system, or no /proc: make no more
+            unsupported = true
+            wanted = 0
+            condition.signal()
+        }
+        return nil
     }
 
-    /// Stops the worker; spares made stay for the next daemon.
+    /// Stops the worker, which closes the spares not taken.
     public func stop() {
         condition.lock()
         stopping = true
@@ -76,41 +90,30 @@ public final class SpareFiles: @unchecked Sendable {
 
     private func work() {
         condition.lock()
-        defer { condition.unlock() }
+        defer {
+            for spare in ready { spare.close() }
+            ready = []
+            condition.unlock()
+        }
         while !stopping {
-            if !scanned {
-                condition.unlock()
-                let found = Self.leftovers(in: directory)
-                condition.lock()
-                ready += found
-                scanned = true
-            } else if ready.count > wanted {
-                let surplus = ready.removeLast()
-                condition.unlock()
-                unlink(surplus)
-                condition.lock()
+            if ready.count > wanted {
+                ready.removeLast().close()
             } else if ready.count < wanted {
                 condition.unlock()
-                let made = Self.make(in: directory)
+                let fd = cposix_open_unnamed(directory)
+                let error = errno
                 condition.lock()
-                if let made { ready.append(made) } else { wanted = ready.count } // cannot now (full, gone): until asked again
+                if fd >= 0 {
+                    ready.append(FileDescriptor(rawValue: fd))
+                } else if error == EOPNOTSUPP || error == EISDIR || error == EINVAL {
+                    unsupported = true // no O_TMPFILE here
+                    wanted = 0
+                } else {
+                    wanted = ready.count // cannot now (full, gone): until asked again
+                }
             } else {
                 condition.wait()
             }
         }
-    }
-
-    private static func leftovers(in directory: String) -> [String] {
-        try? DurableFile.makeDirectory(directory)
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        return names.filter { $0.hasPrefix(".spare-") }.map { directory + "/" + $0 }
-    }
-
-    private static func make(in directory: String) -> String? {
-        let path = directory + "/.spare-" + UUID().uuidString
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return nil }
-        close(fd)
-        return path
     }
 }

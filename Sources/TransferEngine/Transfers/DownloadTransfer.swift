@@ -47,37 +47,54 @@ final class DownloadTransfer: Transfer {
     static let writebackInterval: Int64 = 8 << 20
     private var writebackStart: Int64 = 0
 
-    init(session: SessionKey, task: TaskRecord, partialPath: String, configuration: SessionConfiguration, credentials: TransferCredentials) throws {
+    /// `emptyFile`, when given, is the new empty file at `partialPath`, open for writing;
+    /// otherwise the file there is opened, or created.
+    init(session: SessionKey, task: TaskRecord, partialPath: String, emptyFile: FileDescriptor? = nil, configuration: SessionConfiguration,
+         credentials: TransferCredentials) throws {
         self.session = session
         self.task = task
         self.partialPath = partialPath
-        self.easy = try CurlEasy()
-
-        let fd = try FileDescriptor.open(partialPath, O_WRONLY | O_CREAT)
-        var onDisk = try fd.size()
-        // Resume only against the validator first seen; without one, start over.
-        if onDisk > 0 && (task.validator?.ifRangeValue == nil) {
-            try fd.truncate(to: 0)
-            onDisk = 0
-        }
-        try fd.seek(to: onDisk)
+        let (fd, onDisk) = try emptyFile.map { ($0, 0) } ?? Self.openPartialFile(partialPath, canResume: task.validator?.ifRangeValue != nil)
         self.file = fd
         self.resumeOffset = onDisk
         self.writebackStart = onDisk
         self.task.countOfBytesReceived = onDisk
-
-        try easy.setURL(task.requestToSend.url)
-        easy.setMethod(task.requestToSend.httpMethod)
-        var resumeHeaders: [String] = []
-        if onDisk > 0, let ifRange = task.validator?.ifRangeValue {
-            easy.setRange(from: onDisk)
-            resumeHeaders.append("If-Range: \(ifRange)")
+        do {
+            self.easy = try CurlEasy()
+            try easy.setURL(task.requestToSend.url)
+            easy.setMethod(task.requestToSend.httpMethod)
+            var resumeHeaders: [String] = []
+            if onDisk > 0, let ifRange = task.validator?.ifRangeValue {
+                easy.setRange(from: onDisk)
+                resumeHeaders.append("If-Range: \(ifRange)")
+            }
+            try easy.apply(task.requestToSend, in: configuration, credentials: credentials, extraHeaders: resumeHeaders)
+        } catch {
+            fd.close()
+            throw error
         }
-        try easy.apply(task.requestToSend, in: configuration, credentials: credentials, extraHeaders: resumeHeaders)
         easy.setBufferSize(512 * 1024)
 
         easy.onHeaderLine = { [unowned self] line in self.head.consume(line) }
         easy.onBody = { [unowned self] bytes in self.receive(bytes) }
+    }
+
+    /// Opens (or creates) the partial file at its end, to append to; with nothing to resume
+    /// against (no validator), empties it first.
+    private static func openPartialFile(_ path: String, canResume: Bool) throws -> (FileDescriptor, Int64) {
+        let fd = try FileDescriptor.open(path, O_WRONLY | O_CREAT)
+        do {
+            var onDisk = try fd.size()
+            if onDisk > 0 && !canResume {
+                try fd.truncate(to: 0)
+                onDisk = 0
+            }
+            try fd.seek(to: onDisk)
+            return (fd, onDisk)
+        } catch {
+            fd.close()
+            throw error
+        }
     }
 
     /// Bytes of the whole resource on disk now.
