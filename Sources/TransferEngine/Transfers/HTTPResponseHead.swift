@@ -9,25 +9,48 @@ struct HTTPResponseHead {
     /// True once the blank line ending a head was seen.
     private(set) var isComplete = false
 
+    /// Takes one header line (its CR LF already gone). The line is split on its bytes:
+    /// this runs for every line of every response.
     mutating func consume(_ line: String) {
-        let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
-        if trimmed.hasPrefix("HTTP/") {
+        let bytes = Array(line.utf8)
+        let trimmed = Self.trimmed(bytes[...])
+        if trimmed.starts(with: "HTTP/".utf8) {
             // A new response begins (after a redirect or a 1xx): forget the previous head.
-            let parts = trimmed.split(separator: " ", maxSplits: 2)
-            statusCode = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            let parts = trimmed.split(separator: UInt8(ascii: " "), maxSplits: 2)
+            statusCode = parts.count > 1 ? Int(Self.text(parts[1])) ?? 0 : 0
             fields = []
             isComplete = false
         } else if trimmed.isEmpty {
             isComplete = true
-        } else if let colon = trimmed.firstIndex(of: ":") {
-            let name = String(trimmed[..<colon]).trimmingCharacters(in: .whitespaces)
-            let value = String(trimmed[trimmed.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+        } else if let colon = trimmed.firstIndex(of: UInt8(ascii: ":")) {
+            let name = Self.text(Self.trimmed(trimmed[..<colon]))
+            let value = Self.text(Self.trimmed(trimmed[(colon + 1)...]))
             fields.append((name, value))
         }
     }
 
+    private static func trimmed(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        var result = bytes
+        while let first = result.first, isSpace(first) { result = result.dropFirst() }
+        while let last = result.last, isSpace(last) { result = result.dropLast() }
+        return result
+    }
+
+    private static func text(_ bytes: ArraySlice<UInt8>) -> String {
+        String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The last value of the field `name`; names compare without regard to ASCII case.
     func value(_ name: String) -> String? {
-        fields.last { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        fields.last { Self.sameName($0.name, name) }?.value
+    }
+
+    private static func sameName(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { x, y in
+            let lower = x | 0x20 // ASCII letters differ from their capitals in this bit only
+            return x == y || (lower == y | 0x20 && lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z"))
+        }
     }
 
     var headerDictionary: [String: String] {
