@@ -143,7 +143,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: family.path)) ?? []
         return names.sorted().filter { name in
             guard name != own else { return false }
-            return !((try? JournalContents.read(session: family.appendingPathComponent(name)))?.events.isEmpty ?? true)
+            return JournalContents.hasUndeliveredEvents(session: family.appendingPathComponent(name))
         }
     }
 

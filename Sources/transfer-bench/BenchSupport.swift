@@ -80,9 +80,7 @@ struct BenchContainer {
                 if let pid = Int32(entry.message.dropFirst("launched com.example.host (pid ".count).prefix { $0.isNumber }) { launched.append(pid) }
             }
             let sessions = (try? FileManager.default.contentsOfDirectory(atPath: family.path)) ?? []
-            let undelivered = sessions.contains { session in
-                !((try? JournalContents.read(session: family.appendingPathComponent(session)))?.events.isEmpty ?? true)
-            }
+            let undelivered = sessions.contains { JournalContents.hasUndeliveredEvents(session: family.appendingPathComponent($0)) }
             return !undelivered && launched.allSatisfy { !isRunning($0) }
         }
         guard settled else { throw BenchError("the stand-ins' events were not all delivered within \(Int(timeout)) s") }

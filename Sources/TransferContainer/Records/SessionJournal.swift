@@ -62,6 +62,13 @@ public struct JournalContents: Sendable {
         try read(path(inSession: directory))
     }
 
+    /// Whether the journal of the session whose folder is `directory` holds an event its
+    /// client has not acknowledged. A journal that cannot be read holds none as far as this
+    /// says (for callers that only wait for delivery; the daemon reports unreadable ones).
+    public static func hasUndeliveredEvents(session directory: URL) -> Bool {
+        !((try? read(session: directory))?.events.isEmpty ?? true)
+    }
+
     /// Reads `path`; a missing file is an empty journal.
     public static func read(_ path: String) throws(RecordError) -> JournalContents {
         let data: Data
