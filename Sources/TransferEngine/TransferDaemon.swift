@@ -76,7 +76,7 @@ public final class TransferDaemon {
     /// The earliest a task can outlive its resource timeout (S6.4): until then there is no
     /// need to look at every task for it.
     var nextResourceDeadline = Date.distantPast
-    /// Empty files made on a thread of their own, renamed into place as downloads start.
+    /// Empty files made on a thread of their own, given their names as downloads start.
     lazy var spareFiles = SpareFiles(directory: layout.daemonDirectory.path)
     /// The scheduler's memo of each URL's host.
     var hostsByURL: [String: String] = [:]

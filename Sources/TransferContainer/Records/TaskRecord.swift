@@ -75,9 +75,9 @@ public struct ResponseRecord: Codable, Sendable, Equatable {
         self.headers = headers
     }
 
-    /// A header by case-insensitive name.
+    /// A header by name, whatever its ASCII case.
     public func header(_ name: String) -> String? {
-        headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
+        headers.first { $0.key.isSameHTTPFieldName(as: name) }?.value
     }
 }
 

@@ -43,14 +43,7 @@ struct HTTPResponseHead {
 
     /// The last value of the field `name`; names compare without regard to ASCII case.
     func value(_ name: String) -> String? {
-        fields.last { Self.sameName($0.name, name) }?.value
-    }
-
-    private static func sameName(_ a: String, _ b: String) -> Bool {
-        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { x, y in
-            let lower = x | 0x20 // ASCII letters differ from their capitals in this bit only
-            return x == y || (lower == y | 0x20 && lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "z"))
-        }
+        fields.last { $0.name.isSameHTTPFieldName(as: name) }?.value
     }
 
     var headerDictionary: [String: String] {

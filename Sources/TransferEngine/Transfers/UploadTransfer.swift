@@ -129,7 +129,7 @@ final class UploadTransfer: Transfer {
     /// The interop version to offer: the app's own `Upload-Draft-Interop-Version` if it set
     /// one we speak, else the latest.
     static func requestedVersion(_ request: RequestRecord) -> Int {
-        let asked = request.headers.last { $0.name.caseInsensitiveCompare("Upload-Draft-Interop-Version") == .orderedSame }.flatMap { Int($0.value.trimmingCharacters(in: .whitespaces)) }
+        let asked = request.headers.last { $0.name.isSameHTTPFieldName(as: "Upload-Draft-Interop-Version") }.flatMap { Int($0.value.trimmingCharacters(in: .whitespaces)) }
         return asked.flatMap { UploadResumption.supportedVersions.contains($0) ? $0 : nil } ?? UploadResumption.defaultVersion
     }
 
