@@ -64,8 +64,12 @@ public final class TransferDaemon {
     var watchBroadcast = WatchBroadcast()
     private var idleSince: Date?
     private var lastHousekeeping = Date.distantPast
+    /// Makes the sessions' changes durable on a thread of its own.
+    private lazy var committer = Committer(waker: loop.multi.waker, log: log)
     /// True while the last commit failed: output waits.
     private var commitFailing = false
+    /// After a failed commit, the next is not tried before this (a full disk fails at once).
+    private var nextCommitTry = Date.distantPast
     /// Set by `scheduleTransfers()`: the queue is looked at once, at the end of the turn.
     var schedulingRequested = false
     /// The tasks that may start, in order (see `startReadyTransfers`).
@@ -132,6 +136,7 @@ public final class TransferDaemon {
 
     private func shutdown() {
         spareFiles.stop()
+        commitBeforeExit()
         for transfer in transfersByHandle.values {
             loop.multi.remove(transfer.easy)
             transfer.close()
@@ -187,9 +192,9 @@ public final class TransferDaemon {
             }
             connections[fd.rawValue] = connection
             loop.watch(fd, .init(
-                wantsWrite: { [unowned self] in connection.hasPendingOutput && !commitFailing },
+                wantsWrite: { connection.hasReleasedOutput },
                 onReadable: { [unowned self] in read(from: connection) },
-                onWritable: { [unowned self] in if !commitFailing { connection.flush() } }))
+                onWritable: { connection.flush() }))
         }
     }
 
@@ -283,23 +288,65 @@ public final class TransferDaemon {
 
     // MARK: Group commit
 
-    /// Makes this turn's changes durable in every session, then lets replies and pushes go
-    /// out. While a commit fails (a full or failing disk) nothing is sent, so no client hears
-    /// of a change that is not on disk; the next turn tries again.
+    /// Starts making this turn's changes durable in every session, unless a commit is under
+    /// way (they then wait for the next one), and lets out the replies and pushes whose
+    /// changes are on disk. While commits fail (a full or failing disk) nothing new is
+    /// sent, so no client hears of a change that is not on disk; they are tried again
+    /// every 100 ms.
     private func commitAndFlush() {
+        if let outcome = committer.takeOutcome() { commitEnded(outcome) }
+        if !committer.isBusy && Date() >= nextCommitTry {
+            var commits: [SessionCommit] = []
+            for session in sessions.values where session.needsCommit {
+                do {
+                    if let commit = try session.takeCommit() { commits.append(commit) }
+                } catch {
+                    log.error("store", "cannot encode the session's changes: \(error)", session: session.key.identifier.rawValue)
+                }
+            }
+            if commits.isEmpty {
+                if !commitFailing { connections.values.forEach { $0.releaseAll() } }
+            } else {
+                committer.start(commits)
+                connections.values.forEach { $0.coverByCommit() }
+            }
+        } else if committer.isBusy && !sessions.values.contains(where: \.needsCommit) {
+            connections.values.forEach { $0.coverByCommit() } // told only of what is being committed
+        }
+        for connection in connections.values where connection.hasReleasedOutput { connection.flush() }
+    }
+
+    private func commitEnded(_ outcome: Committer.Outcome) {
         var failed = false
-        for session in sessions.values where session.needsCommit {
-            do {
-                try session.commit()
-            } catch {
+        for (commit, error) in outcome {
+            guard let session = sessions[commit.session] else { continue }
+            if let error {
                 failed = true
-                if !commitFailing { log.error("store", "cannot commit the session's changes: \(error); replies wait until it succeeds", session: session.key.identifier.rawValue) }
+                session.commitFailed(commit)
+                if !commitFailing { log.error("store", "cannot commit the session's changes: \(error); replies wait until it succeeds", session: commit.session.identifier.rawValue) }
+            } else {
+                session.committed(commit)
             }
         }
-        if commitFailing && !failed { log.notice("store", "changes committed again; replies resume") }
+        if failed {
+            nextCommitTry = Date().addingTimeInterval(0.1)
+            loop.schedule(after: 0.1) {}
+        } else {
+            if commitFailing { log.notice("store", "changes committed again; replies resume") }
+            connections.values.forEach { $0.releaseCovered() }
+        }
         commitFailing = failed
-        guard !failed else { return }
-        for connection in connections.values where connection.hasPendingOutput { connection.flush() }
+    }
+
+    /// Waits for the commit under way and commits what is left, before the daemon exits.
+    private func commitBeforeExit() {
+        for _ in 0..<2 {
+            committer.waitUntilDone()
+            nextCommitTry = .distantPast
+            commitAndFlush()
+        }
+        committer.waitUntilDone()
+        if let outcome = committer.takeOutcome() { commitEnded(outcome) }
     }
 
     // MARK: Housekeeping

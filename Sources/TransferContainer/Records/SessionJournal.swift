@@ -138,34 +138,36 @@ public struct JournalContents: Sendable {
 }
 
 /// The writing end of a session's journal: lines are appended to a buffer as the daemon
-/// changes tasks and events, and `commit()` makes every buffered line durable with one
-/// write and one `fdatasync`. The daemon commits once per turn of its loop, before it lets
-/// anyone hear of the changes (group commit). Owned by the daemon's event loop.
+/// changes tasks and events, and each commit makes every buffered line durable with one
+/// write and one `fdatasync` (group commit). The daemon takes the buffer as a `JournalWrite`
+/// at the end of a turn of its loop and performs it on its commit thread, before it lets
+/// anyone hear of the changes; `commit()` does both at once. Owned by the daemon's event loop.
 public final class SessionJournal {
     public let path: String
-    private var descriptor: FileDescriptor
+    private let file: JournalFile
     private var pending = Data()
     private var pendingLines = 0
     /// Lines in the file, committed or not.
     public private(set) var lineCount: Int
+    /// Set when a replacement failed: the lines it dropped from the buffer are only in
+    /// memory, so the next write must be a whole replacement again.
+    public private(set) var needsReplacement = false
 
     /// Opens (creating) the journal for appending; `contents` is what reading it found, so
     /// that a torn last line is cut off before anything is appended after it.
     public init(path: String, contents: JournalContents) throws(Errno) {
         self.path = path
         let created = access(path, F_OK) != 0
-        descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND)
+        file = JournalFile(path: path, descriptor: try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND))
         lineCount = contents.lineCount
         if contents.hasTornTail {
-            try descriptor.truncate(to: Int64(contents.wholeLength))
-            try descriptor.sync()
+            try file.descriptor.truncate(to: Int64(contents.wholeLength))
+            try file.descriptor.sync()
         }
         if created { try DurableFile.syncDirectory((path as NSString).deletingLastPathComponent) }
     }
 
-    deinit { descriptor.close() }
-
-    /// Buffers a line; durable after the next `commit()`.
+    /// Buffers a line; durable after the next commit.
     public func append(_ line: JournalLine) throws {
         pending.append(try RecordCoding.encodeCompact(line))
         pending.append(UInt8(ascii: "\n"))
@@ -174,37 +176,113 @@ public final class SessionJournal {
 
     public var hasPending: Bool { !pending.isEmpty }
 
-    /// Writes the buffered lines and waits until they are on disk. On failure the lines stay
-    /// buffered for the next try (a short write is cut off first, so no torn line remains).
-    public func commit() throws(Errno) {
-        guard !pending.isEmpty else { return }
-        let before = try descriptor.size()
-        do throws(Errno) {
-            try descriptor.writeAll(pending)
-            guard fdatasync(descriptor.rawValue) == 0 else { throw Errno.current("fdatasync", path: path) }
-        } catch {
-            _ = ftruncate(descriptor.rawValue, off_t(before))
-            throw error
-        }
-        pending.removeAll(keepingCapacity: true)
-        lineCount += pendingLines
+    /// The buffered lines, to be appended by whoever commits; the buffer starts over. Nil
+    /// when nothing is buffered. Give the write back with `didWrite` or `writeFailed`.
+    public func takeWrite() -> JournalWrite? {
+        guard !pending.isEmpty else { return nil }
+        let write = JournalWrite(file: file, data: pending, lineCount: pendingLines, replacesFile: false)
+        pending = Data()
         pendingLines = 0
+        return write
     }
 
-    /// Replaces the journal with `lines` (a compaction), atomically and durably; buffered
-    /// lines are dropped, since `lines` already say what they said.
-    public func rewrite(_ lines: [JournalLine]) throws {
+    /// A write that replaces the journal with `lines` (a compaction); buffered lines are
+    /// dropped, since `lines` already say what they said.
+    public func replacement(_ lines: [JournalLine]) throws -> JournalWrite {
         var data = Data()
         for line in lines {
             data.append(try RecordCoding.encodeCompact(line))
             data.append(UInt8(ascii: "\n"))
         }
+        pending = Data()
+        pendingLines = 0
+        return JournalWrite(file: file, data: data, lineCount: lines.count, replacesFile: true)
+    }
+
+    /// Notes a write taken from this journal as done.
+    public func didWrite(_ write: JournalWrite) {
+        lineCount = write.replacesFile ? write.lineCount : lineCount + write.lineCount
+        if write.replacesFile { needsReplacement = false }
+    }
+
+    /// Takes a failed write back: its lines go before those buffered since, for the next try.
+    public func writeFailed(_ write: JournalWrite) {
+        if write.replacesFile {
+            needsReplacement = true
+        } else {
+            pending = write.data + pending
+            pendingLines += write.lineCount
+        }
+    }
+
+    /// Writes the buffered lines and waits until they are on disk. On failure the lines stay
+    /// buffered for the next try.
+    public func commit() throws(Errno) {
+        guard let write = takeWrite() else { return }
+        try perform(write)
+    }
+
+    /// Replaces the journal with `lines`, atomically and durably, now.
+    public func rewrite(_ lines: [JournalLine]) throws {
+        try perform(try replacement(lines))
+    }
+
+    private func perform(_ write: JournalWrite) throws(Errno) {
+        do throws(Errno) {
+            try write.perform()
+        } catch {
+            writeFailed(write)
+            throw error
+        }
+        didWrite(write)
+    }
+}
+
+/// Lines taken from a journal's buffer, and how they become durable: appended to the file,
+/// or replacing it. Made on the event loop, performed on the thread that commits.
+public struct JournalWrite: @unchecked Sendable {
+    fileprivate let file: JournalFile
+    public let data: Data
+    public let lineCount: Int
+    public let replacesFile: Bool
+
+    /// Writes the lines and waits until they are on disk. On failure the file is as before.
+    public func perform() throws(Errno) {
+        if replacesFile { try file.replace(with: data) } else { try file.append(data) }
+    }
+}
+
+/// A journal's file. Used by one thread at a time: the daemon takes a new `JournalWrite`
+/// only once the one before it is done.
+final class JournalFile {
+    let path: String
+    var descriptor: FileDescriptor
+
+    init(path: String, descriptor: FileDescriptor) {
+        self.path = path
+        self.descriptor = descriptor
+    }
+
+    deinit { descriptor.close() }
+
+    /// Appends `data` and waits until it is on disk; a short or unsynced write is cut off
+    /// again, so no torn line remains.
+    func append(_ data: Data) throws(Errno) {
+        let before = try descriptor.size()
+        do throws(Errno) {
+            try descriptor.writeAll(data)
+            guard fdatasync(descriptor.rawValue) == 0 else { throw Errno.current("fdatasync", path: path) }
+        } catch {
+            _ = ftruncate(descriptor.rawValue, off_t(before))
+            throw error
+        }
+    }
+
+    /// Replaces the file with `data`, atomically and durably, and appends to the new one.
+    func replace(with data: Data) throws(Errno) {
         try DurableFile.write(data, to: path)
         let reopened = try FileDescriptor.open(path, O_WRONLY | O_APPEND)
         descriptor.close()
         descriptor = reopened
-        pending.removeAll(keepingCapacity: true)
-        pendingLines = 0
-        lineCount = lines.count
     }
 }

@@ -19,6 +19,11 @@ final class ClientConnection {
     /// every reply and push of that turn.
     private var outbox: [UInt8] = []
     private var outboxHead = 0
+    /// Output leaves only once the changes it tells of are on disk: up to `releasedEnd` it
+    /// may be sent; up to `coveredEnd` it waits for the commit under way; past that, for the
+    /// next commit.
+    private var releasedEnd = 0
+    private var coveredEnd = 0
     var outboxBytes: Int { outbox.count - outboxHead }
     private(set) var isClosed = false
 
@@ -70,8 +75,7 @@ final class ClientConnection {
     }
 
     /// Queues a frame; returns false if the client is too far behind (it will be dropped).
-    /// Nothing is written until `flush()`: the daemon flushes after it has committed what
-    /// the frame tells of.
+    /// It is written once released: after the daemon has committed what it tells of.
     @discardableResult
     func send(_ frame: DaemonFrame) -> Bool {
         guard !isClosed, let data = try? Frame.encode(frame, limit: Frame.maximumReplySize) else { return false }
@@ -80,13 +84,31 @@ final class ClientConnection {
         return true
     }
 
-    var hasPendingOutput: Bool { outboxHead < outbox.count }
+    /// Queued output that may be sent now.
+    var hasReleasedOutput: Bool { outboxHead < releasedEnd }
 
-    /// Writes as much queued output as the socket takes now.
+    /// The output queued so far waits for the commit just started (or under way, when
+    /// nothing has changed since it started).
+    func coverByCommit() {
+        coveredEnd = outbox.count
+    }
+
+    /// The commit under way is on disk: the output it covers may go.
+    func releaseCovered() {
+        releasedEnd = coveredEnd
+    }
+
+    /// Nothing waits for the disk: all queued output may go.
+    func releaseAll() {
+        coveredEnd = outbox.count
+        releasedEnd = outbox.count
+    }
+
+    /// Writes as much released output as the socket takes now.
     func flush() {
-        while outboxHead < outbox.count {
+        while outboxHead < releasedEnd {
             let n = outbox.withUnsafeBytes { raw in
-                Glibc.send(descriptor.rawValue, raw.baseAddress! + outboxHead, raw.count - outboxHead, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                Glibc.send(descriptor.rawValue, raw.baseAddress! + outboxHead, releasedEnd - outboxHead, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
             }
             if n < 0 {
                 if errno == EINTR { continue }
@@ -96,9 +118,10 @@ final class ClientConnection {
         }
         if outboxHead == outbox.count {
             outbox.removeAll(keepingCapacity: outbox.count <= 1 << 20)
-            outboxHead = 0
+            (outboxHead, releasedEnd, coveredEnd) = (0, 0, 0)
         } else if outboxHead >= 1 << 20 {
             outbox.removeSubrange(0..<outboxHead)
+            (releasedEnd, coveredEnd) = (releasedEnd - outboxHead, coveredEnd - outboxHead)
             outboxHead = 0
         }
     }

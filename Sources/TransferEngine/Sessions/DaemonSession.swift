@@ -5,9 +5,9 @@ import TransferContainer
 /// undelivered events, each change appended to the session's journal. Owned by the event loop.
 ///
 /// On disk (`Sessions/<family>/<identifier>/`): `session.json` (owner, configuration) and
-/// `journal.jsonl` (tasks and events, one JSON line per change). Changes are durable once
-/// `commit()` returns; the daemon commits every session at the end of each turn of its loop,
-/// before any reply or push leaves it, so no one hears of a change that is not on disk. A
+/// `journal.jsonl` (tasks and events, one JSON line per change). The daemon takes each
+/// session's changes at the end of a turn of its loop and makes them durable on its commit
+/// thread; replies and pushes wait for that, so no one hears of a change that is not on disk. A
 /// task ends with the line of the event that ends it, so at every instant a task is either
 /// unfinished or has its completion event.
 final class DaemonSession {
@@ -185,40 +185,58 @@ final class DaemonSession {
     /// Past this many lines a journal is rewritten when most of its lines are stale.
     static let compactionFloor = 4096
 
-    var needsCommit: Bool { journal.hasPending || !changedTasks.isEmpty || !filesToSync.isEmpty }
+    var needsCommit: Bool {
+        journal.hasPending || journal.needsReplacement || !changedTasks.isEmpty || !filesToSync.isEmpty || !directoriesToSync.isEmpty
+    }
 
-    /// Makes every change since the last commit durable: finished files and their folders
-    /// first, then the journal lines (one write, one fdatasync). On failure the lines stay
-    /// buffered and the next commit tries again.
-    func commit() throws {
-        for (file, path) in filesToSync {
-            do { try file.sync() } catch {
-                log.error("store", "cannot sync finished file \(path): \(error)", session: key.identifier.rawValue)
-            }
-            file.close()
-        }
-        filesToSync.removeAll()
-        for directory in directoriesToSync { try DurableFile.syncDirectory(directory) }
-        directoriesToSync.removeAll()
+    /// Takes every change since the last commit for the commit thread (see `SessionCommit`):
+    /// finished files and their folders, then the journal lines, or the whole journal again
+    /// when most of its lines are stale. Nil when nothing changed. Give the commit back with
+    /// `committed` or `commitFailed`; take no other until then.
+    func takeCommit() throws -> SessionCommit? {
+        guard needsCommit else { return nil }
         for identifier in changedTasks {
             guard let task = tasks[identifier] else { continue } // ended: its event says how
             try journal.append(.task(task))
         }
         changedTasks.removeAll()
         isChanged.removeAll()
-        try journal.commit()
-        filesToRemove.forEach { unlink($0) }
-        filesToRemove.removeAll()
-        if journal.lineCount > Self.compactionFloor && journal.lineCount > 4 * (tasks.count + events.count + 1) { try compact() }
+        let stale = journal.lineCount > Self.compactionFloor && journal.lineCount > 4 * (tasks.count + events.count + 1)
+        let write = journal.needsReplacement || stale ? try journal.replacement(compactedLines) : journal.takeWrite()
+        defer {
+            filesToSync.removeAll()
+            directoriesToSync.removeAll()
+            filesToRemove.removeAll()
+        }
+        return SessionCommit(session: key, files: filesToSync, directories: directoriesToSync, journal: write, filesToRemove: filesToRemove)
     }
 
-    /// Rewrites the journal as the fewest lines that say the same.
-    private func compact() throws {
+    /// Notes a commit from `takeCommit` as durable.
+    func committed(_ commit: SessionCommit) {
+        if let write = commit.journal { journal.didWrite(write) }
+    }
+
+    /// Takes a failed commit back, so that the next one makes its changes durable. Its
+    /// files were synced (or the failure logged) and closed; its folders and lines are tried
+    /// again, and the files the client left behind stay until an acknowledgement is durable.
+    func commitFailed(_ commit: SessionCommit) {
+        if let write = commit.journal { journal.writeFailed(write) }
+        directoriesToSync.formUnion(commit.directories)
+        filesToRemove = commit.filesToRemove + filesToRemove
+    }
+
+    /// The fewest lines that say what the journal says.
+    private var compactedLines: [JournalLine] {
         var contents = JournalContents()
         contents.tasks = tasks
         contents.events = events
         contents.counters = counters
-        try journal.rewrite(contents.compacted)
+        return contents.compacted
+    }
+
+    /// Rewrites the journal as the fewest lines that say the same, now.
+    private func compact() throws {
+        try journal.rewrite(compactedLines)
     }
 
     // MARK: Record

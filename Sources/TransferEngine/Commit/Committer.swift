@@ -1,0 +1,64 @@
+import Foundation
+import TransferContainer
+
+/// The daemon's commit thread: makes the sessions' changes durable while the event loop goes
+/// on moving bytes, so that a slow flush of the disk holds up only the replies and pushes
+/// that tell of those changes (group commit, pipelined: while one commit is on its way to
+/// the disk, the next turns' changes gather for the one after).
+///
+/// One commit at a time. `start`, `takeOutcome` and `waitUntilDone` are called from the
+/// event loop; the work runs on a serial queue, which wakes the loop when it is done. The
+/// outcome is handed over behind one lock.
+final class Committer: @unchecked Sendable {
+    /// A commit's sessions, each with the error that failed it, if one did.
+    typealias Outcome = [(commit: SessionCommit, error: Errno?)]
+
+    private let queue = DispatchQueue(label: "transferd.commit", qos: .userInitiated)
+    private let waker: CurlMulti.Waker
+    private let log: TransferLog
+    private let lock = NSLock()
+    private var outcome: Outcome?
+    /// Loop only: a commit was started and its outcome not yet taken.
+    private(set) var isBusy = false
+
+    init(waker: CurlMulti.Waker, log: TransferLog) {
+        self.waker = waker
+        self.log = log
+    }
+
+    /// Starts making `commits` durable. Only when not busy.
+    func start(_ commits: [SessionCommit]) {
+        precondition(!isBusy, "one commit at a time")
+        isBusy = true
+        queue.async { [self] in
+            var done: Outcome = []
+            for commit in commits {
+                do throws(Errno) {
+                    try commit.perform(log: log)
+                    done.append((commit, nil))
+                } catch {
+                    done.append((commit, error))
+                }
+            }
+            lock.lock()
+            outcome = done
+            lock.unlock()
+            waker.wakeup()
+        }
+    }
+
+    /// The finished commit's outcome, once; nil while it runs or when none was started.
+    func takeOutcome() -> Outcome? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let done = outcome else { return nil }
+        outcome = nil
+        isBusy = false
+        return done
+    }
+
+    /// Waits for the commit under way, if any (when the daemon stops).
+    func waitUntilDone() {
+        queue.sync {}
+    }
+}
