@@ -99,4 +99,56 @@ struct SessionJournalTests {
         try journal.commit()
         #expect(try JournalContents.read(path).tasks.keys.sorted() == [51], "appends go on after a rewrite")
     }
+
+    @Test("a write that fails (a full disk) gives its lines back before those buffered since, in order, for the next try")
+    func failedWriteIsRetried() throws {
+        // /dev/full takes the open and fails every write with ENOSPC.
+        let journal = try SessionJournal(path: "/dev/full", contents: JournalContents())
+        try journal.append(.task(sampleTask(1)))
+        try journal.append(.task(sampleTask(2)))
+        let write = try #require(journal.takeWrite())
+        #expect(!journal.hasPending)
+        #expect(throws: Errno.self) { try write.perform() }
+        try journal.append(.task(sampleTask(3)))
+        journal.writeFailed(write)
+        let retry = try #require(journal.takeWrite())
+        #expect(retry.lineCount == 3)
+        let lines = JournalContents(parsing: retry.data)
+        #expect(lines.lineCount == 3 && lines.unreadable.isEmpty)
+        #expect(lines.tasks.keys.sorted() == [1, 2, 3])
+        journal.writeFailed(retry)
+        #expect(throws: Errno.self) { try journal.commit() }
+        #expect(journal.hasPending, "commit() keeps the lines buffered when it fails")
+        #expect(journal.lineCount == 0)
+    }
+
+    @Test("a compaction that fails leaves the journal as it was, and the next write replaces it whole")
+    func failedCompactionIsRetriedWhole() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.url.appendingPathComponent("journal.jsonl").path
+        let journal = try SessionJournal(path: path, contents: JournalContents())
+        try journal.append(.task(sampleTask(1)))
+        try journal.commit()
+        try journal.append(.task(sampleTask(2)))
+        var contents = JournalContents()
+        contents.tasks = [1: sampleTask(1), 2: sampleTask(2)]
+        let replacement = try journal.replacement(contents.compacted)
+        #expect(!journal.hasPending, "the replacement says what the buffered lines said")
+        // The journal's name is made a folder for a moment: renaming the new file onto it fails.
+        let hidden = path + ".hidden"
+        #expect(rename(path, hidden) == 0)
+        #expect(mkdir(path, 0o700) == 0)
+        #expect(throws: Errno.self) { try replacement.perform() }
+        journal.writeFailed(replacement)
+        #expect(journal.needsReplacement)
+        #expect(rmdir(path) == 0 && rename(hidden, path) == 0)
+        #expect(try JournalContents.read(path).tasks.keys.sorted() == [1], "the journal is as it was")
+        let again = try journal.replacement(contents.compacted)
+        try again.perform()
+        journal.didWrite(again)
+        #expect(!journal.needsReplacement)
+        #expect(journal.lineCount == 3)
+        #expect(try JournalContents.read(path).tasks.keys.sorted() == [1, 2])
+    }
 }

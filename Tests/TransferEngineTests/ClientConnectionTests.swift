@@ -1,0 +1,94 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+import TransferContainer
+@testable import TransferEngine
+
+/// A client connection's output on its own: replies and pushes leave only once the commit
+/// that covers them is on disk, in the order they were queued.
+@Suite final class ClientConnectionTests {
+    let connection: ClientConnection
+    let peer: FileDescriptor
+    /// Keeps a frame cut between two reads.
+    var decoder = FrameDecoder()
+
+    init() throws {
+        var fds: [Int32] = [0, 0]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else { throw Errno.current("socketpair") }
+        connection = ClientConnection(id: 1, descriptor: FileDescriptor(rawValue: fds[0]))
+        peer = FileDescriptor(rawValue: fds[1])
+    }
+
+    deinit {
+        connection.close()
+        peer.close()
+    }
+
+    /// The replies' identifiers the peer can read now, without waiting.
+    private func received() throws -> [UInt64] {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(peer.rawValue, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            guard n > 0 else { break }
+            buffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        }
+        var identifiers: [UInt64] = []
+        while let body = try decoder.next() {
+            guard case .reply(let id, _) = try Frame.decode(DaemonFrame.self, from: body) else { continue }
+            identifiers.append(id)
+        }
+        return identifiers
+    }
+
+    @Test("output queued before a commit starts leaves when it is on disk; output queued after waits for the next")
+    func outputWaitsForItsCommit() throws {
+        connection.send(.reply(id: 1, .ok))
+        connection.flush()
+        #expect(try received().isEmpty, "nothing leaves before it is covered by a commit")
+        connection.coverByCommit()
+        connection.send(.reply(id: 2, .ok))
+        connection.flush()
+        #expect(try received().isEmpty, "nothing leaves while its commit is under way")
+        #expect(!connection.hasReleasedOutput)
+        connection.releaseCovered()
+        #expect(connection.hasReleasedOutput)
+        connection.flush()
+        #expect(try received() == [1])
+        connection.coverByCommit()
+        connection.releaseCovered()
+        connection.flush()
+        #expect(try received() == [2])
+        #expect(!connection.hasReleasedOutput)
+    }
+
+    @Test("with nothing to commit, everything queued leaves at once, in order")
+    func releaseAll() throws {
+        for id in 1...3 { connection.send(.reply(id: UInt64(id), .ok)) }
+        connection.releaseAll()
+        connection.flush()
+        #expect(try received() == [1, 2, 3])
+    }
+
+    @Test("output larger than the socket takes is sent in parts, and only up to what was released")
+    func partialSends() throws {
+        let count: UInt64 = 20_000 // several times what a socket buffers
+        for id in 1...count { connection.send(.reply(id: id, .ok)) }
+        connection.coverByCommit()
+        connection.send(.reply(id: count + 1, .ok))
+        connection.releaseCovered()
+        connection.flush()
+        #expect(connection.hasReleasedOutput, "the socket took only part")
+        var seen = try received()
+        for _ in 0..<10_000 where connection.hasReleasedOutput {
+            connection.flush()
+            seen += try received()
+        }
+        seen += try received()
+        #expect(seen == Array(1...count))
+        connection.releaseAll()
+        connection.flush()
+        #expect(try received() == [count + 1])
+    }
+}
