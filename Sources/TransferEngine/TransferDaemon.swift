@@ -276,12 +276,20 @@ public final class TransferDaemon {
     /// Pushes every event the holder has not been sent yet, in order; without a holder,
     /// lets housekeeping see at once whether the app must be launched.
     func pushPendingEvents(_ session: DaemonSession) {
-        guard session.holder != nil else {
+        guard let holder = session.holder else {
             requestHousekeeping()
             return
         }
-        for event in session.pendingEvents where event.number > session.pushedThrough {
-            push(.event(session: session.key.identifier, event), to: session)
+        for event in session.events(after: session.pushedThrough) {
+            if let encoded = session.takeEncodedEvent(event.number), let frame = try? encoded.pushFrame(session: session.key.identifier) {
+                guard holder.send(frame: frame) else {
+                    log.error("ipc", "\(holder.label) is not reading; disconnecting it", session: session.key.identifier.rawValue)
+                    disconnect(holder)
+                    return
+                }
+            } else {
+                push(.event(session: session.key.identifier, event), to: session)
+            }
             session.pushedThrough = event.number
         }
     }

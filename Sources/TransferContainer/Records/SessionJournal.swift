@@ -174,6 +174,13 @@ public final class SessionJournal {
         pendingLines += 1
     }
 
+    /// Buffers a line already encoded (`EncodedEvent.journalLine`).
+    public func append(encodedLine: Data) {
+        pending.append(encodedLine)
+        pending.append(UInt8(ascii: "\n"))
+        pendingLines += 1
+    }
+
     public var hasPending: Bool { !pending.isEmpty }
 
     /// The buffered lines, to be appended by whoever commits; the buffer starts over. Nil

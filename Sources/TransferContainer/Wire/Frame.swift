@@ -13,7 +13,11 @@ public enum Frame {
 
     /// Encodes one message as a frame of at most `limit` bytes.
     public static func encode<T: Encodable>(_ message: T, limit: Int = maximumSize) throws -> Data {
-        let body = try RecordCoding.encodeCompact(message)
+        try frame(RecordCoding.encodeCompact(message), limit: limit)
+    }
+
+    /// The frame of a message already encoded as `body`.
+    public static func frame(_ body: Data, limit: Int = maximumSize) throws -> Data {
         guard body.count <= limit else { throw FrameError.oversized(body.count, limit: limit) }
         var frame = Data(capacity: body.count + 4)
         let length = UInt32(body.count).bigEndian

@@ -17,6 +17,8 @@ struct SessionCommit: Sendable {
     /// retried: its descriptor is closed either way. A folder or the journal that cannot be
     /// synced fails the commit, and the session takes it back (`commitFailed`).
     func perform(log: TransferLog) throws(Errno) {
+        // Every file's writeback first, so that the disk has them all at once.
+        for (file, _) in files { file.startWriteback(from: 0, length: 0) }
         for (file, path) in files {
             do { try file.sync() } catch {
                 log.error("store", "cannot sync finished file \(path): \(error)", session: session.identifier.rawValue)

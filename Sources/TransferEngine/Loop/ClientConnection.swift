@@ -78,8 +78,14 @@ final class ClientConnection {
     /// It is written once released: after the daemon has committed what it tells of.
     @discardableResult
     func send(_ frame: DaemonFrame) -> Bool {
-        guard !isClosed, let data = try? Frame.encode(frame, limit: Frame.maximumReplySize) else { return false }
-        if outboxBytes + data.count > Self.outboxLimit { return false }
+        guard let data = try? Frame.encode(frame, limit: Frame.maximumReplySize) else { return false }
+        return send(frame: data)
+    }
+
+    /// Queues a frame already encoded, as `send(_:)` does.
+    @discardableResult
+    func send(frame data: Data) -> Bool {
+        guard !isClosed, outboxBytes + data.count <= Self.outboxLimit else { return false }
         outbox.append(contentsOf: data)
         return true
     }

@@ -36,6 +36,9 @@ final class DaemonSession {
     private var directoriesToSync: Set<String> = []
     /// Finished files the client left behind, removed once the acknowledgement is on disk.
     private var filesToRemove: [String] = []
+    /// Events ended while a holder was attached, as their journal lines encoded them, until
+    /// they are pushed: the push reuses the bytes.
+    private var encodedEvents: [UInt64: EncodedEvent] = [:]
 
     private var recordPath: String { directory.appendingPathComponent("session.json").path }
 
@@ -154,7 +157,9 @@ final class DaemonSession {
         var finished = task
         finished.state = .completed
         let event = EventRecord(number: counters.nextEventNumber, kind: .taskCompleted, task: finished, downloadedFile: downloadedFile, error: error, responseBody: responseBody)
-        try journal.append(.event(event))
+        let encoded = try EncodedEvent(event)
+        journal.append(encodedLine: encoded.journalLine)
+        if holder != nil { encodedEvents[event.number] = encoded } // about to be pushed
         counters.nextEventNumber += 1
         events[event.number] = event
         tasks.removeValue(forKey: task.taskIdentifier)
@@ -171,6 +176,20 @@ final class DaemonSession {
 
     var pendingEvents: [EventRecord] { events.values.sorted { $0.number < $1.number } }
 
+    /// The events numbered after `number`, in order: the newest few without sorting them all.
+    func events(after number: UInt64) -> [EventRecord] {
+        guard number < counters.nextEventNumber else { return [] }
+        if counters.nextEventNumber - number - 1 <= UInt64(events.count) {
+            return ((number + 1)..<counters.nextEventNumber).compactMap { events[$0] }
+        }
+        return pendingEvents.filter { $0.number > number }
+    }
+
+    /// The event's encoding from its journal line, once, if it is still at hand.
+    func takeEncodedEvent(_ number: UInt64) -> EncodedEvent? {
+        encodedEvents.removeValue(forKey: number)
+    }
+
     /// Forgets every event up to `through` (the client handled them) and, once that is
     /// durable, the finished files the client left behind.
     func acknowledge(through: UInt64) throws {
@@ -178,6 +197,7 @@ final class DaemonSession {
         guard !done.isEmpty else { return }
         try journal.append(.acknowledged(through: through))
         filesToRemove += done.compactMap { events.removeValue(forKey: $0)?.downloadedFile }
+        for number in done { encodedEvents.removeValue(forKey: number) }
     }
 
     // MARK: Commit

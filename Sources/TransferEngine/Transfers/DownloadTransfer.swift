@@ -199,9 +199,9 @@ final class DownloadTransfer: Transfer {
         onResponse?(task)
     }
 
-    /// Called by the engine when libcurl reports the end. On success the file, its writeback
-    /// started, is handed to `makeDurable`, which syncs and closes it when it suits the
-    /// engine (the daemon syncs every file finished in a turn together); otherwise it is closed.
+    /// Called by the engine when libcurl reports the end. On success the file is handed to
+    /// `makeDurable`, which syncs and closes it when it suits the engine (the daemon's commit
+    /// thread syncs every file finished in a turn together); otherwise it is closed.
     func finish(success: Bool, makeDurable: (FileDescriptor) -> Void) -> TaskRecord {
         if !bodyStarted && success {
             // An empty body: the head is all there is.
@@ -210,7 +210,6 @@ final class DownloadTransfer: Transfer {
         }
         if let file {
             if success {
-                file.startWriteback(from: 0, length: 0)
                 makeDurable(file)
             } else {
                 file.close()
