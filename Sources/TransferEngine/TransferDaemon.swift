@@ -305,15 +305,17 @@ public final class TransferDaemon {
         if let outcome = committer.takeOutcome() { commitEnded(outcome) }
         if !committer.isBusy && Date() >= nextCommitTry {
             var commits: [SessionCommit] = []
+            var unencodable = false
             for session in sessions.values where session.needsCommit {
                 do {
                     if let commit = try session.takeCommit() { commits.append(commit) }
                 } catch {
+                    unencodable = true // its changes are not on disk: nothing may be told of them
                     log.error("store", "cannot encode the session's changes: \(error)", session: session.key.identifier.rawValue)
                 }
             }
             if commits.isEmpty {
-                if !commitFailing { connections.values.forEach { $0.releaseAll() } }
+                if !commitFailing && !unencodable { connections.values.forEach { $0.releaseAll() } }
             } else {
                 committer.start(commits)
                 connections.values.forEach { $0.coverByCommit() }
