@@ -64,7 +64,7 @@ struct ManyTasksBenchmark {
                               result: creation,
                               reference: Measure("task records made durable one at a time (a journal line and an fdatasync each) on the same disk", unit: "/s", results.map(\.durableWriteRate)),
                               target: .atLeast(2000),
-                              notes: ["One thread calls `downloadTask(with:)` \(count) times, then `waitUntilDurable()`; the clock stops when the daemon has answered the last creation, which it does only once the task is on disk. The daemon commits every task that arrived in one turn of its loop with one fdatasync."]))
+                              notes: ["One thread calls `downloadTask(with:)` \(count) times, then `waitUntilDurable()`; the clock stops when the daemon has answered the last creation, which it does only once the task is on disk. The daemon commits the tasks that arrived while its previous commit was under way together, with one fdatasync."]))
             report.add(Figure(id: "tasks.getAllTasks", title: "getAllTasks with \(count) tasks",
                               result: listing,
                               reference: Measure("encoding and decoding of the reply in one process", unit: "ms", results.map { $0.encodingMilliseconds + $0.decodingMilliseconds }),
