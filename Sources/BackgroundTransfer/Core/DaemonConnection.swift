@@ -32,21 +32,25 @@ final class DaemonConnection: @unchecked Sendable {
     /// Who waits for a request's reply: a blocked caller, or a callback (`send`).
     private final class Waiter: @unchecked Sendable {
         let semaphore = DispatchSemaphore(value: 0)
-        var reply: DaemonReply?
+        /// Set before `semaphore` is signalled, for a blocked caller.
+        var result: Result<DaemonReply, TransferFailure>?
         let onReply: (@Sendable (Result<DaemonReply, TransferFailure>) -> Void)?
         init(onReply: (@Sendable (Result<DaemonReply, TransferFailure>) -> Void)? = nil) { self.onReply = onReply }
 
+        /// The reply, or nil when the connection was lost first: a `.failure` reply and a
+        /// lost connection are failures.
         func answer(_ reply: DaemonReply?) {
+            let result: Result<DaemonReply, TransferFailure> = switch reply {
+            case .failure(let failure): .failure(failure)
+            case .some(let reply): .success(reply)
+            case .none: .failure(TransferFailure(code: TransferFailure.networkConnectionLost, message: "the transfer daemon went away before answering"))
+            }
             guard let onReply else {
-                self.reply = reply
+                self.result = result
                 semaphore.signal()
                 return
             }
-            switch reply {
-            case .failure(let failure): onReply(.failure(failure))
-            case .some(let reply): onReply(.success(reply))
-            case .none: onReply(.failure(TransferFailure(code: TransferFailure.networkConnectionLost, message: "the transfer daemon went away before answering")))
-            }
+            onReply(result)
         }
     }
 
@@ -124,11 +128,7 @@ final class DaemonConnection: @unchecked Sendable {
             _ = state.withLock { $0.waiters.removeValue(forKey: id) }
             throw TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")
         }
-        switch waiter.reply {
-        case .failure(let failure): throw failure
-        case .some(let reply): return reply
-        case .none: throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "the transfer daemon went away before answering")
-        }
+        return try waiter.result!.get() // set before the signal
     }
 
     /// Sends a request without waiting: `onReply` runs on the connection's reader thread

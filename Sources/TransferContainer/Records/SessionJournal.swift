@@ -169,9 +169,7 @@ public final class SessionJournal {
 
     /// Buffers a line; durable after the next commit.
     public func append(_ line: JournalLine) throws {
-        pending.append(try RecordCoding.encodeCompact(line))
-        pending.append(UInt8(ascii: "\n"))
-        pendingLines += 1
+        append(encodedLine: try RecordCoding.encodeCompact(line))
     }
 
     /// Buffers a line already encoded (`EncodedEvent.journalLine`).
