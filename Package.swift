@@ -28,7 +28,7 @@ let package = Package(
         .target(name: "CSHA256"),
         // The daemon's engine: event loop, socket server, durable task store, scheduler,
         // libcurl transport, relauncher.
-        .target(name: "TransferEngine", dependencies: ["TransferContainer", "CCurl"]),
+        .target(name: "TransferEngine", dependencies: ["TransferContainer", "CCurl", "CPOSIX"]),
         // The client API with Apple's names (URLSession, URLSessionConfiguration, delegates).
         // Default (foreground) sessions run the engine's transfers in-process.
         .target(name: "BackgroundTransfer", dependencies: ["TransferContainer", "TransferEngine"]),

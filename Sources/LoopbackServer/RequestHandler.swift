@@ -52,13 +52,16 @@ struct RequestHandler {
             plan.head.add("Location", absolute)
             return plan
         }
+        var plan: ResponsePlan
         if let status = options.status {
-            var plan = ResponsePlan.text(status)
+            plan = ResponsePlan.text(status)
             if let seconds = options.retryAfter { plan.head.add("Retry-After", String(seconds)) }
-            return plan
+        } else {
+            guard let representation = route.open() else { return .text(404) }
+            plan = content(representation, options: options, request: request)
         }
-        guard let representation = route.open() else { return .text(404) }
-        return content(representation, options: options, request: request)
+        for field in options.extraHeaders { plan.head.add(field.name, field.value) }
+        return plan
     }
 
     /// 200, 206 or 416 for the route's content.

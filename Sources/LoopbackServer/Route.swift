@@ -41,6 +41,9 @@ public struct RouteOptions: Sendable {
     public var contentType: String
     /// Random faults (503s and cut-off bodies) from a seeded generator.
     public var faults: FaultInjector?
+    /// Header fields added to every response of the route, as given: a server that lies
+    /// (`Retry-After: 99999999999999999999`, a `Content-Range` nobody asked for).
+    public var extraHeaders: [(name: String, value: String)] = []
 
     public init(etag: String? = nil,
                 validators: Validators = .etagAndLastModified,

@@ -30,8 +30,11 @@ extension TransferDaemon {
             let partial = partialPath(for: task, in: session)
             let spare = spareFiles.take(to: partial) // unless there is one: resume from it
             let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, emptyFile: spare, configuration: session.record.configuration,
-                                                credentials: credentials(for: task, in: session))
+                                                credentials: credentials(for: task, in: session), freeSpaceReserve: options.freeSpaceReserve)
             transfer.onResponse = { [unowned self, unowned session] task in
+                if let name = options.crashOnResponseHeader, task.response?.header(name) != nil {
+                    fatalError("transferd: the response carries \(name) (BGTRANSFER_FAULT_CRASH_ON_RESPONSE_HEADER)")
+                }
                 do { try session.update(task) } catch { log.error("store", "cannot record response: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier) }
             }
             transfer.onCheckpoint = { [unowned session] task in try? session.update(task) }
@@ -65,14 +68,16 @@ extension TransferDaemon {
             scheduleTransfers()
             return
         }
-        if let failure = transfer.diskFailure {
+        if var failure = transfer.diskFailure ?? transfer.protocolFailure {
+            // Bytes that could not be written for want of space stay as resume data (S6.2).
+            if failure.code == TransferFailure.cannotWriteToFile { failure.resumeData = makeResumeData(for: task, in: session) }
             fail(task, in: session, failure)
             return
         }
         if case .success = result, let wait = transfer.retryAfter {
             // 503 with Retry-After: the server asks us to come back; the bytes on disk stay (S6.4).
             unlink(transfer.errorBodyPath)
-            retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(Int(wait)) s")
+            retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(String(format: "%.0f", wait)) s")
             return
         }
         if case .success = result, transfer.bodyIsErrorResponse, takeChallenge(task, in: session) { return }

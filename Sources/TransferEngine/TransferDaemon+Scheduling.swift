@@ -113,7 +113,10 @@ extension TransferDaemon {
     }
 
     private func start(_ task: TaskRecord, in session: DaemonSession) {
-        retryHeadersAnswered.remove(TaskKey(session: session.key, task: task.taskIdentifier)) // the next retry asks again
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        CrashGuard.working(on: CrashGuard.note(for: key))
+        defer { CrashGuard.idle() }
+        retryHeadersAnswered.remove(key) // the next retry asks again
         switch task.kind {
         case .download: startDownload(task, in: session)
         case .upload: startUpload(task, in: session, step: task.uploadResumption == nil ? .create : .retrieveOffset)

@@ -17,6 +17,8 @@ extension TransferDaemon {
 
     /// Hands a configured transfer to libcurl.
     func attach(_ transfer: any Transfer, for key: TaskKey) throws {
+        let note = CrashGuard.note(for: key)
+        transfer.easy.onCallback = { CrashGuard.working(on: note) }
         try loop.multi.add(transfer.easy)
         transfersByHandle[ObjectIdentifier(transfer.easy)] = transfer
         transfersByTask[key] = transfer
@@ -46,6 +48,8 @@ extension TransferDaemon {
     func transferEnded(_ easy: CurlEasy, _ result: Result<Void, CurlError>) {
         guard let transfer = transfersByHandle.removeValue(forKey: ObjectIdentifier(easy)) else { return }
         let key = TaskKey(session: transfer.session, task: transfer.task.taskIdentifier)
+        CrashGuard.working(on: CrashGuard.note(for: key))
+        defer { CrashGuard.idle() }
         transfersByTask.removeValue(forKey: key) // libcurl has already taken it out of the multi
         schedulingRequested = true // its slot goes to the next task
         guard let session = sessions[transfer.session], session.tasks[key.task] != nil else {
@@ -138,7 +142,7 @@ extension TransferDaemon {
                 guard task.state == .running else { continue } // looked at again when resumed
                 stopTransfer(TaskKey(session: session.key, task: task.taskIdentifier))
                 let current = session.tasks[task.taskIdentifier] ?? task
-                var failure = TransferFailure(code: TransferFailure.timedOut, message: "The request timed out (resource timeout of \(Int(budget)) s)", subject: task.originalRequest.url)
+                var failure = TransferFailure(code: TransferFailure.timedOut, message: "The request timed out (resource timeout of \(String(format: "%.0f", budget)) s)", subject: task.originalRequest.url)
                 failure.resumeData = makeResumeData(for: current, in: session) // S6.2
                 fail(current, in: session, failure)
             }

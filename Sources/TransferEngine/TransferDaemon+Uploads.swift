@@ -123,7 +123,7 @@ extension TransferDaemon {
             startUpload(task, in: session, step: .create)
         case .retryAfter(let wait):
             unlink(transfer.responsePath)
-            retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(Int(wait)) s")
+            retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(String(format: "%.0f", wait)) s")
         case .transportFailure(let error):
             if task.uploadResumption == nil { task.countOfBytesSent = 0 }
             session.updateInMemory(task)

@@ -19,6 +19,13 @@ public final class TransferDaemon {
         public var backgroundBudget: TimeInterval = 30
         /// Transfers running at once in the whole daemon (`transferd --max-transfers`).
         public var maximumConcurrentTransfers = 32
+        /// Bytes a download leaves free on the container's file system: one that would take
+        /// them stops with -3002 and resume data instead of filling the disk.
+        public var freeSpaceReserve: Int64 = 64 << 20
+        /// A testing aid (`BGTRANSFER_FAULT_CRASH_ON_RESPONSE_HEADER`): a response carrying
+        /// this header field makes the daemon trap, as a bug would, so that tests can show
+        /// that no input puts the daemon into a crash loop. Nil (always, outside tests): none.
+        public var crashOnResponseHeader: String?
         /// Log lines at this level or above also go to stderr.
         public var echoLevel: LogLevel? = .notice
 
@@ -118,11 +125,13 @@ public final class TransferDaemon {
         }, onWritable: {}))
 
         loadSessions()
+        guardAgainstCrashLoops()
         loadConditions()
         self.listener = try UnixSocket.listen(at: layout.daemonSocket.path)
         watchListener()
         loop.onTransferCompleted = { [unowned self] easy, result in transferEnded(easy, result) }
         loop.onTurn = { [unowned self] in
+            CrashGuard.idle()
             housekeeping()
             if schedulingRequested { startReadyTransfers() }
             commitAndFlush()
@@ -136,7 +145,7 @@ public final class TransferDaemon {
 
     private func shutdown() {
         spareFiles.stop()
-        commitBeforeExit()
+        commitAndWait()
         for transfer in transfersByHandle.values {
             loop.multi.remove(transfer.easy)
             transfer.close()
@@ -168,6 +177,34 @@ public final class TransferDaemon {
                 }
             }
         }
+    }
+
+    // MARK: Crash loops
+
+    /// Counts a crash of the last daemon against the task it was working on (`CrashGuard`),
+    /// durably, before any task is tried again: the task the daemon crashed on
+    /// `CrashGuard.crashesBeforeFailing` times fails with an error saying so, so that no
+    /// server, record or request can keep the container's daemon down.
+    private func guardAgainstCrashLoops() {
+        let path = layout.daemonDirectory.appendingPathComponent("crashed-on").path
+        let crashed = CrashGuard.takeCrash(at: path)
+        do { try CrashGuard.install(path: path) } catch { log.error("daemon", "cannot install the crash guard: \(error)") }
+        guard let key = crashed else { return }
+        guard let session = sessions[key.session], var task = session.tasks[key.task] else {
+            log.error("daemon", "the last transferd crashed while working on task \(key.task) of \(key.session), which has ended since")
+            return
+        }
+        let crashes = min(task.daemonCrashes ?? 0, CheckedNumbers.counters.upperBound - 1) + 1
+        task.daemonCrashes = crashes
+        if crashes >= CrashGuard.crashesBeforeFailing {
+            fail(task, in: session, TransferFailure(code: TransferFailure.unknown,
+                                                    message: "transferd crashed \(crashes) times while working on this task; it is not tried again",
+                                                    subject: task.requestToSend.url))
+        } else {
+            try? session.update(task)
+            log.error("daemon", "the last transferd crashed while working on this task (crash \(crashes)); trying it once more", session: key.session.identifier.rawValue, task: key.task)
+        }
+        commitAndWait() // durable before anything is tried again
     }
 
     // MARK: Clients
@@ -214,6 +251,7 @@ public final class TransferDaemon {
     }
 
     private func read(from connection: ClientConnection) {
+        CrashGuard.idle()
         switch connection.readAvailable() {
         case .frames(let frames):
             for body in frames {
@@ -348,8 +386,9 @@ public final class TransferDaemon {
         commitFailing = failed
     }
 
-    /// Waits for the commit under way and commits what is left, before the daemon exits.
-    private func commitBeforeExit() {
+    /// Waits for the commit under way and commits what is left: before the daemon exits, and
+    /// before it tries anything again after a crash.
+    private func commitAndWait() {
         for _ in 0..<2 {
             committer.waitUntilDone()
             nextCommitTry = .distantPast

@@ -3,9 +3,9 @@ import TransferContainer
 import TransferEngine
 
 // transferd: the transfer daemon. `transferd [--container PATH] [--exit-when-idle SECONDS]
-// [--relaunch-delay SECONDS] [--quiet]`. Runs in the foreground until SIGTERM/SIGINT.
+// [--relaunch-delay SECONDS] [--free-space-reserve MIB] [--quiet]`. Runs in the foreground until SIGTERM/SIGINT.
 
-let usage = "usage: transferd [--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--quiet]"
+let usage = "usage: transferd [--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--free-space-reserve MIB] [--quiet]"
 
 func fail(_ text: String, status: Int32) -> Never {
     FileHandle.standardError.write(Data("transferd: \(text)\n".utf8))
@@ -19,7 +19,7 @@ var options = TransferDaemon.Options(layout: layout)
 
 func seconds(_ option: String, in arguments: inout [String]) -> TimeInterval {
     guard let index = arguments.firstIndex(of: option) else { return -1 }
-    guard index + 1 < arguments.count, let value = TimeInterval(arguments[index + 1]), value >= 0 else {
+    guard index + 1 < arguments.count, let value = TimeInterval(arguments[index + 1]), CheckedNumbers.intervals.contains(value) else {
         fail("\(option) needs a number of seconds\n\(usage)", status: 64)
     }
     arguments.removeSubrange(index...(index + 1))
@@ -37,6 +37,13 @@ if let index = arguments.firstIndex(of: "--max-transfers") {
     options.maximumConcurrentTransfers = limit
     arguments.removeSubrange(index...(index + 1))
 }
+if let index = arguments.firstIndex(of: "--free-space-reserve") {
+    guard index + 1 < arguments.count, let mebibytes = Int64(arguments[index + 1]), (0...(1 << 40)).contains(mebibytes) else {
+        fail("--free-space-reserve needs a number of MiB (0 to 1099511627776)\n\(usage)", status: 64)
+    }
+    options.freeSpaceReserve = mebibytes << 20
+    arguments.removeSubrange(index...(index + 1))
+}
 if let index = arguments.firstIndex(of: "--quiet") {
     options.echoLevel = nil
     arguments.remove(at: index)
@@ -45,6 +52,8 @@ if arguments == ["--help"] || arguments == ["-h"] {
     print(usage)
     exit(0)
 }
+// A testing aid: see TransferDaemon.Options.crashOnResponseHeader.
+options.crashOnResponseHeader = ProcessInfo.processInfo.environment["BGTRANSFER_FAULT_CRASH_ON_RESPONSE_HEADER"]
 guard arguments.isEmpty else { fail("unknown arguments \(arguments)\n\(usage)", status: 64) }
 
 do {

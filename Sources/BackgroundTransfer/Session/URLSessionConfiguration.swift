@@ -78,7 +78,7 @@ open class URLSessionConfiguration: @unchecked Sendable {
         record.httpAdditionalHeaders = httpAdditionalHeaders
         record.coalescesIdenticalDownloads = coalescesIdenticalDownloads
         record.httpProxy = httpProxy
-        return record
+        return record.checked
     }
 
     /// "host:port" of the HTTP proxy in `connectionProxyDictionary`, if it names one.

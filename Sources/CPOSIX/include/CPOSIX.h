@@ -4,6 +4,7 @@
 #ifndef CPOSIX_H
 #define CPOSIX_H
 #include <sys/types.h>
+#include "CrashGuard.h"
 
 /// Fills pid, uid and gid of the peer of a Unix-domain socket; returns 0 or -1 (errno set).
 int cposix_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);

@@ -82,6 +82,16 @@ public struct FileDescriptor: Hashable, Sendable {
         return Int64(r)
     }
 
+    /// Bytes an unprivileged writer may still write on this file's file system (`fstatvfs`:
+    /// available blocks times their size).
+    public func availableSpace() throws(Errno) -> Int64 {
+        var st = statvfs()
+        guard fstatvfs(rawValue, &st) == 0 else { throw .current("fstatvfs") }
+        let blocks = UInt64(st.f_bavail), size = UInt64(st.f_frsize)
+        let (bytes, overflow) = blocks.multipliedReportingOverflow(by: size)
+        return overflow || bytes > UInt64(Int64.max) ? Int64.max : Int64(bytes)
+    }
+
     public func size() throws(Errno) -> Int64 {
         var st = stat()
         guard fstat(rawValue, &st) == 0 else { throw .current("fstat") }

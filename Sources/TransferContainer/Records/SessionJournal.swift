@@ -107,13 +107,35 @@ public struct JournalContents: Sendable {
         guard line.task != nil || line.event != nil || line.acknowledgedThrough != nil || line.counters != nil else {
             throw .corrupt(path: "journal", reason: "a line with none of task, event, acknowledgedThrough, counters")
         }
-        if let task = line.task {
+        // Every number is checked before the line changes anything (CheckedNumbers): a line
+        // out of range is unusable, never a trap.
+        let task = try line.task.map { task throws(RecordError) in
             guard task.version <= TaskRecord.currentVersion else { throw .unsupportedVersion(path: "journal", version: task.version) }
+            return try task.checked(in: "journal")
+        }
+        let event = try line.event.map { event throws(RecordError) in
+            guard event.version <= EventRecord.currentVersion else { throw .unsupportedVersion(path: "journal", version: event.version) }
+            guard CheckedNumbers.check(event.number, in: CheckedNumbers.eventNumbers) != nil else {
+                throw .corrupt(path: "journal", reason: "event number \(event.number) is outside \(CheckedNumbers.eventNumbers)")
+            }
+            var checked = event
+            checked.task = try event.task.checked(in: "journal")
+            return checked
+        }
+        if let through = line.acknowledgedThrough, through > CheckedNumbers.eventNumbers.upperBound {
+            throw .corrupt(path: "journal", reason: "acknowledgedThrough \(through) is past the last event number there can be")
+        }
+        if let given = line.counters {
+            guard (1...CheckedNumbers.taskIdentifiers.upperBound + 1).contains(given.nextTaskIdentifier),
+                  (1...CheckedNumbers.eventNumbers.upperBound + 1).contains(given.nextEventNumber) else {
+                throw .corrupt(path: "journal", reason: "counters \(given.nextTaskIdentifier), \(given.nextEventNumber) are out of range")
+            }
+        }
+        if let task {
             tasks[task.taskIdentifier] = task
             counters.nextTaskIdentifier = max(counters.nextTaskIdentifier, task.taskIdentifier + 1)
         }
-        if let event = line.event {
-            guard event.version <= EventRecord.currentVersion else { throw .unsupportedVersion(path: "journal", version: event.version) }
+        if let event {
             events[event.number] = event
             tasks.removeValue(forKey: event.task.taskIdentifier)
             counters.nextEventNumber = max(counters.nextEventNumber, event.number + 1)

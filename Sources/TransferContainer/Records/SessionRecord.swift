@@ -36,6 +36,18 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         httpAdditionalHeaders = try values.decodeIfPresent([String: String].self, forKey: .httpAdditionalHeaders)
         coalescesIdenticalDownloads = try values.decodeIfPresent(Bool.self, forKey: .coalescesIdenticalDownloads) ?? defaults.coalescesIdenticalDownloads
         httpProxy = try values.decodeIfPresent(String.self, forKey: .httpProxy)
+        self = checked
+    }
+
+    /// This configuration with its numbers in range (`CheckedNumbers`): what an app sets and
+    /// what a record says may be anything, and the daemon computes deadlines with them.
+    public var checked: SessionConfiguration {
+        var copy = self
+        let defaults = SessionConfiguration()
+        copy.timeoutIntervalForRequest = CheckedNumbers.timeout(timeoutIntervalForRequest, fallback: defaults.timeoutIntervalForRequest)
+        copy.timeoutIntervalForResource = CheckedNumbers.timeout(timeoutIntervalForResource, fallback: defaults.timeoutIntervalForResource)
+        if httpMaximumConnectionsPerHost < 1 { copy.httpMaximumConnectionsPerHost = defaults.httpMaximumConnectionsPerHost }
+        return copy
     }
 }
 

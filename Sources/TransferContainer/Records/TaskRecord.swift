@@ -180,6 +180,9 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     /// Made from resume data and not yet started: the first response is reported with
     /// `didResumeAtOffset:expectedTotalBytes:`.
     public var reportsResumeOffset: Bool = false
+    /// Daemons that crashed while working on this task (`CrashGuard`); nil for none. The
+    /// second crash fails the task instead of trying it again.
+    public var daemonCrashes: Int?
 
     public init(taskIdentifier: Int, kind: TaskKind, originalRequest: RequestRecord, createdAt: Date = Date()) {
         self.taskIdentifier = taskIdentifier
@@ -194,7 +197,7 @@ extension TaskRecord {
     public init(taskIdentifier: Int, creation: TaskCreation) {
         self.init(taskIdentifier: taskIdentifier, kind: creation.kind, originalRequest: creation.request)
         taskDescription = creation.taskDescription
-        priority = creation.priority
+        priority = CheckedNumbers.priority(creation.priority)
         earliestBeginDate = creation.earliestBeginDate
         uploadFile = creation.uploadFile
         requirements = creation.requirements
@@ -216,8 +219,31 @@ extension TaskRecord {
     /// revision one past both (a copy taken before an earlier write must not repeat a revision).
     public func nextRevision(after previous: TaskRecord?) -> TaskRecord {
         var next = self
-        next.revision = max(revision, previous?.revision ?? 0) + 1
+        next.revision = min(max(revision, previous?.revision ?? 0), CheckedNumbers.counters.upperBound - 1) + 1
         return next
+    }
+
+    /// This record as read from outside the daemon's memory (a journal line, an event), its
+    /// numbers checked: an identifier out of range makes the record unusable (thrown);
+    /// counters, byte counts and the priority are brought into range, so that no later
+    /// `+ 1` or comparison can trap.
+    public func checked(in path: String) throws(RecordError) -> TaskRecord {
+        guard CheckedNumbers.check(taskIdentifier, in: CheckedNumbers.taskIdentifiers) != nil else {
+            throw .corrupt(path: path, reason: "task identifier \(taskIdentifier) is outside \(CheckedNumbers.taskIdentifiers)")
+        }
+        var task = self
+        task.revision = CheckedNumbers.clamp(revision, to: CheckedNumbers.counters)
+        task.retryCount = CheckedNumbers.clamp(retryCount, to: CheckedNumbers.counters)
+        task.authenticationFailures = CheckedNumbers.clamp(authenticationFailures, to: CheckedNumbers.counters)
+        task.daemonCrashes = daemonCrashes.map { CheckedNumbers.clamp($0, to: CheckedNumbers.counters) }
+        task.priority = CheckedNumbers.priority(priority)
+        task.countOfBytesReceived = CheckedNumbers.clamp(countOfBytesReceived, to: 0...CheckedNumbers.byteCounts.upperBound)
+        task.countOfBytesSent = CheckedNumbers.clamp(countOfBytesSent, to: 0...CheckedNumbers.byteCounts.upperBound)
+        task.countOfBytesExpectedToReceive = CheckedNumbers.clamp(countOfBytesExpectedToReceive, to: CheckedNumbers.byteCounts)
+        task.countOfBytesExpectedToSend = CheckedNumbers.clamp(countOfBytesExpectedToSend, to: CheckedNumbers.byteCounts)
+        task.countOfBytesClientExpectsToReceive = CheckedNumbers.clamp(countOfBytesClientExpectsToReceive, to: CheckedNumbers.byteCounts)
+        task.countOfBytesClientExpectsToSend = CheckedNumbers.clamp(countOfBytesClientExpectsToSend, to: CheckedNumbers.byteCounts)
+        return task
     }
 }
 

@@ -68,10 +68,10 @@ public struct TaskProperties: Codable, Sendable, Equatable {
 
     public func apply(to task: inout TaskRecord) {
         task.taskDescription = taskDescription
-        task.priority = min(max(priority, 0), 1)
+        task.priority = CheckedNumbers.priority(priority)
         task.earliestBeginDate = earliestBeginDate
-        task.countOfBytesClientExpectsToSend = countOfBytesClientExpectsToSend
-        task.countOfBytesClientExpectsToReceive = countOfBytesClientExpectsToReceive
+        task.countOfBytesClientExpectsToSend = CheckedNumbers.clamp(countOfBytesClientExpectsToSend, to: CheckedNumbers.byteCounts)
+        task.countOfBytesClientExpectsToReceive = CheckedNumbers.clamp(countOfBytesClientExpectsToReceive, to: CheckedNumbers.byteCounts)
     }
 }
 

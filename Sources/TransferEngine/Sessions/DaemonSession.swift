@@ -93,8 +93,9 @@ final class DaemonSession {
             }
             Self.appendQuietly(kept, to: directory.appendingPathComponent("journal.corrupt").path)
         }
-        contents.counters.nextTaskIdentifier = max(contents.counters.nextTaskIdentifier, record.nextTaskIdentifier)
-        contents.counters.nextEventNumber = max(contents.counters.nextEventNumber, record.nextEventNumber)
+        // The record's lower bounds count only when they are numbers a session can use.
+        contents.counters.nextTaskIdentifier = max(contents.counters.nextTaskIdentifier, CheckedNumbers.clamp(record.nextTaskIdentifier, to: 1...CheckedNumbers.taskIdentifiers.upperBound))
+        contents.counters.nextEventNumber = max(contents.counters.nextEventNumber, CheckedNumbers.clamp(record.nextEventNumber, to: 1...CheckedNumbers.eventNumbers.upperBound))
         self.journal = try SessionJournal(path: path, contents: contents)
         self.tasks = contents.tasks
         self.events = contents.events
@@ -120,6 +121,9 @@ final class DaemonSession {
     /// commit (before the client hears of it). An identifier may not be used twice.
     func createTask(_ creation: TaskCreation, inBackground: Bool, pendingFailure: TransferFailure?) throws -> TaskRecord {
         let identifier = creation.taskIdentifier ?? counters.nextTaskIdentifier
+        guard CheckedNumbers.taskIdentifiers.contains(identifier) else {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "task identifier \(identifier) is outside \(CheckedNumbers.taskIdentifiers) (session \(key.identifier))", subject: key.identifier.rawValue)
+        }
         guard identifier >= counters.nextTaskIdentifier else {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "task identifier \(identifier) was already used in session \(key.identifier)", subject: key.identifier.rawValue)
         }
@@ -154,6 +158,9 @@ final class DaemonSession {
 
     /// Ends a task with its completion event, which takes the task's place. Returns the event.
     func complete(_ task: TaskRecord, downloadedFile: String?, error: TransferFailure?, responseBody: Data? = nil) throws -> EventRecord {
+        guard CheckedNumbers.eventNumbers.contains(counters.nextEventNumber) else {
+            throw TransferFailure(code: TransferFailure.unknown, message: "session \(key.identifier) has used every event number", subject: key.identifier.rawValue)
+        }
         var finished = task
         finished.state = .completed
         let event = EventRecord(number: counters.nextEventNumber, kind: .taskCompleted, task: finished, downloadedFile: downloadedFile, error: error, responseBody: responseBody)
@@ -193,6 +200,11 @@ final class DaemonSession {
     /// Forgets every event up to `through` (the client handled them) and, once that is
     /// durable, the finished files the client left behind.
     func acknowledge(through: UInt64) throws {
+        // Only events that exist can be acknowledged: a number past the last would be
+        // written to the journal and skip events not yet made.
+        guard through < counters.nextEventNumber else {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "cannot acknowledge events through \(through): the last event of session \(key.identifier) is \(counters.nextEventNumber - 1)", subject: key.identifier.rawValue)
+        }
         let done = events.keys.filter { $0 <= through }
         guard !done.isEmpty else { return }
         try journal.append(.acknowledged(through: through))

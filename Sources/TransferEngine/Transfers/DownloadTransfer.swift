@@ -28,11 +28,22 @@ final class DownloadTransfer: Transfer {
     private var bytesSinceCheckpoint: Int64 = 0
     /// Set when the body cannot be written; the completion reports it instead of libcurl's abort.
     private(set) var diskFailure: TransferFailure?
+    /// Set when the server's answer cannot be used at all (a `206` to a request without `Range`).
+    private(set) var protocolFailure: TransferFailure?
     /// Set when the server answered a range with something unusable; the engine starts over from zero.
     private(set) var mustRestartFromZero = false
     /// When the transfer last pushed progress; owned by the engine.
     var lastProgressReport = Date.distantPast
+    /// Starts at the bytes already on disk: a resumed download's first `didWriteData` counts
+    /// only what this attempt wrote.
     var lastReportedBytes: Int64 = 0
+    /// Bytes the container's file system keeps free: the download stops (-3002, resumable)
+    /// rather than take them (`transferd --free-space-reserve`).
+    private let freeSpaceReserve: Int64
+    /// Bytes written since free space was last looked at; it is looked at every
+    /// `spaceCheckInterval` bytes, and before the first.
+    private var bytesSinceSpaceCheck: Int64 = .max
+    static let spaceCheckInterval: Int64 = 1 << 20
 
     /// Called when the response head is known, before any body byte is written, so the
     /// validator is durable before bytes that depend on it (the engine persists the task).
@@ -50,8 +61,9 @@ final class DownloadTransfer: Transfer {
     /// `emptyFile`, when given, is the new empty file at `partialPath`, open for writing;
     /// otherwise the file there is opened, or created.
     init(session: SessionKey, task: TaskRecord, partialPath: String, emptyFile: FileDescriptor? = nil, configuration: SessionConfiguration,
-         credentials: TransferCredentials) throws {
+         credentials: TransferCredentials, freeSpaceReserve: Int64 = 0) throws {
         self.session = session
+        self.freeSpaceReserve = max(0, freeSpaceReserve)
         self.task = task
         self.partialPath = partialPath
         let (fd, onDisk) = try emptyFile.map { ($0, 0) } ?? Self.openPartialFile(partialPath, canResume: task.validator?.ifRangeValue != nil)
@@ -59,6 +71,7 @@ final class DownloadTransfer: Transfer {
         self.resumeOffset = onDisk
         self.writebackStart = onDisk
         self.task.countOfBytesReceived = onDisk
+        self.lastReportedBytes = onDisk
         do {
             self.easy = try CurlEasy()
             try easy.setURL(task.requestToSend.url)
@@ -106,6 +119,11 @@ final class DownloadTransfer: Transfer {
             guard beginBody() else { return .abort }
         }
         guard let file else { return .abort }
+        if bytesSinceSpaceCheck >= Self.spaceCheckInterval {
+            bytesSinceSpaceCheck = 0
+            guard leavesReserve(writing: Int64(bytes.count), to: file) else { return .abort }
+        }
+        bytesSinceSpaceCheck += Int64(bytes.count)
         do {
             try file.writeAll(bytes)
         } catch {
@@ -124,6 +142,20 @@ final class DownloadTransfer: Transfer {
             onCheckpoint?(task)
         }
         return .consumed
+    }
+
+    /// Whether writing `count` more bytes (and, when the length is known, the rest of the
+    /// body) leaves the reserve free; if not, the download stops with -3002 and its bytes stay
+    /// for resume data.
+    private func leavesReserve(writing count: Int64, to file: FileDescriptor) -> Bool {
+        guard freeSpaceReserve > 0, let available = try? file.availableSpace() else { return true }
+        let expected = task.countOfBytesExpectedToReceive
+        let needed = max(count, expected > task.countOfBytesReceived ? expected - task.countOfBytesReceived : 0)
+        guard available - needed < freeSpaceReserve else { return true }
+        diskFailure = TransferFailure(code: TransferFailure.cannotWriteToFile,
+                                      message: "not enough space: \(available) bytes free on the container's file system, \(needed) more needed, \(freeSpaceReserve) kept in reserve",
+                                      subject: partialPath)
+        return false
     }
 
     /// Decides, from the final response head, whether the body continues the bytes on disk.
@@ -153,6 +185,14 @@ final class DownloadTransfer: Transfer {
             task.countOfBytesReceived = 0
             writebackStart = 0
             return true
+        }
+        if head.statusCode == 206 && resumeOffset == 0 && !task.requestToSend.headers.contains(where: { $0.name.isSameHTTPFieldName(as: "Range") }) {
+            // Part of a resource nobody asked a part of: delivering it would hand the app a
+            // piece as if it were the whole.
+            protocolFailure = TransferFailure(code: TransferFailure.badServerResponse,
+                                              message: "the server answered 206 (\(head.value("Content-Range") ?? "no Content-Range")) to a request for the whole resource",
+                                              subject: task.requestToSend.url)
+            return false
         }
         if resumeOffset > 0 {
             if head.statusCode == 206 && head.contentRangeStart == resumeOffset {

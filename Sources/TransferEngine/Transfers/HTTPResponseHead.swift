@@ -66,25 +66,39 @@ struct HTTPResponseHead {
         guard let range = value("Content-Range"), range.hasPrefix("bytes ") else { return nil }
         let spec = range.dropFirst("bytes ".count)
         guard let dash = spec.firstIndex(of: "-") else { return nil }
-        return Int64(spec[..<dash])
+        return Int64(spec[..<dash]).flatMap { CheckedNumbers.check($0, in: 0...CheckedNumbers.byteCounts.upperBound) }
     }
 
     /// The full length from `Content-Range: bytes a-b/size`.
     var contentRangeTotal: Int64? {
         guard let range = value("Content-Range"), let slash = range.lastIndex(of: "/") else { return nil }
-        return Int64(range[range.index(after: slash)...])
+        return Int64(range[range.index(after: slash)...]).flatMap { CheckedNumbers.check($0, in: 0...CheckedNumbers.byteCounts.upperBound) }
     }
 
-    var contentLength: Int64? { value("Content-Length").flatMap { Int64($0) } }
+    var contentLength: Int64? { value("Content-Length").flatMap { Int64($0) }.flatMap { CheckedNumbers.check($0, in: 0...CheckedNumbers.byteCounts.upperBound) } }
 
-    /// Seconds a `503` asks the client to wait (`Retry-After`: seconds or an HTTP date).
+    /// Seconds a `503` asks the client to wait (`Retry-After`), or nil when it asks nothing
+    /// usable. Checked: see `retryAfterSeconds(_:now:)`.
     var retryAfter: TimeInterval? {
         guard statusCode == 503, let value = value("Retry-After") else { return nil }
-        if let seconds = TimeInterval(value.trimmingCharacters(in: .whitespaces)) { return max(0, seconds) }
+        return Self.retryAfterSeconds(value, now: Date())
+    }
+
+    /// A `Retry-After` value (RFC 9110 §10.2.3: digits, or an HTTP date) as seconds within
+    /// `CheckedNumbers.intervals`: any count of digits is a number (99999999999999999999 is
+    /// the largest interval, not a trap); a date in the past is 0; anything else (a sign,
+    /// an exponent, "nan") is nil.
+    static func retryAfterSeconds(_ value: String, now: Date) -> TimeInterval? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        if !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            let seconds = Double(text) ?? CheckedNumbers.intervals.upperBound // digits only: never nil in practice
+            return CheckedNumbers.clamp(seconds, to: CheckedNumbers.intervals)
+        }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
+        guard let date = formatter.date(from: text) else { return nil }
+        return CheckedNumbers.clamp(date.timeIntervalSince(now), to: CheckedNumbers.intervals)
     }
 }

@@ -32,7 +32,7 @@ extension CurlEasy {
         headers += request.headers.filter { !excluded.contains($0.name.lowercased()) }.map { "\($0.name): \($0.value)" }
         try setHeaders(headers + extraHeaders)
         setFollowsRedirects(true, maximum: 16)
-        let idle = request.timeoutInterval ?? configuration.timeoutIntervalForRequest
+        let idle = request.timeoutInterval.map { CheckedNumbers.timeout($0, fallback: configuration.timeoutIntervalForRequest) } ?? configuration.timeoutIntervalForRequest
         setTimeouts(connect: min(idle, 60), lowSpeedLimit: 1, lowSpeedTime: idle)
         let server = credentials.server, proxy = credentials.proxy
         setServerCredential(user: server?.credential.user, password: server?.credential.password, schemes: Self.schemes(server?.space))

@@ -2,6 +2,7 @@ internal import CCurl
 #if canImport(Glibc)
 internal import Glibc
 #endif
+import TransferContainer
 
 /// One HTTP exchange: a libcurl easy handle with Swift closures for its callbacks.
 ///
@@ -54,6 +55,9 @@ final class CurlEasy {
     /// line that ends each header block, for every response: 1xx, redirects and the final one
     /// (a new block starts at each "HTTP/" line; over HTTP/2 it reads "HTTP/2 200"). Trailers
     /// of a chunked body, if a server sends any, come after the body.
+    /// Called before each of the callbacks below, for the owner's bookkeeping (the daemon
+    /// notes which task it is working on, see `CrashGuard`).
+    var onCallback: (() -> Void)?
     var onHeaderLine: ((String) -> Void)?
     /// Response body bytes; the buffer is valid only during the call. Never called with an
     /// empty buffer, so an empty body means no call at all. Nil consumes everything.
@@ -212,11 +216,12 @@ final class CurlEasy {
     /// The low-speed check ends a transfer that moved fewer than `bytesPerSecond` for
     /// `lowSpeedTime` seconds; libcurl does not count time while receiving is paused.
     func setTimeouts(connect: Double?, lowSpeedLimit bytesPerSecond: Int?, lowSpeedTime: Double?) {
-        let connectMilliseconds = connect.map { Int(($0 * 1000).rounded(.up)) } ?? 0
-        _ = ccurl_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, max(0, connectMilliseconds))
+        // Whatever the numbers (NaN, infinity, 1e300), libcurl gets a long: never a trap.
+        let connectMilliseconds = connect.map { CheckedNumbers.wholeSeconds($0 * 1000) } ?? 0
+        _ = ccurl_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, connectMilliseconds)
         _ = ccurl_easy_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, max(0, bytesPerSecond ?? 0))
-        let seconds = lowSpeedTime.map { Int($0.rounded(.up)) } ?? 0
-        _ = ccurl_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(0, seconds))
+        let seconds = lowSpeedTime.map { CheckedNumbers.wholeSeconds($0) } ?? 0
+        _ = ccurl_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, seconds)
     }
 
     /// The largest chunk handed to `onBody` / asked from `onUploadRead`.
@@ -362,6 +367,7 @@ final class CurlEasy {
     fileprivate func deliverBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         if callbackAborted { return 0 }
         guard bytes.count > 0, let onBody else { return bytes.count }
+        onCallback?()
         switch onBody(bytes) {
         case .consumed:
             return bytes.count
@@ -375,6 +381,7 @@ final class CurlEasy {
 
     fileprivate func deliverHeader(_ bytes: UnsafeRawBufferPointer) {
         guard let onHeaderLine else { return }
+        onCallback?()
         var line = bytes[...]
         while let last = line.last, last == 0x0A || last == 0x0D { line = line.dropLast() }
         onHeaderLine(decodeHeaderLine(UnsafeRawBufferPointer(rebasing: line)))
@@ -383,6 +390,7 @@ final class CurlEasy {
     fileprivate func readUpload(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         if callbackAborted { return CCURL_READFUNC_ABORT }
         guard let onUploadRead else { return 0 }
+        onCallback?()
         switch onUploadRead(buffer) {
         case .bytes(let count):
             guard count >= 0 && count <= buffer.count else {
