@@ -86,13 +86,22 @@ extension TransferDaemon {
         fail(task, in: session, failure)
     }
 
-    /// Schedules another attempt after `delay` (bounded by the resource timeout).
+    /// Schedules another attempt after `delay`; a delay that ends past the resource timeout
+    /// ends the task now with -1001.
     func retryLater(_ task: TaskRecord, in session: DaemonSession, after delay: TimeInterval, reason: String) {
         var task = task
         task.retryCount += 1
         task.lastError = reason
         let deadline = task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource)
-        let start = min(Date().addingTimeInterval(delay), deadline)
+        let start = Date().addingTimeInterval(delay)
+        guard start < deadline else {
+            // Asked to come back after the task's whole budget is spent: it ends now as it
+            // would then (S6.4), instead of asking again at the deadline.
+            var failure = TransferFailure(code: TransferFailure.timedOut, message: "The request timed out (\(reason); the resource timeout ends first)", subject: task.originalRequest.url)
+            failure.resumeData = makeResumeData(for: task, in: session) // S6.2
+            fail(task, in: session, failure)
+            return
+        }
         task.retryNotBefore = start
         try? session.update(task)
         loop.schedule(after: start.timeIntervalSinceNow) { [unowned self] in scheduleTransfers() }

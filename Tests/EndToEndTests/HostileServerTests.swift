@@ -15,7 +15,7 @@ final class HostileServerTests: InProcessSuite, @unchecked Sendable {
         container.processesNamingContainer(executable: "transferd").first
     }
 
-    @Test("503 with Retry-After: 99999999999999999999 does not crash the daemon: the task waits within its resource timeout, then fails with -1001")
+    @Test("503 with Retry-After: 99999999999999999999 does not crash the daemon: more than the resource timeout allows ends the task with -1001 at once, not in a loop of requests")
     func hugeRetryAfter() throws {
         let daemon = try #require(daemonPID())
         var options = RouteOptions()
@@ -23,11 +23,13 @@ final class HostileServerTests: InProcessSuite, @unchecked Sendable {
         options.extraHeaders = [("Retry-After", "99999999999999999999")]
         server.serve("/forever", data: Data("busy".utf8), options: options)
         let delegate = RecordingDelegate()
-        let session = fixture.session("huge-retry-after", delegate: delegate) { $0.timeoutIntervalForResource = 3 }
+        let session = fixture.session("huge-retry-after", delegate: delegate) { $0.timeoutIntervalForResource = 600 }
         let task = session.downloadTask(with: server.url(for: "/forever"))
         task.resume()
         #expect(delegate.wait(timeout: 20) { if case .completed(task.taskIdentifier, -1001, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
         #expect(server.requests.filter { $0.path == "/forever" }.count == 1, "the server asked for more time than the task has: no second request")
+        let error = delegate.errors[task.taskIdentifier] as NSError?
+        #expect(error?.localizedDescription.contains("Retry-After") == true, "the error says why: \(String(describing: error))")
         #expect(ProcessSpawner.isAlive(daemon) && daemonPID() == daemon, "the daemon that read the header still runs")
         session.invalidateAndCancel()
     }

@@ -236,6 +236,7 @@ extension TaskRecord {
         task.retryCount = CheckedNumbers.clamp(retryCount, to: CheckedNumbers.counters)
         task.authenticationFailures = CheckedNumbers.clamp(authenticationFailures, to: CheckedNumbers.counters)
         task.daemonCrashes = daemonCrashes.map { CheckedNumbers.clamp($0, to: CheckedNumbers.counters) }
+        task.pendingChallenge?.previousFailureCount = CheckedNumbers.clamp(pendingChallenge?.previousFailureCount ?? 0, to: CheckedNumbers.counters)
         task.priority = CheckedNumbers.priority(priority)
         task.countOfBytesReceived = CheckedNumbers.clamp(countOfBytesReceived, to: 0...CheckedNumbers.byteCounts.upperBound)
         task.countOfBytesSent = CheckedNumbers.clamp(countOfBytesSent, to: 0...CheckedNumbers.byteCounts.upperBound)

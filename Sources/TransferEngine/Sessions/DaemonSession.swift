@@ -86,8 +86,14 @@ final class DaemonSession {
         let rewrite = !contents.unreadable.isEmpty
         if rewrite {
             var kept = Data()
-            for line in contents.unreadable {
-                log.error("store", "\(path) line \(line.line) cannot be used: \(line.reason); kept in journal.corrupt", session: record.identifier.rawValue)
+            for (index, line) in contents.unreadable.enumerated() {
+                // The first few are named one by one; a journal of thousands of bad lines
+                // must not make the daemon's start a matter of logging.
+                if index < 10 {
+                    log.error("store", "\(path) line \(line.line) cannot be used: \(line.reason); kept in journal.corrupt", session: record.identifier.rawValue)
+                } else if index == 10 {
+                    log.error("store", "\(path): \(contents.unreadable.count - 10) more lines cannot be used; kept in journal.corrupt", session: record.identifier.rawValue)
+                }
                 kept.append(line.text)
                 kept.append(UInt8(ascii: "\n"))
             }
