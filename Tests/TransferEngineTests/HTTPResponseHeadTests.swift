@@ -1,4 +1,6 @@
 import Testing
+import Foundation
+import TransferContainer
 @testable import TransferEngine
 
 /// The response head as libcurl reports it, line by line: what the engine reads its status,
@@ -44,5 +46,59 @@ import Testing
     func badStatus() {
         #expect(head(["HTTP/1.1"]).statusCode == 0)
         #expect(head(["HTTP/1.1 abc Nope"]).statusCode == 0)
+    }
+}
+
+/// Numbers a server sends are held to ranges (issue "hostile servers"): no header value traps.
+@Suite struct HostileHeaderTests {
+    private func head(_ lines: [String]) -> HTTPResponseHead {
+        var head = HTTPResponseHead()
+        for line in lines { head.consume(line) }
+        return head
+    }
+
+    @Test("Retry-After: digits of any length are seconds within the largest interval; dates count from now; anything else is nothing")
+    func retryAfter() {
+        let now = Date(timeIntervalSince1970: 1_700_000_000) // 2023-11-14
+        #expect(HTTPResponseHead.retryAfterSeconds("120", now: now) == 120)
+        #expect(HTTPResponseHead.retryAfterSeconds(" 0 ", now: now) == 0)
+        #expect(HTTPResponseHead.retryAfterSeconds("99999999999999999999", now: now) == CheckedNumbers.intervals.upperBound)
+        #expect(HTTPResponseHead.retryAfterSeconds(String(repeating: "9", count: 400), now: now) == CheckedNumbers.intervals.upperBound)
+        for odd in ["-1", "1e400", "nan", "NaN", "inf", "", "0x10", "1.5", "+5", "٣"] {
+            #expect(HTTPResponseHead.retryAfterSeconds(odd, now: now) == nil, "\(odd)")
+        }
+        #expect(HTTPResponseHead.retryAfterSeconds("Fri, 15 Jan 2027 08:00:00 GMT", now: now).map { $0 > 0 } == true)
+        #expect(HTTPResponseHead.retryAfterSeconds("Thu, 01 Jan 1970 00:00:00 GMT", now: now) == 0, "a date in the past is now")
+        #expect(HTTPResponseHead.retryAfterSeconds("Fri, 31 Dec 9999 23:59:59 GMT", now: now) == CheckedNumbers.intervals.upperBound)
+        #expect(head(["HTTP/1.1 503 Service Unavailable", "Retry-After: 18446744073709551616", ""]).retryAfter == CheckedNumbers.intervals.upperBound)
+        #expect(head(["HTTP/1.1 200 OK", "Retry-After: 5", ""]).retryAfter == nil, "only a 503 asks to wait")
+    }
+
+    @Test("Content-Length and Content-Range past Int64, negative or not numbers are unknown, never a trap")
+    func lengthsAndRanges() {
+        for value in ["9223372036854775808", "-1", "18446744073709551615", "1e3", "", "abc"] {
+            let parsed = head(["HTTP/1.1 206 Partial Content", "Content-Length: \(value)", "Content-Range: bytes \(value)-5/\(value)", ""])
+            #expect(parsed.contentLength == nil, "\(value)")
+            #expect(parsed.contentRangeStart == nil && parsed.contentRangeTotal == nil, "\(value)")
+        }
+        #expect(head(["HTTP/1.1 200 OK", "Content-Length: 9223372036854775807", ""]).contentLength == nil, "past what a file can hold")
+        #expect(head(["HTTP/99999999999999999999 200 OK", ""]).statusCode == 200)
+        #expect(head(["HTTP/1.1 99999999999999999999 Odd", ""]).statusCode == 0)
+    }
+
+    @Test("Timeouts and whole seconds: NaN, infinities, negatives and 9.3e18 all become usable numbers")
+    func timeouts() {
+        #expect(CheckedNumbers.timeout(.nan, fallback: 60) == 60)
+        #expect(CheckedNumbers.timeout(-1, fallback: 60) == 60)
+        #expect(CheckedNumbers.timeout(0, fallback: 60) == 60)
+        #expect(CheckedNumbers.timeout(.infinity, fallback: 60) == CheckedNumbers.intervals.upperBound)
+        #expect(CheckedNumbers.timeout(.greatestFiniteMagnitude, fallback: 60) == CheckedNumbers.intervals.upperBound)
+        #expect(CheckedNumbers.timeout(0.25, fallback: 60) == 0.25)
+        #expect(CheckedNumbers.wholeSeconds(9.3e18) == Int.max)
+        #expect(CheckedNumbers.wholeSeconds(.infinity) == Int.max)
+        #expect(CheckedNumbers.wholeSeconds(.nan) == 0)
+        #expect(CheckedNumbers.wholeSeconds(-5) == 0)
+        #expect(CheckedNumbers.wholeSeconds(1.2) == 2)
+        #expect(CheckedNumbers.priority(.nan) == 0.5 && CheckedNumbers.priority(7) == 1 && CheckedNumbers.priority(-.infinity) == 0)
     }
 }
