@@ -81,13 +81,13 @@ public struct ResumeData: Sendable, Equatable {
             throw .foreign("resume data version \(plist["NSURLSessionResumeInfoVersion"].map { "\($0)" } ?? "none") is not supported (this version reads \(Self.currentVersion))")
         }
         guard let url = plist["NSURLSessionDownloadURL"] as? String,
-              let bytes = (plist["NSURLSessionResumeBytesReceived"] as? NSNumber)?.int64Value, bytes >= 0,
+              let bytes = (plist["NSURLSessionResumeBytesReceived"] as? NSNumber)?.int64Value, (0...CheckedNumbers.byteCounts.upperBound).contains(bytes),
               let partial = plist["BackgroundTransferPartialFile"] as? String else {
             throw .corrupted("a required key is missing or has the wrong type")
         }
         self.url = url
         self.bytesReceived = bytes
-        self.expectedTotalBytes = (plist["NSURLSessionResumeExpectedTotalBytes"] as? NSNumber)?.int64Value ?? -1
+        self.expectedTotalBytes = CheckedNumbers.clamp((plist["NSURLSessionResumeExpectedTotalBytes"] as? NSNumber)?.int64Value ?? -1, to: CheckedNumbers.byteCounts)
         self.entityTag = plist["NSURLSessionResumeEntityTag"] as? String
         self.lastModified = plist["NSURLSessionResumeServerDownloadDate"] as? String
         self.partialFile = partial
