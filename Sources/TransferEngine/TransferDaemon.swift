@@ -164,7 +164,7 @@ public final class TransferDaemon {
                     }
                     sessions[session.key] = session
                 } catch {
-                    log.error("store", "cannot load session in \(directory.path): \(error); skipped, files kept")
+                    log.error("store", "cannot load session in \(directory.path): \(error); skipped, files kept (taken up again when a process of its app opens it)")
                 }
             }
         }

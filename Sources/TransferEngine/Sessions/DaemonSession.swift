@@ -52,17 +52,28 @@ final class DaemonSession {
         downloadsDirectory + "/" + name
     }
 
-    /// Creates a new session durably.
+    /// Creates a session durably. A journal its folder already holds (the session's record
+    /// could not be read, and an opening process takes the session up again: see
+    /// `TransferDaemon.takeUpSessionLeftInFolder`) is kept: its unfinished tasks and
+    /// undelivered events go on, and its numbers continue after the old ones, never reused.
     init(layout: ContainerLayout, log: TransferLog, record: SessionRecord) throws {
         self.layout = layout
         self.log = log
         self.key = SessionKey(family: record.family, identifier: record.identifier)
-        self.directory = layout.sessionDirectory(family: record.family, identifier: record.identifier)
-        self.record = record
-        self.counters = JournalCounters(nextTaskIdentifier: record.nextTaskIdentifier, nextEventNumber: record.nextEventNumber)
+        let directory = layout.sessionDirectory(family: record.family, identifier: record.identifier)
+        self.directory = directory
         try DurableFile.makeDirectory(directory.path)
+        let (contents, _) = try Self.readJournal(in: directory, layout: layout, log: log, session: record.identifier.rawValue, counting: record)
+        var record = record
+        record.nextTaskIdentifier = contents.counters.nextTaskIdentifier
+        record.nextEventNumber = contents.counters.nextEventNumber
+        self.record = record
         try RecordCoding.write(record, to: directory.appendingPathComponent("session.json").path)
-        self.journal = try SessionJournal(path: JournalContents.path(inSession: directory), contents: JournalContents())
+        self.journal = try SessionJournal(path: JournalContents.path(inSession: directory), contents: contents)
+        self.tasks = contents.tasks
+        self.events = contents.events
+        self.counters = contents.counters
+        if contents.lineCount > 0 { try compact() } // the counters first: numbers never go back
     }
 
     /// Loads a session from disk. Unusable journal lines are copied to `journal.corrupt` and
@@ -78,16 +89,31 @@ final class DaemonSession {
         }
         self.record = record
         self.key = SessionKey(family: record.family, identifier: record.identifier)
+        let (contents, rewrite) = try Self.readJournal(in: directory, layout: layout, log: log, session: record.identifier.rawValue, counting: record)
+        self.journal = try SessionJournal(path: JournalContents.path(inSession: directory), contents: contents)
+        self.tasks = contents.tasks
+        self.events = contents.events
+        self.counters = contents.counters
+        if rewrite || journal.lineCount > Self.compactionFloor { try compact() }
+    }
+
+    /// Reads the journal in `directory` (a missing one is empty). A torn last line is
+    /// logged (and cut off when the journal is opened); unusable lines are copied to
+    /// `journal.corrupt` and logged. The counters are raised past `record`'s and past the
+    /// last event the holding process says its delegate saw (`delivered.json`), so that no
+    /// new event can look delivered already. `rewrite`: the journal no longer says what the
+    /// file does.
+    static func readJournal(in directory: URL, layout: ContainerLayout, log: TransferLog, session: String, counting record: SessionRecord) throws -> (contents: JournalContents, rewrite: Bool) {
         let path = JournalContents.path(inSession: directory)
         var contents = try JournalContents.read(path)
         if contents.hasTornTail {
-            log.notice("store", "\(path): cut off a torn last line of \(contents.tornTailLength) bytes (a write the daemon never confirmed)", session: record.identifier.rawValue)
+            log.notice("store", "\(path): cut off a torn last line of \(contents.tornTailLength) bytes (a write the daemon never confirmed)", session: session)
         }
         let rewrite = !contents.unreadable.isEmpty
         if rewrite {
             var kept = Data()
             for line in contents.unreadable {
-                log.error("store", "\(path) line \(line.line) cannot be used: \(line.reason); kept in journal.corrupt", session: record.identifier.rawValue)
+                log.error("store", "\(path) line \(line.line) cannot be used: \(line.reason); kept in journal.corrupt", session: session)
                 kept.append(line.text)
                 kept.append(UInt8(ascii: "\n"))
             }
@@ -95,11 +121,18 @@ final class DaemonSession {
         }
         contents.counters.nextTaskIdentifier = max(contents.counters.nextTaskIdentifier, record.nextTaskIdentifier)
         contents.counters.nextEventNumber = max(contents.counters.nextEventNumber, record.nextEventNumber)
-        self.journal = try SessionJournal(path: path, contents: contents)
-        self.tasks = contents.tasks
-        self.events = contents.events
-        self.counters = contents.counters
-        if rewrite || journal.lineCount > Self.compactionFloor { try compact() }
+        // A number far beyond any a session reaches is not believed (the file is the client's).
+        if let seen = (try? RecordCoding.read(DeliveredEvents.self, from: directory.appendingPathComponent("delivered.json").path))?.deliveredThrough,
+           seen < 1 << 48, seen >= contents.counters.nextEventNumber {
+            log.notice("store", "the session's process saw events up to \(seen), past the journal's last (\(contents.counters.nextEventNumber - 1)); new events are numbered from \(seen + 1)", session: session)
+            contents.counters.nextEventNumber = seen + 1
+        }
+        return (contents, rewrite)
+    }
+
+    /// What the daemon reads of `delivered.json` (written by the holding process).
+    private struct DeliveredEvents: Decodable {
+        var deliveredThrough: UInt64
     }
 
     private static func appendQuietly(_ data: Data, to path: String) {
