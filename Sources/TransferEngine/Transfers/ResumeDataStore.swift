@@ -29,7 +29,7 @@ extension TransferDaemon {
     /// An upload can be resumed when its server offered resumption (S6.6): its body is set
     /// aside with the upload's location; nil for a plain server.
     private func makeUploadResumeData(for task: TaskRecord, in session: DaemonSession) -> Data? {
-        guard let resumption = task.uploadResumption, let body = task.uploadFile else { return nil }
+        guard let resumption = task.uploadResumption, let body = task.uploadFile.flatMap(session.resolvedPath) else { return nil }
         guard let kept = setAside(body, as: "upload", of: task, in: session) else { return nil }
         let data = ResumeData(upload: resumption, url: task.requestToSend.url, httpMethod: task.requestToSend.httpMethod, bytesSent: task.countOfBytesSent,
                               totalBytes: task.countOfBytesExpectedToSend, bodyFile: kept, requestHeaders: task.requestToSend.headers)
