@@ -109,10 +109,11 @@ public struct ContainerSnapshot: Codable, Sendable {
                     var task = task
                     task.originalRequest = task.originalRequest.redacted
                     task.replacementRequest = task.replacementRequest?.redacted
+                    task.uploadFile = task.uploadFile.map { layout.resolveRecordPath($0) ?? $0 } // shown absolute
                     return task
                 }
                 let events = journal.events.values.sorted { $0.number < $1.number }.map { event in
-                    PendingEvent(number: event.number, kind: event.kind.rawValue, taskIdentifier: event.task.taskIdentifier, url: event.task.originalRequest.url, statusCode: event.task.response?.statusCode, error: event.error, downloadedFile: event.downloadedFile)
+                    PendingEvent(number: event.number, kind: event.kind.rawValue, taskIdentifier: event.task.taskIdentifier, url: event.task.originalRequest.url, statusCode: event.task.response?.statusCode, error: event.error, downloadedFile: event.downloadedFile.map { layout.resolveRecordPath($0) ?? $0 })
                 }
                 var waiting: [String: String] = [:]
                 for task in tasks { waiting[String(task.taskIdentifier)] = task.hold(under: conditions, now: now)?.description }

@@ -182,6 +182,8 @@ extension TransferDaemon {
             throw TransferFailure(code: TransferFailure.backgroundSessionRequiresSharedContainer, message: "a background session in an app extension needs a sharedContainerIdentifier", subject: identifier.rawValue)
         }
         let key = SessionKey(family: identity.family, identifier: identifier)
+        // A folder left without a usable record is taken up again, never made anew over its journal.
+        if sessions[key] == nil { try takeUpSessionLeftInFolder(key, configuration, for: identity) }
         let session: DaemonSession
         if let existing = sessions[key] {
             // The owner, or its containing app adopting an extension's session (S1.6).

@@ -70,7 +70,7 @@ extension TransferDaemon {
         let sessionName = session.key.identifier.rawValue
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
-            let transfer = try UploadTransfer(session: session.key, task: task, step: step, responsePath: uploadResponsePath(for: task, in: session),
+            let transfer = try UploadTransfer(session: session.key, task: task, step: step, bodyPath: task.uploadFile.flatMap(session.resolvedPath), responsePath: uploadResponsePath(for: task, in: session),
                                               configuration: session.record.configuration, credentials: credentials(for: task, in: session), conflicts: conflicts)
             transfer.onResumptionOffered = { [unowned self, unowned session] task in
                 do { try session.update(task) } catch {

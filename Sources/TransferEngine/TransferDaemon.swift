@@ -164,7 +164,13 @@ public final class TransferDaemon {
             let familyDirectory = layout.sessionsDirectory.appendingPathComponent(family)
             for identifier in (try? fm.contentsOfDirectory(atPath: familyDirectory.path)) ?? [] where !identifier.hasPrefix(".") {
                 let directory = familyDirectory.appendingPathComponent(identifier)
-                guard fm.fileExists(atPath: directory.appendingPathComponent("session.json").path) else { continue }
+                guard fm.fileExists(atPath: directory.appendingPathComponent("session.json").path) else {
+                    // A folder the client made for a session the daemon never created holds no journal either.
+                    if let size = (try? fm.attributesOfItem(atPath: JournalContents.path(inSession: directory)))?[.size] as? NSNumber, size.intValue > 0 {
+                        log.error("store", "session folder \(directory.path) has a journal but no session.json; skipped, files kept (taken up again when a process of its app opens it)")
+                    }
+                    continue
+                }
                 do {
                     let session = try DaemonSession(layout: layout, log: log, loadingFrom: directory)
                     guard session.key.family.rawValue == family, session.key.identifier.rawValue == identifier else {
@@ -173,7 +179,7 @@ public final class TransferDaemon {
                     }
                     sessions[session.key] = session
                 } catch {
-                    log.error("store", "cannot load session in \(directory.path): \(error); skipped, files kept")
+                    log.error("store", "cannot load session in \(directory.path): \(error); skipped, files kept (taken up again when a process of its app opens it)")
                 }
             }
         }

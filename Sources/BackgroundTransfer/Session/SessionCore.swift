@@ -451,7 +451,13 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
                 log.notice("delivery", "event \(event.number) was interrupted in \(interruptedPhase!.rawValue) by the death of its last holder; not repeating what may have run", session: identifier.rawValue, task: task.taskIdentifier)
             }
 
-            if let path = event.downloadedFile, event.error == nil, let download = task as? URLSessionDownloadTask {
+            // The event names the file relative to the container (absolute in older records):
+            // the delegate gets it in this process's container, never a file outside it.
+            let downloadedPath = event.downloadedFile.flatMap(layout.resolveRecordPath)
+            if let stored = event.downloadedFile, downloadedPath == nil {
+                log.error("delivery", "downloaded file \(stored) lies outside the container \(layout.root.path); refused, didFinishDownloadingTo skipped", session: identifier.rawValue, task: task.taskIdentifier)
+            }
+            if let path = downloadedPath, event.error == nil, let download = task as? URLSessionDownloadTask {
                 let exists = FileManager.default.fileExists(atPath: path)
                 // A previous holder that died in didFinishDownloadingTo and took the file: done.
                 if exists && interruptedPhase != .completing {

@@ -65,6 +65,8 @@ public struct EventRecord: Codable, Sendable, Equatable {
     /// The task as it ended.
     public var task: TaskRecord
     /// For a successful download: the finished file, to hand to `didFinishDownloadingTo`.
+    /// Relative to the container's root (`ContainerLayout.recordPath`); absolute in records
+    /// written before, read through `ContainerLayout.resolveRecordPath` either way.
     public var downloadedFile: String?
     public var error: TransferFailure?
     /// For an upload: the server's response body, for `didReceive data` (S2.1).

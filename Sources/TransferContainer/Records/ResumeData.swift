@@ -16,7 +16,8 @@ public struct ResumeData: Sendable, Equatable {
     public var expectedTotalBytes: Int64
     public var entityTag: String?
     public var lastModified: String?
-    /// The partial file, inside the container.
+    /// The partial file, inside the container: relative to its root when the daemon made the
+    /// resume data (`ContainerLayout.recordPath`), absolute from a default session.
     public var partialFile: String
     public var requestHeaders: [HeaderField]
     /// `.upload`: resume data of an upload, with `upload` set and `partialFile` its body.

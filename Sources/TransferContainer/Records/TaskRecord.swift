@@ -148,6 +148,7 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var validator: Validator?
     public var response: ResponseRecord?
     /// For uploads: the file the body is read from (the daemon's own link to the app's file).
+    /// The daemon keeps it relative to the container's root, like `EventRecord.downloadedFile`.
     public var uploadFile: String?
     /// For uploads to a server that offered resumption: where the upload continues.
     public var uploadResumption: UploadResumption?

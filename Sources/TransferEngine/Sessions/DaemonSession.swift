@@ -52,17 +52,28 @@ final class DaemonSession {
         downloadsDirectory + "/" + name
     }
 
-    /// Creates a new session durably.
+    /// Creates a session durably. A journal its folder already holds (the session's record
+    /// could not be read, and an opening process takes the session up again: see
+    /// `TransferDaemon.takeUpSessionLeftInFolder`) is kept: its unfinished tasks and
+    /// undelivered events go on, and its numbers continue after the old ones, never reused.
     init(layout: ContainerLayout, log: TransferLog, record: SessionRecord) throws {
         self.layout = layout
         self.log = log
         self.key = SessionKey(family: record.family, identifier: record.identifier)
-        self.directory = layout.sessionDirectory(family: record.family, identifier: record.identifier)
-        self.record = record
-        self.counters = JournalCounters(nextTaskIdentifier: record.nextTaskIdentifier, nextEventNumber: record.nextEventNumber)
+        let directory = layout.sessionDirectory(family: record.family, identifier: record.identifier)
+        self.directory = directory
         try DurableFile.makeDirectory(directory.path)
+        let (contents, _) = try Self.readJournal(in: directory, layout: layout, log: log, session: record.identifier.rawValue, counting: record)
+        var record = record
+        record.nextTaskIdentifier = contents.counters.nextTaskIdentifier
+        record.nextEventNumber = contents.counters.nextEventNumber
+        self.record = record
         try RecordCoding.write(record, to: directory.appendingPathComponent("session.json").path)
-        self.journal = try SessionJournal(path: JournalContents.path(inSession: directory), contents: JournalContents())
+        self.journal = try SessionJournal(path: JournalContents.path(inSession: directory), contents: contents)
+        self.tasks = contents.tasks
+        self.events = contents.events
+        self.counters = contents.counters
+        if contents.lineCount > 0 { try compact() } // the counters first: numbers never go back
     }
 
     /// Loads a session from disk. Unusable journal lines are copied to `journal.corrupt` and
@@ -78,35 +89,90 @@ final class DaemonSession {
         }
         self.record = record
         self.key = SessionKey(family: record.family, identifier: record.identifier)
+        let (contents, rewrite) = try Self.readJournal(in: directory, layout: layout, log: log, session: record.identifier.rawValue, counting: record)
+        self.journal = try SessionJournal(path: JournalContents.path(inSession: directory), contents: contents)
+        self.tasks = contents.tasks
+        self.events = contents.events
+        self.counters = contents.counters
+        if rewrite || journal.lineCount > Self.compactionFloor { try compact() }
+    }
+
+    /// Reads the journal in `directory` (a missing one is empty). A torn last line is
+    /// logged (and cut off when the journal is opened); unusable lines are copied to
+    /// `journal.corrupt` and logged; paths in records written before paths were relative
+    /// become relative. The counters are raised past `record`'s and past the last event the
+    /// holding process says its delegate saw (`delivered.json`), so that no new event can
+    /// look delivered already. `rewrite`: the journal no longer says what the file does.
+    static func readJournal(in directory: URL, layout: ContainerLayout, log: TransferLog, session: String, counting record: SessionRecord) throws -> (contents: JournalContents, rewrite: Bool) {
         let path = JournalContents.path(inSession: directory)
         var contents = try JournalContents.read(path)
         if contents.hasTornTail {
-            log.notice("store", "\(path): cut off a torn last line of \(contents.tornTailLength) bytes (a write the daemon never confirmed)", session: record.identifier.rawValue)
+            log.notice("store", "\(path): cut off a torn last line of \(contents.tornTailLength) bytes (a write the daemon never confirmed)", session: session)
         }
-        let rewrite = !contents.unreadable.isEmpty
+        var rewrite = !contents.unreadable.isEmpty
         if rewrite {
             var kept = Data()
             for (index, line) in contents.unreadable.enumerated() {
                 // The first few are named one by one; a journal of thousands of bad lines
                 // must not make the daemon's start a matter of logging.
                 if index < 10 {
-                    log.error("store", "\(path) line \(line.line) cannot be used: \(line.reason); kept in journal.corrupt", session: record.identifier.rawValue)
+                    log.error("store", "\(path) line \(line.line) cannot be used: \(line.reason); kept in journal.corrupt", session: session)
                 } else if index == 10 {
-                    log.error("store", "\(path): \(contents.unreadable.count - 10) more lines cannot be used; kept in journal.corrupt", session: record.identifier.rawValue)
+                    log.error("store", "\(path): \(contents.unreadable.count - 10) more lines cannot be used; kept in journal.corrupt", session: session)
                 }
                 kept.append(line.text)
                 kept.append(UInt8(ascii: "\n"))
             }
             Self.appendQuietly(kept, to: directory.appendingPathComponent("journal.corrupt").path)
         }
+        if relativizePaths(&contents, layout: layout, log: log, session: session) { rewrite = true }
         // The record's lower bounds count only when they are numbers a session can use.
         contents.counters.nextTaskIdentifier = max(contents.counters.nextTaskIdentifier, CheckedNumbers.clamp(record.nextTaskIdentifier, to: 1...CheckedNumbers.taskIdentifiers.upperBound))
         contents.counters.nextEventNumber = max(contents.counters.nextEventNumber, CheckedNumbers.clamp(record.nextEventNumber, to: 1...CheckedNumbers.eventNumbers.upperBound))
-        self.journal = try SessionJournal(path: path, contents: contents)
-        self.tasks = contents.tasks
-        self.events = contents.events
-        self.counters = contents.counters
-        if rewrite || journal.lineCount > Self.compactionFloor { try compact() }
+        // A number far beyond any a session reaches is not believed (the file is the client's).
+        if let seen = (try? RecordCoding.read(DeliveredEvents.self, from: directory.appendingPathComponent("delivered.json").path))?.deliveredThrough,
+           seen < 1 << 48, seen >= contents.counters.nextEventNumber {
+            log.notice("store", "the session's process saw events up to \(seen), past the journal's last (\(contents.counters.nextEventNumber - 1)); new events are numbered from \(seen + 1)", session: session)
+            contents.counters.nextEventNumber = seen + 1
+        }
+        return (contents, rewrite)
+    }
+
+    /// What the daemon reads of `delivered.json` (written by the holding process).
+    private struct DeliveredEvents: Decodable {
+        var deliveredThrough: UInt64
+    }
+
+    /// Records written before paths were relative name files by absolute path: those inside
+    /// this container become relative; those outside it are refused and logged (a finished
+    /// download's event then fails with -3001 instead of naming the file, an upload loses its
+    /// body and fails with -1100 when it starts). Returns whether anything changed.
+    private static func relativizePaths(_ contents: inout JournalContents, layout: ContainerLayout, log: TransferLog, session: String) -> Bool {
+        var changed = false
+        for (number, var event) in contents.events {
+            guard let stored = event.downloadedFile, !(ContainerLayout.isRelativeRecordPath(stored) && layout.resolveRecordPath(stored) != nil) else { continue }
+            if layout.resolveRecordPath(stored) != nil {
+                event.downloadedFile = layout.recordPath(stored)
+            } else {
+                log.error("store", "event \(number): its finished file \(stored) lies outside the container \(layout.root.path); refused", session: session, task: event.task.taskIdentifier)
+                event.downloadedFile = nil
+                event.error = TransferFailure(code: TransferFailure.cannotOpenFile, message: "the finished file \(stored) lies outside the container; refused", subject: stored)
+            }
+            contents.events[number] = event
+            changed = true
+        }
+        for (identifier, var task) in contents.tasks {
+            guard let stored = task.uploadFile, !(ContainerLayout.isRelativeRecordPath(stored) && layout.resolveRecordPath(stored) != nil) else { continue }
+            if layout.resolveRecordPath(stored) != nil {
+                task.uploadFile = layout.recordPath(stored)
+            } else {
+                log.error("store", "task \(identifier): its upload body \(stored) lies outside the container \(layout.root.path); refused", session: session, task: identifier)
+                task.uploadFile = nil
+            }
+            contents.tasks[identifier] = task
+            changed = true
+        }
+        return changed
     }
 
     private static func appendQuietly(_ data: Data, to path: String) {
@@ -147,8 +213,11 @@ final class DaemonSession {
         tasks[identifier] ?? events.values.first { $0.task.taskIdentifier == identifier }?.task
     }
 
-    /// Records a changed task; durable at the next commit.
+    /// Records a changed task; durable at the next commit. Its upload body is kept as a path
+    /// relative to the container (`resolvedPath` gives it back).
     func update(_ task: TaskRecord) throws {
+        var task = task
+        if let file = task.uploadFile { task.uploadFile = layout.recordPath(file) }
         tasks[task.taskIdentifier] = task.nextRevision(after: tasks[task.taskIdentifier])
         noteChanged(task.taskIdentifier)
     }
@@ -162,14 +231,15 @@ final class DaemonSession {
         tasks[task.taskIdentifier] = task
     }
 
-    /// Ends a task with its completion event, which takes the task's place. Returns the event.
+    /// Ends a task with its completion event, which takes the task's place. Returns the event,
+    /// which names `downloadedFile` (absolute) relative to the container.
     func complete(_ task: TaskRecord, downloadedFile: String?, error: TransferFailure?, responseBody: Data? = nil) throws -> EventRecord {
         guard CheckedNumbers.eventNumbers.contains(counters.nextEventNumber) else {
             throw TransferFailure(code: TransferFailure.unknown, message: "session \(key.identifier) has used every event number", subject: key.identifier.rawValue)
         }
         var finished = task
         finished.state = .completed
-        let event = EventRecord(number: counters.nextEventNumber, kind: .taskCompleted, task: finished, downloadedFile: downloadedFile, error: error, responseBody: responseBody)
+        let event = EventRecord(number: counters.nextEventNumber, kind: .taskCompleted, task: finished, downloadedFile: downloadedFile.map(layout.recordPath), error: error, responseBody: responseBody)
         let encoded = try EncodedEvent(event)
         journal.append(encodedLine: encoded.journalLine)
         if holder != nil { encodedEvents[event.number] = encoded } // about to be pushed
@@ -183,6 +253,12 @@ final class DaemonSession {
     /// Makes `file` durable (then closes it) before the next commit's lines, which name it.
     func syncBeforeCommit(_ file: FileDescriptor, path: String) {
         filesToSync.append((file, path))
+    }
+
+    /// The absolute path of a file a record of this session names (relative to the container,
+    /// or absolute inside it); nil for one outside the container, which is never used.
+    func resolvedPath(_ stored: String) -> String? {
+        layout.resolveRecordPath(stored)
     }
 
     // MARK: Events
@@ -214,7 +290,9 @@ final class DaemonSession {
         let done = events.keys.filter { $0 <= through }
         guard !done.isEmpty else { return }
         try journal.append(.acknowledged(through: through))
-        filesToRemove += done.compactMap { events.removeValue(forKey: $0)?.downloadedFile }
+        for number in done {
+            if let file = events.removeValue(forKey: number)?.downloadedFile, let path = resolvedPath(file) { filesToRemove.append(path) }
+        }
         for number in done { encodedEvents.removeValue(forKey: number) }
     }
 

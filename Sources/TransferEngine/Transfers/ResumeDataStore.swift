@@ -21,7 +21,7 @@ extension TransferDaemon {
         guard let kept = setAside(partial, as: "partial", of: task, in: session) else { return nil }
         let bytes = ((try? FileManager.default.attributesOfItem(atPath: kept)[.size]) as? NSNumber)?.int64Value ?? 0
         let data = ResumeData(url: task.requestToSend.url, bytesReceived: bytes, expectedTotalBytes: task.countOfBytesExpectedToReceive,
-                              entityTag: validator.entityTag, lastModified: validator.lastModified, partialFile: kept, requestHeaders: task.requestToSend.headers)
+                              entityTag: validator.entityTag, lastModified: validator.lastModified, partialFile: layout.recordPath(kept), requestHeaders: task.requestToSend.headers)
         log.info("resume", "resume data made at \(bytes) bytes", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         return data.encoded()
     }
@@ -29,10 +29,10 @@ extension TransferDaemon {
     /// An upload can be resumed when its server offered resumption (S6.6): its body is set
     /// aside with the upload's location; nil for a plain server.
     private func makeUploadResumeData(for task: TaskRecord, in session: DaemonSession) -> Data? {
-        guard let resumption = task.uploadResumption, let body = task.uploadFile else { return nil }
+        guard let resumption = task.uploadResumption, let body = task.uploadFile.flatMap(session.resolvedPath) else { return nil }
         guard let kept = setAside(body, as: "upload", of: task, in: session) else { return nil }
         let data = ResumeData(upload: resumption, url: task.requestToSend.url, httpMethod: task.requestToSend.httpMethod, bytesSent: task.countOfBytesSent,
-                              totalBytes: task.countOfBytesExpectedToSend, bodyFile: kept, requestHeaders: task.requestToSend.headers)
+                              totalBytes: task.countOfBytesExpectedToSend, bodyFile: layout.recordPath(kept), requestHeaders: task.requestToSend.headers)
         log.info("resume", "upload resume data made at \(task.countOfBytesSent) bytes sent", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         return data.encoded()
     }
@@ -59,7 +59,10 @@ extension TransferDaemon {
             return TransferFailure(code: TransferFailure.cannotDecodeContentData, message: ResumeDataError.foreign("resume data of \(resume.kind.rawValue == "upload" ? "an upload" : "a download") cannot make \(task.kind.rawValue == "upload" ? "an upload" : "a download") task").description)
         }
         task.originalRequest = RequestRecord(url: resume.url, httpMethod: resume.httpMethod, headers: resume.requestHeaders)
-        guard let source = allowedFile(resume.partialFile, for: identity) else {
+        // The daemon names the file relative to the container (it may have moved since);
+        // a default session's resume data names it absolutely.
+        let named = ContainerLayout.isRelativeRecordPath(resume.partialFile) ? layout.resolveRecordPath(resume.partialFile) : resume.partialFile
+        guard let named, let source = allowedFile(named, for: identity) else {
             return TransferFailure(code: TransferFailure.cannotDecodeContentData, message: ResumeDataError.foreign("its partial file \(resume.partialFile) is not in a container \(identity.bundleIdentifier) may use").description, subject: resume.partialFile)
         }
         var st = stat()

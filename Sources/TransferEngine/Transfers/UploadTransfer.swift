@@ -64,8 +64,10 @@ final class UploadTransfer: Transfer {
     static let responseBodyLimit: Int64 = 16 << 20
     static let partialUploadContentType = "application/partial-upload"
 
-    init(session: SessionKey, task: TaskRecord, step: Step, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0) throws {
-        guard let path = task.uploadFile else {
+    /// - Parameter bodyPath: the task's `uploadFile` as an absolute path (nil: it has none,
+    ///   or one outside the container).
+    init(session: SessionKey, task: TaskRecord, step: Step, bodyPath: String?, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0) throws {
+        guard let path = bodyPath else {
             throw TransferFailure(code: TransferFailure.fileDoesNotExist, message: "upload task \(task.taskIdentifier) has no body file")
         }
         let resumption = task.uploadResumption
