@@ -39,6 +39,9 @@ extension TransferDaemon {
         for session in sessions.values.sorted(by: { $0.key.identifier.rawValue < $1.key.identifier.rawValue }) where wantsRelaunch(session) {
             let family = session.key.family
             guard launches[family] == nil else { continue } // one launch of an app at a time
+            // An app already running gets ordinary delegate calls when it opens the session
+            // (S3.1); a second copy launched beside it would find the session in use.
+            guard !isRunning(family) else { continue }
             if let limiter = relaunchLimiter[family] {
                 if limiter.hasLapsed(at: now) {
                     relaunchLimiter[family] = nil // quiet for a whole period: start over
@@ -60,6 +63,11 @@ extension TransferDaemon {
                 relaunchLimiter[family] = RelaunchLimiter(delay: relaunchLimiter[family].map { $0.delay * 2 } ?? options.relaunchDelay, lastLaunch: now)
             }
         }
+    }
+
+    /// Whether the containing app of `family` is connected (launched by the user, or by us).
+    func isRunning(_ family: BundleIdentifier) -> Bool {
+        connections.values.contains { $0.hello?.identity.bundleIdentifier == family && $0.hello?.identity.kind == .app }
     }
 
     /// An app launched for events that has not finished within the budget is terminated,

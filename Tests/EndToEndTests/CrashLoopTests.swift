@@ -16,6 +16,7 @@ final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
         // Every daemon of this process crashes on a response carrying the header: the one the
         // test starts and those the library starts again on demand, as on a device where
         // every restart meets the same server. Only this test's route sends the header.
+        let fault = ["BGTRANSFER_FAULT_CRASH_ON_RESPONSE_HEADER": "X-Crash-Daemon"]
         setenv("BGTRANSFER_FAULT_CRASH_ON_RESPONSE_HEADER", "X-Crash-Daemon", 1)
         var options = RouteOptions()
         options.extraHeaders = [("X-Crash-Daemon", "1")]
@@ -23,16 +24,23 @@ final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
         let healthy = testPayload(size: 32 << 10, seed: 3)
         server.serve("/healthy.bin", data: healthy)
 
-        let first = try DaemonUnderTest.start(container)
+        let first = try DaemonUnderTest.start(container, environment: fault)
         let delegate = RecordingDelegate()
         let session = fixture.session("crash-loop", delegate: delegate)
         let task = session.downloadTask(with: server.url(for: "/crash"))
         task.resume()
         let ended = first.process.wait(timeout: 20)
         #expect(!ended.timedOut && ended.stderr.contains("Fatal error"), "the first daemon crashed on the response: \(ended.stderr.prefix(300))")
-        // The library starts a daemon again; it retries once (crash 1), crashes, and the one
-        // after it fails the task (crash 2) before trying it a third time.
-        #expect(delegate.wait(timeout: 60) { if case .completed(task.taskIdentifier, -1, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        // Each daemon that dies is followed by another (this test's, or one the library starts
+        // on demand): the second retries once (crash 1) and crashes, the third fails the task
+        // (crash 2) before it would try it a third time.
+        let failed: (RecordingDelegate.Call) -> Bool = { if case .completed(task.taskIdentifier, -1, _) = $0 { return true } else { return false } }
+        let deadline = Date().addingTimeInterval(90)
+        while !delegate.calls.contains(where: failed) && Date() < deadline {
+            if container.processesNamingContainer(executable: "transferd").isEmpty { _ = try? DaemonUnderTest.start(container, environment: fault) }
+            _ = delegate.wait(timeout: 0.1, for: failed)
+        }
+        #expect(delegate.calls.contains(where: failed), "\(delegate.calls)")
         let message = (delegate.errors[task.taskIdentifier] as NSError?)?.localizedDescription ?? ""
         #expect(message.contains("crashed 2 times"), "the error says why: \(message)")
         #expect(server.requests.filter { $0.path == "/crash" }.count == 2, "tried once per crash, not a third time")
