@@ -66,46 +66,47 @@ extension TransferDaemon {
         if let task = session.tasks[key.task] { scheduleTransfer(task, in: session) }
     }
 
-    /// Network trouble is retried with backoff until the resource timeout (S6.4); the rest ends the task.
+    /// A transport failure: tried again or ended, as the retry policy decides (S6.4).
     func retryOrFail(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {
         var task = task
         task.retryCount += 1
         task.lastError = error.description
         let code = Self.urlErrorCode(error)
-        let retryable = [TransferFailure.cannotConnectToHost, TransferFailure.networkConnectionLost, TransferFailure.timedOut].contains(code)
-        let deadline = task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource)
-        if retryable && Date() < deadline {
-            let delay = min(30, 0.25 * pow(2, Double(min(task.retryCount - 1, 10))))
-            task.retryNotBefore = Date().addingTimeInterval(delay)
+        let decision = retryPolicy.afterTransportFailure(code: code, retry: task.retryCount, createdAt: task.createdAt,
+                                                         resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: clock.now)
+        switch decision {
+        case .retry(let notBefore):
+            task.retryNotBefore = notBefore
             try? session.update(task)
-            log.notice("transfers", "\(error); retry \(task.retryCount) in \(String(format: "%.2f", delay)) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-            return
+            log.notice("transfers", "\(error); retry \(task.retryCount) in \(String(format: "%.2f", notBefore.timeIntervalSince(clock.now))) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        case .fail(let code):
+            var failure = TransferFailure(code: code, message: error.description, subject: task.originalRequest.url)
+            if code == TransferFailure.timedOut { failure.resumeData = makeResumeData(for: task, in: session) } // S6.2
+            fail(task, in: session, failure)
         }
-        var failure = TransferFailure(code: retryable ? TransferFailure.timedOut : code, message: error.description, subject: task.originalRequest.url)
-        if retryable { failure.resumeData = makeResumeData(for: task, in: session) } // S6.2
-        fail(task, in: session, failure)
     }
 
-    /// Schedules another attempt after `delay`; a delay that ends past the resource timeout
-    /// ends the task now with -1001.
+    /// The server asked to come back in `delay` seconds (`503` + `Retry-After`): tried again
+    /// then, or ended now when that is past the task's resource deadline (S6.4).
     func retryLater(_ task: TaskRecord, in session: DaemonSession, after delay: TimeInterval, reason: String) {
         var task = task
         task.retryCount += 1
         task.lastError = reason
-        let deadline = task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource)
-        let start = Date().addingTimeInterval(delay)
-        guard start < deadline else {
+        let decision = retryPolicy.afterServiceUnavailable(retryAfter: delay, createdAt: task.createdAt,
+                                                           resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: clock.now)
+        switch decision {
+        case .retry(let start):
+            task.retryNotBefore = start
+            try? session.update(task)
+            loop.schedule(after: start.timeIntervalSince(clock.now)) { [unowned self] in scheduleTransfers() }
+            log.notice("transfers", "\(reason); retry \(task.retryCount) in \(String(format: "%.2f", max(0, start.timeIntervalSince(clock.now)))) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        case .fail(let code):
             // Asked to come back after the task's whole budget is spent: it ends now as it
-            // would then (S6.4), instead of asking again at the deadline.
-            var failure = TransferFailure(code: TransferFailure.timedOut, message: "The request timed out (\(reason); the resource timeout ends first)", subject: task.originalRequest.url)
+            // would then, instead of asking again at the deadline.
+            var failure = TransferFailure(code: code, message: "The request timed out (\(reason); the resource timeout ends first)", subject: task.originalRequest.url)
             failure.resumeData = makeResumeData(for: task, in: session) // S6.2
             fail(task, in: session, failure)
-            return
         }
-        task.retryNotBefore = start
-        try? session.update(task)
-        loop.schedule(after: start.timeIntervalSinceNow) { [unowned self] in scheduleTransfers() }
-        log.notice("transfers", "\(reason); retry \(task.retryCount) in \(String(format: "%.2f", max(0, start.timeIntervalSinceNow))) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
     }
 
     /// Ends a task with an error; its partial data goes.

@@ -87,6 +87,9 @@ public final class TransferDaemon {
     /// The earliest a task can outlive its resource timeout (S6.4): until then there is no
     /// need to look at every task for it.
     var nextResourceDeadline = Date.distantPast
+    /// When failed attempts are tried again (S6.4), and the time it decides by.
+    let retryPolicy = RetryPolicy()
+    let clock: any TimeSource = SystemTime()
     /// Empty files made on a thread of their own, given their names as downloads start.
     lazy var spareFiles = SpareFiles(directory: layout.daemonDirectory.path)
     /// The scheduler's memo of each URL's host.

@@ -27,6 +27,11 @@ public enum CheckedNumbers {
         min(max(value, range.lowerBound), range.upperBound)
     }
 
+    /// `value` brought into `range`; NaN, which compares with nothing, is the lower bound.
+    public static func clamp(_ value: Double, to range: ClosedRange<Double>) -> Double {
+        value.isNaN ? range.lowerBound : min(max(value, range.lowerBound), range.upperBound)
+    }
+
     /// A timeout an app or a record gave: a positive number of seconds up to the largest
     /// interval; `fallback` for zero, a negative number or NaN (which have no meaning as a
     /// timeout), the largest interval for anything larger (infinity included).

@@ -228,7 +228,7 @@ final class UploadTransfer: Transfer {
             return .next(.append(from: offset))
         case .append:
             if status == 409 {
-                return conflicts >= 3 ? .restartFromZero(reason: "the server disagreed about the offset \(conflicts + 1) times") : .next(.retrieveOffset)
+                return RetryPolicy().restartsUpload(afterOffsetConflicts: conflicts + 1) ? .restartFromZero(reason: "the server disagreed about the offset \(conflicts + 1) times") : .next(.retrieveOffset)
             }
             if status == 404 || status == 410 { return .restartFromZero(reason: "the server no longer has the upload (HTTP \(status))") }
             if status == 503, let wait = retryAfter { return .retryAfter(wait) }

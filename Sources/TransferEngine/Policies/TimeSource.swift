@@ -1,0 +1,12 @@
+import Foundation
+
+/// Where the daemon's time-based rules read the time: the wall clock in the daemon, a clock a
+/// test sets in unit tests of those rules (retry backoff, resource deadlines).
+protocol TimeSource: Sendable {
+    var now: Date { get }
+}
+
+/// The wall clock.
+struct SystemTime: TimeSource {
+    var now: Date { Date() }
+}

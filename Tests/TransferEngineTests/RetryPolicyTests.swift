@@ -1,0 +1,53 @@
+import Foundation
+import Testing
+import TransferContainer
+@testable import TransferEngine
+
+/// The retry policy (S6.4) on its own, with the time given: no waiting.
+@Suite struct RetryPolicyTests {
+    let policy = RetryPolicy()
+    let created = Date(timeIntervalSince1970: 1_700_000_000)
+
+    @Test("Backoff doubles from 0.25 s and stops growing at 30 s, whatever the retry count")
+    func backoffGrowth() {
+        #expect((1...9).map { policy.backoff(beforeRetry: $0) } == [0.25, 0.5, 1, 2, 4, 8, 16, 30, 30])
+        #expect(policy.backoff(beforeRetry: Int(Int32.max)) == 30)
+        #expect(policy.backoff(beforeRetry: 0) == 0.25 && policy.backoff(beforeRetry: -5) == 0.25)
+    }
+
+    @Test("Network trouble is retried after the backoff; other failures end the task at once with their own code")
+    func whatRetries() {
+        let now = created.addingTimeInterval(10)
+        for code in [TransferFailure.cannotConnectToHost, TransferFailure.networkConnectionLost, TransferFailure.timedOut] {
+            #expect(policy.afterTransportFailure(code: code, retry: 3, createdAt: created, resourceTimeout: 600, now: now) == .retry(notBefore: now.addingTimeInterval(1)))
+        }
+        for code in [-1003, -1200, TransferFailure.badURL, TransferFailure.cannotWriteToFile, TransferFailure.unknown, -1007] {
+            #expect(policy.afterTransportFailure(code: code, retry: 1, createdAt: created, resourceTimeout: 600, now: now) == .fail(code: code))
+        }
+    }
+
+    @Test("Retries stop at the resource deadline: -1001 from then on")
+    func resourceDeadline() {
+        let code = TransferFailure.networkConnectionLost
+        #expect(policy.afterTransportFailure(code: code, retry: 1, createdAt: created, resourceTimeout: 60, now: created.addingTimeInterval(59.9)) == .retry(notBefore: created.addingTimeInterval(60.15)))
+        #expect(policy.afterTransportFailure(code: code, retry: 1, createdAt: created, resourceTimeout: 60, now: created.addingTimeInterval(60)) == .fail(code: TransferFailure.timedOut))
+        #expect(policy.afterTransportFailure(code: code, retry: 1, createdAt: created, resourceTimeout: 60, now: created.addingTimeInterval(1e6)) == .fail(code: TransferFailure.timedOut))
+    }
+
+    @Test("Retry-After: waited out within the deadline; past it, or absurd, the task ends now")
+    func serviceUnavailable() {
+        let now = created.addingTimeInterval(5)
+        #expect(policy.afterServiceUnavailable(retryAfter: 10, createdAt: created, resourceTimeout: 60, now: now) == .retry(notBefore: now.addingTimeInterval(10)))
+        #expect(policy.afterServiceUnavailable(retryAfter: 0, createdAt: created, resourceTimeout: 60, now: now) == .retry(notBefore: now))
+        #expect(policy.afterServiceUnavailable(retryAfter: 55, createdAt: created, resourceTimeout: 60, now: now) == .fail(code: TransferFailure.timedOut))
+        for absurd in [Double.infinity, .greatestFiniteMagnitude, 9.3e18] {
+            #expect(policy.afterServiceUnavailable(retryAfter: absurd, createdAt: created, resourceTimeout: 7 * 86_400, now: now) == .fail(code: TransferFailure.timedOut))
+        }
+        #expect(policy.afterServiceUnavailable(retryAfter: .nan, createdAt: created, resourceTimeout: 60, now: now) == .retry(notBefore: now), "NaN waits nothing")
+    }
+
+    @Test("A resumable upload asks for the offset again after a 409, and starts over after the fourth in a row")
+    func offsetConflicts() {
+        #expect((1...5).map(policy.restartsUpload(afterOffsetConflicts:)) == [false, false, false, true, true])
+    }
+}
