@@ -15,9 +15,10 @@ import Glibc
 public final class LoopbackServer: Sendable {
     private let core: ServerCore
 
-    /// Binds 127.0.0.1 on a kernel-chosen port and starts accepting connections.
-    public init() throws {
-        core = try ServerCore()
+    /// Binds 127.0.0.1 on `port` (0, the default: a kernel-chosen one) and starts accepting
+    /// connections. A given port lets a test bring a server up where clients already retry.
+    public init(port: UInt16 = 0) throws {
+        core = try ServerCore(port: port)
         core.start()
     }
 
@@ -181,10 +182,10 @@ final class ServerCore: Sendable {
     /// Digest nonces and opaque value; immutable, so used without the lock.
     let nonces = NonceSource()
 
-    init() throws {
+    init(port: UInt16) throws {
         Self.ignoreSIGPIPE
-        (listener, port) = try SocketFD.listenOnLoopback()
-        baseURL = URL(string: "http://127.0.0.1:\(port)")!
+        (listener, self.port) = try SocketFD.listenOnLoopback(port: port)
+        baseURL = URL(string: "http://127.0.0.1:\(self.port)")!
     }
 
     /// sendfile(2) has no MSG_NOSIGNAL: writing to a connection the client has closed would

@@ -25,15 +25,20 @@ public struct SocketError: Error, CustomStringConvertible, Sendable {
 struct SocketFD: Sendable, Hashable {
     let raw: Int32
 
-    /// Creates a listening TCP socket on 127.0.0.1 with a kernel-chosen port.
-    static func listenOnLoopback(backlog: Int32 = 512) throws -> (socket: SocketFD, port: UInt16) {
+    /// Creates a listening TCP socket on 127.0.0.1 on `port` (0: a kernel-chosen one).
+    static func listenOnLoopback(port: UInt16 = 0, backlog: Int32 = 512) throws -> (socket: SocketFD, port: UInt16) {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw SocketError("socket") }
         let socket = SocketFD(raw: fd)
 
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = port.bigEndian
+        if port != 0 {
+            // A port a test just freed: its closed connections must not keep it.
+            var reuse: Int32 = 1
+            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        }
         address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian  // 127.0.0.1
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {

@@ -9,17 +9,18 @@ extension InProcess {
 final class ResumeDataTests: InProcessSuite, @unchecked Sendable {
 
     /// Cancels a throttled download part-way and returns its resume data.
-    func cancelPartWay(_ task: URLSessionDownloadTask, after bytes: Int64) -> Data? {
-        let deadline = Date().addingTimeInterval(20)
-        while task.countOfBytesReceived < bytes && Date() < deadline { usleep(20_000) }
+    /// Cancels `task` with `cancel(byProducingResumeData:)` once it has `bytes`: whether the
+    /// download got that far, whether the cancellation called back (within 10 s), and the data.
+    func cancelPartWay(_ task: URLSessionDownloadTask, after bytes: Int64) -> (reached: Bool, calledBack: Bool, data: Data?) {
+        let reached = waitUntil(timeout: 20) { task.countOfBytesReceived >= bytes }
         let done = DispatchSemaphore(value: 0)
         let box = Locked<Data?>(nil)
         task.cancel { data in
             box.withLock { $0 = data }
             done.signal()
         }
-        _ = done.wait(timeout: .now() + 10)
-        return box.withLock { $0 }
+        let calledBack = done.wait(timeout: .now() + 10) == .success
+        return (reached, calledBack, box.withLock { $0 })
     }
 
     @Test("Resume data continues from the bytes on disk with Range/If-Range and didResumeAtOffset; it is single-use")
@@ -32,7 +33,9 @@ final class ResumeDataTests: InProcessSuite, @unchecked Sendable {
         let session = fixture.session("resume", delegate: delegate)
         let first = session.downloadTask(with: server.url(for: "/resumable.bin"))
         first.resume()
-        let data = try #require(cancelPartWay(first, after: 512 << 10), "a resumable download gives resume data")
+        let cancelled = cancelPartWay(first, after: 512 << 10)
+        #expect(cancelled.reached && cancelled.calledBack)
+        let data = try #require(cancelled.data, "a resumable download gives resume data")
         #expect(delegate.wait { if case .completed(first.taskIdentifier, -999, _) = $0 { return true } else { return false } })
         let inError = (delegate.errors[first.taskIdentifier] as NSError?)?.userInfo[NSURLSessionDownloadTaskResumeData] as? Data
         #expect(inError == data, "the -999 error carries the same resume data")
@@ -59,18 +62,19 @@ final class ResumeDataTests: InProcessSuite, @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
-    @Test("Corrupted and foreign resume data are refused with a clear error", arguments: [
-        ("corrupted", Data("not a plist at all".utf8)),
-        ("foreign", try! PropertyListSerialization.data(fromPropertyList: ["NSURLSessionDownloadURL": "http://127.0.0.1/x", "NSURLSessionResumeInfoVersion": 2], format: .xml, options: 0)),
-    ])
-    func badResumeData(_ kind: String, _ blob: Data) throws {
+    @Test("Corrupted and foreign resume data are refused with a clear error, and nothing is fetched", arguments: ["corrupted", "foreign"])
+    func badResumeData(_ kind: String) throws {
+        // Foreign resume data names this test's server, so a request it made would be seen.
+        server.serve("/x", data: Data("must not be fetched".utf8))
+        let blob = kind == "corrupted" ? Data("not a plist at all".utf8)
+            : try PropertyListSerialization.data(fromPropertyList: ["NSURLSessionDownloadURL": server.url(for: "/x").absoluteString, "NSURLSessionResumeInfoVersion": 2], format: .xml, options: 0)
         let delegate = RecordingDelegate()
         let session = fixture.session("bad-\(kind)", delegate: delegate)
         let task = session.downloadTask(withResumeData: blob)
         task.resume()
         #expect(delegate.wait { if case .completed(task.taskIdentifier, -1016, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
         #expect(delegate.errors[task.taskIdentifier]?.localizedDescription.contains("\(kind) resume data") == true, "\(String(describing: delegate.errors[task.taskIdentifier]))")
-        #expect(server.requests.isEmpty || !server.requests.contains { $0.path == "/x" })
+        #expect(!server.requests.contains { $0.path == "/x" }, "\(server.requests.map(\.path))")
         session.invalidateAndCancel()
     }
 
@@ -84,7 +88,10 @@ final class ResumeDataTests: InProcessSuite, @unchecked Sendable {
         let session = fixture.session("noranges", delegate: delegate)
         let task = session.downloadTask(with: server.url(for: "/noranges"))
         task.resume()
-        #expect(cancelPartWay(task, after: 256 << 10) == nil)
+        let cancelled = cancelPartWay(task, after: 256 << 10)
+        #expect(cancelled.reached, "bytes were on disk when it was cancelled")
+        #expect(cancelled.calledBack, "cancel(byProducingResumeData:) called back")
+        #expect(cancelled.data == nil)
         session.invalidateAndCancel()
     }
 }

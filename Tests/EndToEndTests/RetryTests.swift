@@ -63,8 +63,14 @@ final class RetryTests: InProcessSuite, @unchecked Sendable {
         task.resume()
         #expect(container.waitForLog { $0.process == "transferd" && $0.message.contains("retry 1") } != nil, "the daemon retries")
         #expect(delegate.calls.isEmpty, "no failure reaches the delegate while retrying")
-        task.cancel()
-        #expect(delegate.wait { if case .completed(task.taskIdentifier, -999, _) = $0 { return true } else { return false } })
+        // The server appears on that port: the next retry (backoff 0.25, 0.5, 1 s …) gets it.
+        let appeared = try LoopbackServer(port: port)
+        defer { appeared.stop() }
+        let payload = testPayload(size: 64 << 10, seed: 9)
+        appeared.serve("/late", data: payload)
+        #expect(delegate.wait(timeout: 30) { $0 == .completed(task: task.taskIdentifier, code: nil, status: 200) }, "\(delegate.calls)")
+        #expect(delegate.calls.contains(.finishedDownloading(task: task.taskIdentifier, existedDuringCall: true, size: Int64(payload.count))))
+        #expect(appeared.requests.filter { $0.path == "/late" }.count == 1)
         session.invalidateAndCancel()
     }
 }
