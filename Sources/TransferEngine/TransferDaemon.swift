@@ -133,6 +133,11 @@ public final class TransferDaemon {
         self.listener = try UnixSocket.listen(at: layout.daemonSocket.path)
         watchListener()
         loop.onTransferCompleted = { [unowned self] easy, result in transferEnded(easy, result) }
+        var multiErrors = 0
+        loop.onMultiError = { [unowned self] error in
+            multiErrors += 1 // the first, then every thousandth: a failing loop turns four times a second
+            if multiErrors % 1000 == 1 { log.error("daemon", "libcurl's multi interface failed (\(multiErrors) times so far): \(error)") }
+        }
         loop.onTurn = { [unowned self] in
             CrashGuard.idle()
             housekeeping()

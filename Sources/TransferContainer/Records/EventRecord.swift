@@ -53,8 +53,9 @@ public enum EventKind: String, Codable, Sendable {
     case taskCompleted
 }
 
-/// `Sessions/<family>/<identifier>/events/<number>.json`: one undelivered event, kept until
-/// the client acknowledges it. Numbers grow by one per session, from 1.
+/// One undelivered event, a line of its session's journal (`{"event": …}` in
+/// `Sessions/<family>/<identifier>/journal.jsonl`), kept until the client acknowledges it.
+/// Numbers grow by one per session, from 1.
 public struct EventRecord: Codable, Sendable, Equatable {
     public static let currentVersion = 1
 

@@ -24,6 +24,9 @@ final class EventLoop {
     var onTransferCompleted: ((CurlEasy, Result<Void, CurlError>) -> Void)?
     /// Called once per turn, after handlers and timers (housekeeping).
     var onTurn: (() -> Void)?
+    /// Called when libcurl's multi interface fails (a bug in our use of it): the loop keeps
+    /// turning so that clients are served, and says so.
+    var onMultiError: ((Error) -> Void)?
 
     init() throws {
         multi = try CurlMulti()
@@ -43,10 +46,6 @@ final class EventLoop {
         nextTimerID += 1
         timers.append((Date().addingTimeInterval(max(0, delay)), nextTimerID, action))
         return nextTimerID
-    }
-
-    func cancelTimer(_ id: Int) {
-        timers.removeAll { $0.id == id }
     }
 
     func stop() {
@@ -70,7 +69,7 @@ final class EventLoop {
             try multi.poll(extra: &requests, timeout: .milliseconds(Int(wait * 1000)))
             _ = try multi.perform()
         } catch {
-            // A multi-level failure is a bug in our use of libcurl; keep turning so clients are served.
+            onMultiError?(error)
         }
         while let (easy, result) = multi.nextCompletion() {
             onTransferCompleted?(easy, result)
