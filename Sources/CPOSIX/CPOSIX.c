@@ -40,13 +40,6 @@ int cposix_pass_credentials(int fd, int pidfds) {
     return 0;
 }
 
-int cposix_socket_passes_pidfds(int fd) {
-    int on = 0;
-    socklen_t length = sizeof(on);
-    if (getsockopt(fd, SOL_SOCKET, SO_PASSPIDFD, &on, &length) != 0) return -1;
-    return on ? 1 : 0;
-}
-
 ssize_t cposix_receive_with_writer(int fd, void *buffer, size_t length, pid_t *pid, uid_t *uid, int *pidfd) {
     union {
         struct cmsghdr align;

@@ -12,10 +12,8 @@ int cposix_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 /// Asks the kernel to attach the writer's credentials to every read from the Unix-domain socket
 /// `fd` (SO_PASSCRED) and, when `pidfds` is non-zero, a pidfd of the writer too (SO_PASSPIDFD,
 /// Linux 6.5). Returns 0 when credentials are on; -1 (errno set) when not. A kernel without
-/// SO_PASSPIDFD still gets credentials: see `cposix_socket_passes_pidfds`.
+/// SO_PASSPIDFD still gets credentials, and reads come without pidfds.
 int cposix_pass_credentials(int fd, int pidfds);
-/// Whether reads from `fd` come with a pidfd of the writer (SO_PASSPIDFD is on): 1, 0, or -1.
-int cposix_socket_passes_pidfds(int fd);
 /// recvmsg(fd, up to `length` bytes, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) with the writer of those
 /// bytes: the kernel never joins bytes of two writers in one read of a stream socket with
 /// SO_PASSCRED on. `*pid` and `*uid` are the writer's (SCM_CREDENTIALS; pid 0 when the kernel

@@ -36,11 +36,6 @@ public enum UnixSocket {
         guard cposix_pass_credentials(fd.rawValue, handles ? 1 : 0) == 0 else { throw .current("setsockopt SO_PASSCRED") }
     }
 
-    /// Whether reads from `fd` come with a pidfd of their writer.
-    public static func handsOverWriters(_ fd: FileDescriptor) -> Bool {
-        cposix_socket_passes_pidfds(fd.rawValue) == 1
-    }
-
     /// Reads what is there, without blocking, up to `buffer.count` bytes, all of them written
     /// by one process (a stream socket with `SO_PASSCRED` on never joins two writers' bytes in
     /// one read): 0 bytes at end of stream; throws `EAGAIN` when nothing waits.

@@ -66,8 +66,8 @@ final class ClientConnection {
         self.descriptor = descriptor
         self.account = account
         self.credentials = UnixSocket.peerCredentials(descriptor)
-        // Normally inherited from the listener; a socket made otherwise (a test's socketpair) gets it here.
-        try? UnixSocket.identifyWriters(descriptor, handles: UnixSocket.handsOverWriters(descriptor))
+        // Normally inherited from the listener; a socket made otherwise (a socketpair) gets it here.
+        try? UnixSocket.identifyWriters(descriptor, handles: true)
     }
 
     /// The process the connection speaks for (the writer of its bytes), or before it wrote
@@ -242,13 +242,18 @@ final class ClientConnection {
 /// are, across all of them: capped, so that many connections each holding part of a frame
 /// cannot grow the daemon. Owned by the event loop.
 final class InputAccount {
-    /// At most this much in all (a hello is a few hundred bytes).
-    static let limit = 8 << 20
+    /// At most this much in all, by default (a hello is a few hundred bytes).
+    static let defaultLimit = 8 << 20
+    let limit: Int
     private(set) var bytes = 0
+
+    init(limit: Int = InputAccount.defaultLimit) {
+        self.limit = limit
+    }
 
     /// Counts `count` more bytes; false (and nothing counted) past the limit.
     func admit(_ count: Int) -> Bool {
-        guard bytes + count <= Self.limit else { return false }
+        guard bytes + count <= limit else { return false }
         bytes += count
         return true
     }
