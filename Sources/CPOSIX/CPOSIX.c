@@ -75,7 +75,8 @@ ssize_t cposix_receive_with_writer(int fd, void *buffer, size_t length, pid_t *p
             }
         }
     }
-    if (message.msg_flags & MSG_CTRUNC) *pid = 0; // the writer is not known for sure
+    // MSG_CTRUNC (descriptors passed that did not fit, or no descriptor left for the pidfd)
+    // leaves the credentials, which come first, as the kernel set them.
     return n;
 }
 

@@ -178,13 +178,18 @@ extension TransferDaemon {
         let pid = writer.pid
         // A handle on the writer (the kernel's, taken with its bytes; else one opened before its
         // executable is read): alive after the read, the pid still named the writer.
-        let opened = writer.process == nil ? try? ProcessHandle.open(pid: pid) : nil
-        defer { opened?.close() }
-        let peer = try peers.identify(pid: pid)
         func refuse(_ message: String) -> TransferFailure {
             log.error("trust", "refused: \(message)")
             return TransferFailure(code: TransferFailure.requestRefused, message: message, subject: hello.identity.bundleIdentifier.rawValue)
         }
+        var opened: ProcessHandle?
+        if writer.process == nil {
+            do { opened = try ProcessHandle.open(pid: pid) } catch {
+                throw refuse("cannot hold on to process \(pid), which wrote the hello as \(hello.identity.bundleIdentifier), while its executable is checked: \(error)")
+            }
+        }
+        defer { opened?.close() }
+        let peer = try peers.identify(pid: pid)
         guard (writer.process ?? opened)?.isRunning == true else {
             throw refuse("process \(pid), which wrote the hello as \(hello.identity.bundleIdentifier), exited before its executable could be checked")
         }
