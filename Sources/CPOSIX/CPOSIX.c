@@ -4,9 +4,23 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <errno.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+// Newer than the C library's headers may be (Linux 6.5).
+#ifndef SO_PASSPIDFD
+#define SO_PASSPIDFD 76
+#endif
+#ifndef SCM_PIDFD
+#define SCM_PIDFD 0x04
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 int cposix_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     struct ucred credentials;
@@ -16,6 +30,72 @@ int cposix_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     *uid = credentials.uid;
     *gid = credentials.gid;
     return 0;
+}
+
+int cposix_pass_credentials(int fd, int pidfds) {
+    int on = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) != 0) return -1;
+    int wanted = pidfds ? 1 : 0;
+    (void)setsockopt(fd, SOL_SOCKET, SO_PASSPIDFD, &wanted, sizeof(wanted)); // absent before Linux 6.5
+    return 0;
+}
+
+ssize_t cposix_receive_with_writer(int fd, void *buffer, size_t length, pid_t *pid, uid_t *uid, int *pidfd) {
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int))];
+    } control;
+    struct iovec vector = { .iov_base = buffer, .iov_len = length };
+    struct msghdr message = { 0 };
+    message.msg_iov = &vector;
+    message.msg_iovlen = 1;
+    message.msg_control = control.bytes;
+    message.msg_controllen = sizeof(control.bytes);
+    *pid = 0;
+    *uid = (uid_t)-1;
+    *pidfd = -1;
+    ssize_t n = recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n <= 0) return n;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header != NULL; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET) continue;
+        if (header->cmsg_type == SCM_CREDENTIALS && header->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred credentials;
+            memcpy(&credentials, CMSG_DATA(header), sizeof(credentials));
+            *pid = credentials.pid;
+            *uid = credentials.uid;
+        } else if (header->cmsg_type == SCM_PIDFD && header->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            memcpy(pidfd, CMSG_DATA(header), sizeof(int));
+        } else if (header->cmsg_type == SCM_RIGHTS) {
+            // Descriptors nobody asked for: close them rather than leak them.
+            size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < count; i++) {
+                int passed;
+                memcpy(&passed, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+                close(passed);
+            }
+        }
+    }
+    // MSG_CTRUNC (descriptors passed that did not fit, or no descriptor left for the pidfd)
+    // leaves the credentials, which come first, as the kernel set them.
+    return n;
+}
+
+int cposix_pending_input(int fd) {
+    int count = 0;
+    if (ioctl(fd, FIONREAD, &count) != 0) return -1;
+    return count;
+}
+
+int cposix_pidfd_open(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int cposix_pidfd_is_running(int pidfd) {
+    struct pollfd entry = { .fd = pidfd, .events = POLLIN };
+    int ready;
+    do { ready = poll(&entry, 1, 0); } while (ready < 0 && errno == EINTR);
+    if (ready < 0) return -1;
+    return ready == 0 ? 1 : 0; // a pidfd becomes readable when its process exits
 }
 
 int cposix_accept_nonblocking(int fd) {

@@ -7,6 +7,9 @@ public struct AppIdentity: Codable, Sendable, Equatable {
     public enum Kind: String, Codable, Sendable {
         case app
         case appExtension = "extension"
+        /// A developer tool (`bgtransfer`): it holds no sessions; it may watch every transfer,
+        /// change the simulated device conditions and force-quit apps.
+        case tool
     }
 
     public var bundleIdentifier: BundleIdentifier

@@ -38,14 +38,17 @@ public enum DaemonEndpoint {
         throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "the transfer daemon did not answer at \(path): \(lastError.map { "\($0)" } ?? "timeout")", subject: path)
     }
 
-    /// One request, one reply, on a connection of its own (for tools; apps use the client library).
-    public static func request(_ request: DaemonRequest, layout: ContainerLayout, timeout: TimeInterval = 30) throws(TransferFailure) -> DaemonReply {
+    /// One request, one reply, on a connection of its own (for tools; apps use the client
+    /// library), after `hello` if given: the daemon answers a ping from anyone, everything
+    /// else only after a hello it has verified.
+    public static func request(_ request: DaemonRequest, as hello: ClientHello? = nil, layout: ContainerLayout, timeout: TimeInterval = 30) throws(TransferFailure) -> DaemonReply {
         let fd = try connect(layout, log: nil)
         defer { fd.close() }
-        try send(request, on: fd)
+        let id = try sayHello(hello, on: fd, timeout: timeout)
+        try send(request, id: id, on: fd)
         var answer: DaemonReply?
         try readFrames(fd, timeout: timeout) { frame throws(TransferFailure) in
-            guard case .reply(1, let reply) = frame else { return true }
+            guard case .reply(id, let reply) = frame else { return true }
             if case .failure(let failure) = reply { throw failure }
             answer = reply
             return false
@@ -58,22 +61,45 @@ public enum DaemonEndpoint {
     /// that follows, handed to `receive` until it returns false or the daemon closes the
     /// connection (for `bgtransfer watch`). Throws `cannotConnectToHost` when no daemon
     /// answers, and the daemon's failure if it refuses the request.
-    public static func stream(_ request: DaemonRequest, layout: ContainerLayout, receive: (DaemonFrame) -> Bool) throws(TransferFailure) {
+    public static func stream(_ request: DaemonRequest, as hello: ClientHello? = nil, layout: ContainerLayout, receive: (DaemonFrame) -> Bool) throws(TransferFailure) {
         let fd: FileDescriptor
         do { fd = try UnixSocket.connect(to: layout.daemonSocket.path) } catch {
             throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "the transfer daemon is not running (\(error))", subject: layout.daemonSocket.path)
         }
         defer { fd.close() }
-        try send(request, on: fd)
+        let id = try sayHello(hello, on: fd, timeout: 30)
+        try send(request, id: id, on: fd)
         try readFrames(fd, timeout: nil) { frame throws(TransferFailure) in
-            if case .reply(1, .failure(let failure)) = frame { throw failure }
+            if case .reply(id, .failure(let failure)) = frame { throw failure }
             return receive(frame)
         }
     }
 
-    private static func send(_ request: DaemonRequest, on fd: FileDescriptor) throws(TransferFailure) {
+    /// Sends the hello (request 1) and waits for the welcome, as the daemon wants: it reads
+    /// nothing past a hello before answering it. Returns the next request's number.
+    private static func sayHello(_ hello: ClientHello?, on fd: FileDescriptor, timeout: TimeInterval) throws(TransferFailure) -> UInt64 {
+        guard let hello else { return 1 }
+        try send(.hello(hello), id: 1, on: fd)
+        var welcomed = false
+        try readFrames(fd, timeout: timeout) { frame throws(TransferFailure) in
+            guard case .reply(1, let reply) = frame else { return true }
+            if case .failure(let failure) = reply { throw failure }
+            welcomed = true
+            return false
+        }
+        guard welcomed else { throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "the transfer daemon closed the connection without answering the hello") }
+        setReceiveTimeout(fd, nil)
+        return 2
+    }
+
+    private static func setReceiveTimeout(_ fd: FileDescriptor, _ timeout: TimeInterval?) {
+        var timeval = timeval(tv_sec: Int(timeout ?? 0), tv_usec: 0)
+        setsockopt(fd.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    private static func send(_ request: DaemonRequest, id: UInt64, on fd: FileDescriptor) throws(TransferFailure) {
         do {
-            try UnixSocket.sendAll(fd, try Frame.encode(RequestFrame(id: 1, request: request)))
+            try UnixSocket.sendAll(fd, try Frame.encode(RequestFrame(id: id, request: request)))
         } catch {
             throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "cannot send to the transfer daemon: \(error)")
         }
@@ -82,10 +108,7 @@ public enum DaemonEndpoint {
     /// Reads frames until `receive` returns false (returns) or the connection ends: a close
     /// while streaming (no `timeout`) returns; silence past `timeout` or an unreadable frame throws.
     private static func readFrames(_ fd: FileDescriptor, timeout: TimeInterval?, _ receive: (DaemonFrame) throws(TransferFailure) -> Bool) throws(TransferFailure) {
-        if let timeout {
-            var timeval = timeval(tv_sec: Int(timeout), tv_usec: 0)
-            setsockopt(fd.rawValue, SOL_SOCKET, SO_RCVTIMEO, &timeval, socklen_t(MemoryLayout<timeval>.size))
-        }
+        if let timeout { setReceiveTimeout(fd, timeout) }
         var decoder = FrameDecoder(limit: Frame.maximumReplySize)
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {

@@ -6,14 +6,29 @@ extension TransferDaemon {
     func handle(_ request: DaemonRequest, from connection: ClientConnection, afterReply: inout [() -> Void]) throws -> DaemonReply {
         if case .hello(let hello) = request { return try welcome(hello, connection) }
         if case .ping = request { return .ok }
-        if case .forceQuit(let app) = request { return try forceQuit(app) }
-        if case .watch = request { return startWatching(connection, afterReply: &afterReply) }
+        // Everything else needs a verified hello: it changes something, or shows what others do.
+        guard let hello = connection.hello else {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "say hello first: the daemon does not know who you are")
+        }
+        if case .forceQuit(let app) = request {
+            // The user's force quit comes from the developer tool (bgtransfer), or from the app family itself.
+            guard hello.identity.kind == .tool || registry.family(of: app) == hello.identity.family else {
+                throw refusal(of: "force-quit \(app)", by: hello, connection)
+            }
+            return try forceQuit(app)
+        }
+        if case .watch = request {
+            // Every family's transfers, URLs and all: for the developer's tool only.
+            guard hello.identity.kind == .tool else { throw refusal(of: "watch every app's transfers", by: hello, connection) }
+            return startWatching(connection, afterReply: &afterReply)
+        }
         if case .conditionsChanged = request {
+            guard hello.identity.kind == .tool else { throw refusal(of: "change the device conditions", by: hello, connection) }
             conditionsChanged()
             return .ok
         }
-        guard let hello = connection.hello else {
-            throw TransferFailure(code: TransferFailure.requestRefused, message: "say hello first: the daemon does not know who you are")
+        guard hello.identity.kind != .tool else {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "\(hello.identity.bundleIdentifier) is a tool: it holds no sessions", subject: hello.identity.bundleIdentifier.rawValue)
         }
         switch request {
         case .hello, .ping, .forceQuit, .watch, .conditionsChanged:
@@ -141,26 +156,56 @@ extension TransferDaemon {
         }
     }
 
-    /// A process says who it is; it is believed only as far as its executable's entitlements
-    /// go, and its executable path is the kernel's, not its own.
+    /// A request a verified peer may not make; logged (category `trust`).
+    private func refusal(of what: String, by hello: ClientHello, _ connection: ClientConnection) -> TransferFailure {
+        let message = "\(hello.identity.bundleIdentifier) (process \(connection.pid ?? -1)) may not \(what)"
+        log.error("trust", "refused: \(message)")
+        return TransferFailure(code: TransferFailure.requestRefused, message: message, subject: hello.identity.bundleIdentifier.rawValue)
+    }
+
+    /// A process says who it is; it is believed only as far as the executable of the process
+    /// that wrote the hello goes (the kernel names the writer of every read: not the process
+    /// that connected, which may have handed the socket on), and its executable path is the
+    /// kernel's, not its own.
     private func welcome(_ claimed: ClientHello, _ connection: ClientConnection) throws -> DaemonReply {
         var hello = claimed
-        guard hello.identity.kind == .app || hello.identity.containingApp != hello.identity.bundleIdentifier else {
+        guard hello.identity.kind != .appExtension || hello.identity.containingApp != hello.identity.bundleIdentifier else {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "an extension must name its containing app")
         }
-        guard let pid = connection.pid else {
-            throw TransferFailure(code: TransferFailure.requestRefused, message: "the daemon cannot see who is connected (no peer credentials)")
+        guard let writer = connection.writer else {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "the daemon cannot see who wrote the hello (no credentials)")
         }
+        let pid = writer.pid
+        // A handle on the writer (the kernel's, taken with its bytes; else one opened before its
+        // executable is read): alive after the read, the pid still named the writer.
+        func refuse(_ message: String) -> TransferFailure {
+            log.error("trust", "refused: \(message)")
+            return TransferFailure(code: TransferFailure.requestRefused, message: message, subject: hello.identity.bundleIdentifier.rawValue)
+        }
+        var opened: ProcessHandle?
+        if writer.process == nil {
+            do { opened = try ProcessHandle.open(pid: pid) } catch {
+                throw refuse("cannot hold on to process \(pid), which wrote the hello as \(hello.identity.bundleIdentifier), while its executable is checked: \(error)")
+            }
+        }
+        defer { opened?.close() }
         let peer = try peers.identify(pid: pid)
+        guard (writer.process ?? opened)?.isRunning == true else {
+            throw refuse("process \(pid), which wrote the hello as \(hello.identity.bundleIdentifier), exited before its executable could be checked")
+        }
         guard peer.entitled.contains(hello.identity) else {
             let declared = peer.entitled.isEmpty ? "no entitlements" : peer.entitled.map { "\($0.bundleIdentifier) (groups \($0.appGroups.map(\.rawValue).joined(separator: ", ")))" }.joined(separator: "; ")
-            let message = "process \(pid) (\(peer.executablePath)) may not act as \(hello.identity.bundleIdentifier) with app groups [\(hello.identity.appGroups.map(\.rawValue).joined(separator: ", "))]: its executable declares \(declared)"
-            log.error("trust", "refused: \(message)")
-            throw TransferFailure(code: TransferFailure.requestRefused, message: message, subject: hello.identity.bundleIdentifier.rawValue)
+            let connected = connection.credentials.map { $0.pid == pid ? "" : " (the connection was opened by process \($0.pid))" } ?? ""
+            throw refuse("process \(pid) (\(peer.executablePath)) may not act as \(hello.identity.bundleIdentifier) with app groups [\(hello.identity.appGroups.map(\.rawValue).joined(separator: ", "))]: its executable declares \(declared)\(connected)")
+        }
+        // What the writer sent before this hello was answered may have been written by another
+        // executable (it may have exec'd since): a hello is a round trip.
+        guard !connection.hasUnreadInput else {
+            throw refuse("process \(pid) (\(peer.executablePath)) sent more before its hello as \(hello.identity.bundleIdentifier) was answered; wait for the welcome")
         }
         hello.executablePath = peer.executablePath
         connection.hello = hello
-        registry.register(hello)
+        if hello.identity.kind != .tool { registry.register(hello) }
         if hello.isForeground && hello.identity.kind == .app {
             // The user launched the app: the rate limiter starts over (S6.5), a force quit ends (S4.2).
             relaunchLimiter[hello.identity.family] = nil

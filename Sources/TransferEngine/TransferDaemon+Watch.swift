@@ -33,8 +33,28 @@ extension TransferDaemon {
         for watcher in watchers { send(statuses, toWatcher: watcher) }
     }
 
+    /// A watcher that has not taken a push for this long is disconnected.
+    static let watcherPatience: TimeInterval = 3
+
+    /// Queues the list for the watcher, unless its previous push is still waiting: a watcher
+    /// is never buffered for (it gets the next list when it has read), and one that takes
+    /// nothing for `watcherPatience` is disconnected.
     private func send(_ statuses: [TransferStatus], toWatcher watcher: ClientConnection) {
-        guard !watcher.isClosed, !watcher.send(.push(.transfers(statuses))) else { return }
+        guard !watcher.isClosed else { return }
+        if watcher.outboxBytes > 0 {
+            let now = Date()
+            guard let since = watcher.watcherBehindSince else {
+                watcher.watcherBehindSince = now
+                return
+            }
+            if now.timeIntervalSince(since) >= Self.watcherPatience {
+                log.error("ipc", "\(watcher.label) has not read what it watches for \(Int(Self.watcherPatience)) s; disconnecting it")
+                disconnect(watcher)
+            }
+            return
+        }
+        watcher.watcherBehindSince = nil
+        guard !watcher.send(.push(.transfers(statuses))) else { return }
         log.error("ipc", "\(watcher.label) is not reading what it watches; disconnecting it")
         disconnect(watcher)
     }

@@ -44,6 +44,10 @@ public final class TransferDaemon {
     var sessions: [SessionKey: DaemonSession] = [:]
     var connections: [Int32: ClientConnection] = [:]
     private var nextConnectionID = 0
+    /// What unidentified peers hold of unfinished requests, all together (see `InputAccount`).
+    private let unidentifiedInput = InputAccount()
+    /// Where clients' bytes are read into, one connection at a time.
+    private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
     private var listener: FileDescriptor?
     private var signals: SignalPipe?
     private var daemonLock: FileLock?
@@ -109,6 +113,10 @@ public final class TransferDaemon {
         registry.relaunchLimits = [:]  // a restarted daemon starts every app's limiter over
     }
 
+    deinit {
+        readBuffer.deallocate()
+    }
+
     /// Runs until a signal or idle exit. Throws `DaemonError.alreadyRunning` when another
     /// daemon serves the container.
     public func run() throws {
@@ -130,7 +138,12 @@ public final class TransferDaemon {
         loadSessions()
         guardAgainstCrashLoops()
         loadConditions()
-        self.listener = try UnixSocket.listen(at: layout.daemonSocket.path)
+        let listener = try UnixSocket.listen(at: layout.daemonSocket.path)
+        // Every read says which process wrote the bytes, with a pidfd of it (inherited by accepted connections).
+        do { try UnixSocket.identifyWriters(listener, handles: true) } catch {
+            log.error("trust", "cannot ask the kernel who writes to the socket: \(error); no hello can be verified")
+        }
+        self.listener = listener
         watchListener()
         loop.onTransferCompleted = { [unowned self] easy, result in transferEnded(easy, result) }
         var multiErrors = 0
@@ -235,7 +248,7 @@ public final class TransferDaemon {
             }
             guard let fd = accepted else { return }
             nextConnectionID += 1
-            let connection = ClientConnection(id: nextConnectionID, descriptor: fd)
+            let connection = ClientConnection(id: nextConnectionID, descriptor: fd, account: unidentifiedInput)
             if let credentials = connection.credentials, credentials.uid != getuid() {
                 log.error("security", "refused connection from uid \(credentials.uid) pid \(credentials.pid): not this user")
                 fd.close()
@@ -254,27 +267,51 @@ public final class TransferDaemon {
         loop.watch(listener, .init(wantsWrite: { false }, onReadable: { [unowned self] in acceptClients() }, onWritable: {}))
     }
 
-    /// Connections that never said who they are (nor asked to watch) are closed after this long.
+    /// Connections that have not said who they are (with a verified hello) are closed after this long.
     static let helloDeadline: TimeInterval = 10
 
     private func closeSilentConnections(now: Date) {
-        for connection in connections.values where connection.hello == nil && !connection.isWatching && now.timeIntervalSince(connection.acceptedAt) > Self.helloDeadline {
-            log.info("ipc", "\(connection.label) said nothing for \(Int(Self.helloDeadline)) s; closed")
+        for connection in connections.values where connection.hello == nil && now.timeIntervalSince(connection.acceptedAt) > Self.helloDeadline {
+            log.info("ipc", "\(connection.label) did not say who it is within \(Int(Self.helloDeadline)) s; closed")
             disconnect(connection)
         }
     }
 
+    /// Handles what the peer sent, up to its share of this turn (`ClientConnection.framesPerTurn`
+    /// and `bytesPerTurn`); the rest waits for the next turn.
     private func read(from connection: ClientConnection) {
         CrashGuard.idle()
-        switch connection.readAvailable() {
-        case .frames(let frames):
-            for body in frames {
-                guard !connection.isClosed else { return }
+        var budget = ClientConnection.bytesPerTurn
+        for _ in 0..<ClientConnection.framesPerTurn {
+            guard !connection.isClosed else { return }
+            switch connection.nextInput(budget: &budget, scratch: readBuffer) {
+            case .frame(let body):
                 receive(body, from: connection)
+            case .idle(let more):
+                if more { readAgainNextTurn(connection) }
+                return
+            case .closed(let reason):
+                if let reason { log.error("ipc", "\(connection.label): \(reason); connection closed") }
+                disconnect(connection)
+                return
+            case .foreignWriter(let what):
+                log.error("trust", "\(connection.label): \(what); connection closed (a connection speaks for the one process that wrote on it first)")
+                disconnect(connection)
+                return
             }
-        case .closed(let reason):
-            if let reason { log.error("ipc", "\(connection.label): \(reason); connection closed") }
-            disconnect(connection)
+        }
+        readAgainNextTurn(connection)
+    }
+
+    /// Frames may wait in the connection's buffer with nothing new on the socket: look again
+    /// next turn instead of waiting for the peer to write more.
+    private func readAgainNextTurn(_ connection: ClientConnection) {
+        guard !connection.readAgainScheduled else { return }
+        connection.readAgainScheduled = true
+        loop.schedule(after: 0) { [unowned self, weak connection] in
+            guard let connection, !connection.isClosed else { return }
+            connection.readAgainScheduled = false
+            read(from: connection)
         }
     }
 
@@ -284,7 +321,7 @@ public final class TransferDaemon {
             frame = try Frame.decode(RequestFrame.self, from: body)
         } catch {
             log.error("ipc", "\(connection.label) sent an unreadable request: \(error)")
-            connection.send(.reply(id: 0, .failure(TransferFailure(code: TransferFailure.requestRefused, message: "unreadable request: \(error)"))))
+            answer(connection, .reply(id: 0, .failure(TransferFailure(code: TransferFailure.requestRefused, message: "unreadable request: \(error)"))))
             return
         }
         var afterReply: [() -> Void] = []
@@ -298,8 +335,19 @@ public final class TransferDaemon {
             log.error("ipc", "\(connection.label): request failed: \(error)")
             reply = .failure(TransferFailure(code: TransferFailure.unknown, message: "\(error)"))
         }
-        connection.send(.reply(id: frame.id, reply))
+        guard answer(connection, .reply(id: frame.id, reply)) else { return }
         afterReply.forEach { $0() }
+    }
+
+    /// Queues a reply; a peer too far behind in reading its replies is disconnected (false).
+    @discardableResult
+    private func answer(_ connection: ClientConnection, _ frame: DaemonFrame) -> Bool {
+        guard !connection.send(frame) else { return true }
+        if !connection.isClosed {
+            log.error("ipc", "\(connection.label) is not reading its replies (\(connection.outboxBytes) bytes wait); disconnecting it")
+            disconnect(connection)
+        }
+        return false
     }
 
     func disconnect(_ connection: ClientConnection) {

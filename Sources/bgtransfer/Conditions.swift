@@ -37,7 +37,7 @@ enum ConditionsCommand {
             }
             // A daemon that is not running reads them when it starts.
             if FileLock.isHeld(layout.daemonLock.path) {
-                do { _ = try DaemonEndpoint.request(.conditionsChanged, layout: layout) } catch {
+                do { _ = try DaemonEndpoint.request(.conditionsChanged, as: Tool.hello, layout: layout) } catch {
                     Tool.fail("conditions saved, but the running daemon did not take them: \(error)", status: 1)
                 }
             }

@@ -30,7 +30,7 @@ enum Watch {
         var saidNotRunning = false
         while true {
             do throws(TransferFailure) {
-                try DaemonEndpoint.stream(.watch, layout: layout) { frame in
+                try DaemonEndpoint.stream(.watch, as: Tool.hello, layout: layout) { frame in
                     guard case .push(.transfers(let statuses)) = frame else { return true }
                     saidNotRunning = false
                     display.show(statuses.filter(keep))
@@ -55,7 +55,7 @@ enum Watch {
     private static func listOnce(layout: ContainerLayout, keep: (TransferStatus) -> Bool) -> Never {
         var listed: [TransferStatus]?
         do throws(TransferFailure) {
-            try DaemonEndpoint.stream(.watch, layout: layout) { frame in
+            try DaemonEndpoint.stream(.watch, as: Tool.hello, layout: layout) { frame in
                 guard case .push(.transfers(let statuses)) = frame else { return true }
                 listed = statuses.filter(keep)
                 return false

@@ -43,7 +43,7 @@ case "force-quit":
     let bundle: BundleIdentifier
     do { bundle = try BundleIdentifier(arguments[1]) } catch { Tool.fail("\(error)", status: 64) }
     do {
-        let reply = try DaemonEndpoint.request(.forceQuit(app: bundle), layout: layout)
+        let reply = try DaemonEndpoint.request(.forceQuit(app: bundle), as: Tool.hello, layout: layout)
         if case .forceQuitDone(let cancelled, let pids) = reply {
             print("force-quit \(bundle): \(cancelled) tasks cancelled\(pids.isEmpty ? "" : ", processes \(pids.map(String.init).joined(separator: ", ")) ended"); no relaunch until the user launches it")
         }
@@ -61,6 +61,24 @@ enum Tool {
     static func fail(_ text: String, status: Int32) -> Never {
         FileHandle.standardError.write(Data("bgtransfer: \(text)\n".utf8))
         exit(status)
+    }
+
+    // What this executable is entitled to: a developer tool's identity. The daemon reads this
+    // very text from the executable file of the process that says hello (see `Entitlements`),
+    // and lets only a tool watch every transfer, change the device conditions and force-quit any app.
+    static let entitlements = """
+BGTRANSFER-ENTITLEMENTS-BEGIN
+[{"bundleIdentifier": "com.example.bgtransfer", "kind": "tool", "containingApp": "com.example.bgtransfer",
+  "containingAppExecutable": "bgtransfer", "appGroups": []}]
+BGTRANSFER-ENTITLEMENTS-END
+"""
+
+    /// What the tool says to the daemon before asking anything of it.
+    static var hello: ClientHello {
+        guard let identity = try? Entitlements.identities(inDeclaration: entitlements).first else {
+            fail("the tool's own entitlements cannot be read", status: 70)
+        }
+        return ClientHello(identity: identity, executablePath: ProcessSpawner.currentExecutable, processName: "bgtransfer", isForeground: false)
     }
 
     /// The directory holding this executable and its siblings (transferd, host-app, extensions).

@@ -127,7 +127,8 @@ struct BoundaryFuzzTests {
         // the daemon launches, rate-limited, for the events the mutated lines made).
         let tasks = ContainerSnapshot.read(container.layout).sessions.first { $0.identifier == "com.example.host.background" }?.tasks ?? []
         #expect(tasks.contains { $0.taskIdentifier == good.taskIdentifier && $0.originalRequest == good.originalRequest && $0.taskDescription == "survivor" }, "\(tasks.map(\.taskIdentifier))")
-        #expect(ProcessSpawner.isAlive(daemon.pid), "the daemon survived reading every variant")
+        #expect(!container.processesNamingContainer(executable: "transferd").isEmpty, "a daemon serves the container")
+        #expect(container.crashReports().isEmpty, "no daemon trapped on a variant: \(container.crashReports())")
         print("record boundary fuzz seed \(seed): \(journalMutations.count) journal lines, \(sessionMutations.count) session records, \(starts) starts with conditions and registry variants")
     }
 
@@ -169,7 +170,7 @@ struct BoundaryFuzzTests {
         ]
         let samples = try requests.map { try RecordCoding.encodeCompact(RequestFrame(id: 5, request: $0)) as Data }
 
-        var client = try RawDaemonClient.attached(container, as: identity, session: "fuzz-frames")
+        var client = try RawClient.attached(container, as: identity, session: "fuzz-frames")
         var sent = 0, reconnects = 0
         for sample in samples {
             for variant in Self.mutations(of: sample, random: &random) {
@@ -178,13 +179,16 @@ struct BoundaryFuzzTests {
                     sent += 1
                     if sent % 50 == 0 { _ = try client.request(.ping) } // in order: all before it were read
                 } catch {
-                    client = try RawDaemonClient.attached(container, as: identity, session: "fuzz-frames")
+                    client.close()
+                    client = try RawClient.attached(container, as: identity, session: "fuzz-frames")
                     reconnects += 1
                 }
             }
         }
-        if case .ok = try client.request(.ping, timeout: 20) {} else { Issue.record("no ping answer at the end") }
+        client.close()
+        if case .ok = try DaemonEndpoint.request(.ping, layout: container.layout, timeout: 20) {} else { Issue.record("no ping answer at the end") }
         #expect(ProcessSpawner.isAlive(daemon.pid), "the daemon survived every request")
+        #expect(container.crashReports().isEmpty, "\(container.crashReports())")
         let launch = try Executable.hostApp.run([], in: container)
         #expect(launch.status == 0, "\(launch.stderr.prefix(500))")
         #expect(launch.stdout.contains("task 1 running http://127.0.0.1:9/kept"), "\(launch.stdout.prefix(500))")
@@ -242,5 +246,19 @@ struct BoundaryFuzzTests {
             }
         }
         return ranges
+    }
+}
+
+extension TestContainer {
+    /// What any daemon of this container printed when it trapped: the test's own daemons'
+    /// output and the output of those the library started on demand (`Logs/transferd.out`).
+    func crashReports() -> [String] {
+        var outputs = ((try? FileManager.default.contentsOfDirectory(atPath: parent.path)) ?? [])
+            .filter { $0.hasPrefix("transferd-") && $0.hasSuffix(".err") }.map { parent.appendingPathComponent($0).path }
+        outputs.append(layout.logsDirectory.appendingPathComponent("transferd.out").path)
+        return outputs.compactMap { path in
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8), let range = text.range(of: "Fatal error") ?? text.range(of: "Program crashed") else { return nil }
+            return String(text[range.lowerBound...].prefix(300))
+        }
     }
 }

@@ -103,7 +103,8 @@ final class HostileServerTests: InProcessSuite, @unchecked Sendable {
     @Test("acknowledge(through: UInt64.max) is refused and written nowhere: the daemon and the journal stay usable")
     func acknowledgePastTheLastEvent() throws {
         let daemon = try #require(daemonPID())
-        let client = try RawDaemonClient.attached(container, as: InProcess.app, session: "ack-max")
+        let client = try RawClient.attached(container, as: InProcess.app, session: "ack-max")
+        defer { client.close() }
         let identifier = try SessionIdentifier("ack-max")
         for through in [UInt64.max, UInt64(Int64.max), 1] {
             let reply = try client.request(.acknowledge(session: identifier, through: through))

@@ -19,6 +19,9 @@ import TransferContainer
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else { throw Errno.current("socketpair") }
         connection = ClientConnection(id: 1, descriptor: FileDescriptor(rawValue: fds[0]))
         peer = FileDescriptor(rawValue: fds[1])
+        // A session holder's output (a peer that has not said who it is may queue little).
+        let bundle = try BundleIdentifier("com.example.holder")
+        connection.hello = ClientHello(identity: AppIdentity(bundleIdentifier: bundle, kind: .app, containingApp: bundle, containingAppExecutable: "holder", appGroups: []), executablePath: "/holder", processName: "holder", isForeground: true)
     }
 
     deinit {

@@ -91,6 +91,10 @@ final class DaemonConnection: @unchecked Sendable {
 
     private func connect() throws(TransferFailure) {
         let fd = try DaemonEndpoint.connect(layout, log: log)
+        // Nothing else is written until the hello is answered: the daemon reads nothing past a
+        // hello before answering it (what follows may have been written by another executable).
+        writeLock.lock()
+        defer { writeLock.unlock() }
         let generation = state.withLock { state -> Int in
             state.descriptor = fd
             state.generation += 1
@@ -102,7 +106,7 @@ final class DaemonConnection: @unchecked Sendable {
         let environment = AppEnvironment.current
         let hello = ClientHello(identity: environment.identity, executablePath: ProcessSpawner.currentExecutable, processName: environment.log.process, isForeground: environment.isForeground)
         do {
-            _ = try request(.hello(hello))
+            _ = try request(.hello(hello), writeLocked: true)
         } catch {
             // A daemon dying as we connected: retire this connection, so that its reader's
             // end does not start a second reconnect.
@@ -122,8 +126,12 @@ final class DaemonConnection: @unchecked Sendable {
     /// Sends a request and waits for its reply; a `.failure` reply is thrown.
     @discardableResult
     func request(_ request: DaemonRequest) throws(TransferFailure) -> DaemonReply {
+        try self.request(request, writeLocked: false)
+    }
+
+    private func request(_ request: DaemonRequest, writeLocked: Bool) throws(TransferFailure) -> DaemonReply {
         let waiter = Waiter()
-        let id = try send(request, waiter)
+        let id = try send(request, waiter, writeLocked: writeLocked)
         if waiter.semaphore.wait(timeout: .now() + Self.requestTimeout) == .timedOut {
             _ = state.withLock { $0.waiters.removeValue(forKey: id) }
             throw TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")
@@ -143,10 +151,10 @@ final class DaemonConnection: @unchecked Sendable {
         }
     }
 
-    private func send(_ request: DaemonRequest, _ waiter: Waiter) throws(TransferFailure) -> UInt64 {
+    private func send(_ request: DaemonRequest, _ waiter: Waiter, writeLocked: Bool = false) throws(TransferFailure) -> UInt64 {
         // The lock is held from numbering to writing, so that frames go out in number order.
-        writeLock.lock()
-        defer { writeLock.unlock() }
+        if !writeLocked { writeLock.lock() }
+        defer { if !writeLocked { writeLock.unlock() } }
         let (id, fd) = state.withLock { state -> (UInt64, FileDescriptor?) in
             let id = state.nextRequestID
             state.nextRequestID += 1

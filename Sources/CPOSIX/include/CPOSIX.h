@@ -1,6 +1,8 @@
 // The few Linux/GNU interfaces that Glibc's Swift module does not expose without
-// _GNU_SOURCE: SO_PEERCRED credentials, accept4, O_PATH, renameat2, POSIX_SPAWN_SETSID, memmem; and ioctl,
-// which is variadic and so not callable from Swift (TIOCGWINSZ).
+// _GNU_SOURCE: SO_PEERCRED credentials, per-message credentials (SO_PASSCRED, SO_PASSPIDFD,
+// recvmsg's SCM_CREDENTIALS and SCM_PIDFD), pidfds, accept4, O_PATH, renameat2,
+// POSIX_SPAWN_SETSID, memmem; and ioctl, which is variadic and so not callable from Swift
+// (TIOCGWINSZ, FIONREAD).
 #ifndef CPOSIX_H
 #define CPOSIX_H
 #include <sys/types.h>
@@ -8,6 +10,24 @@
 
 /// Fills pid, uid and gid of the peer of a Unix-domain socket; returns 0 or -1 (errno set).
 int cposix_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+/// Asks the kernel to attach the writer's credentials to every read from the Unix-domain socket
+/// `fd` (SO_PASSCRED) and, when `pidfds` is non-zero, a pidfd of the writer too (SO_PASSPIDFD,
+/// Linux 6.5). Returns 0 when credentials are on; -1 (errno set) when not. A kernel without
+/// SO_PASSPIDFD still gets credentials, and reads come without pidfds.
+int cposix_pass_credentials(int fd, int pidfds);
+/// recvmsg(fd, up to `length` bytes, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) with the writer of those
+/// bytes: the kernel never joins bytes of two writers in one read of a stream socket with
+/// SO_PASSCRED on. `*pid` and `*uid` are the writer's (SCM_CREDENTIALS; pid 0 when the kernel
+/// sent none), `*pidfd` a pidfd of the writer (SCM_PIDFD, close-on-exec) or -1; the caller
+/// owns it. Returns the bytes read, 0 at end of stream, -1 with errno.
+ssize_t cposix_receive_with_writer(int fd, void *buffer, size_t length, pid_t *pid, uid_t *uid, int *pidfd);
+/// Bytes waiting to be read on the socket (ioctl FIONREAD), or -1.
+int cposix_pending_input(int fd);
+/// pidfd_open(pid, 0), close-on-exec: a handle on that very process, never on a later one
+/// with the same number. -1 with errno.
+int cposix_pidfd_open(pid_t pid);
+/// Whether the process behind the pidfd is still running (not yet exited): 1, 0, or -1.
+int cposix_pidfd_is_running(int pidfd);
 /// accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK).
 int cposix_accept_nonblocking(int fd);
 /// open(path, O_PATH | O_DIRECTORY | O_CLOEXEC).

@@ -13,6 +13,51 @@ public enum UnixSocket {
         public var gid: UInt32
     }
 
+    /// Who wrote bytes the daemon read: the kernel's word for each read (`SCM_CREDENTIALS`),
+    /// with a handle on that very process when the kernel gives one (`SCM_PIDFD`).
+    public struct Writer: Sendable {
+        public var pid: Int32
+        public var uid: UInt32
+        /// Owned by whoever received it.
+        public var process: ProcessHandle?
+    }
+
+    /// What one read brought: bytes, and who wrote them (nil when the kernel did not say).
+    public struct Received: Sendable {
+        public var byteCount: Int
+        public var writer: Writer?
+    }
+
+    /// Asks the kernel to say, with every read from `fd`, which process wrote the bytes
+    /// (`SO_PASSCRED`) and, if `handles`, to hand over a pidfd of it (`SO_PASSPIDFD`, Linux
+    /// 6.5 and later; older kernels give credentials only). Set on a listener, accepted
+    /// connections inherit it, bytes written before the accept included.
+    public static func identifyWriters(_ fd: FileDescriptor, handles: Bool) throws(Errno) {
+        guard cposix_pass_credentials(fd.rawValue, handles ? 1 : 0) == 0 else { throw .current("setsockopt SO_PASSCRED") }
+    }
+
+    /// Reads what is there, without blocking, up to `buffer.count` bytes, all of them written
+    /// by one process (a stream socket with `SO_PASSCRED` on never joins two writers' bytes in
+    /// one read): 0 bytes at end of stream; throws `EAGAIN` when nothing waits.
+    public static func receive(_ fd: FileDescriptor, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Received {
+        var pid: pid_t = 0
+        var uid: uid_t = 0
+        var pidfd: Int32 = -1
+        let n = retryingOnInterrupt { cposix_receive_with_writer(fd.rawValue, buffer.baseAddress, buffer.count, &pid, &uid, &pidfd) }
+        guard n >= 0 else { throw .current("recvmsg") }
+        let process = pidfd >= 0 ? ProcessHandle(pid: pid, descriptor: FileDescriptor(rawValue: pidfd)) : nil
+        guard pid > 0 else {
+            process?.close()
+            return Received(byteCount: n, writer: nil)
+        }
+        return Received(byteCount: n, writer: Writer(pid: pid, uid: uid, process: process))
+    }
+
+    /// Bytes the kernel holds for the next reads of `fd`.
+    public static func pendingInputCount(_ fd: FileDescriptor) -> Int {
+        max(0, Int(cposix_pending_input(fd.rawValue)))
+    }
+
     /// Binds and listens at `path` (a stale socket file is replaced), mode 0600, non-blocking.
     public static func listen(at path: String, backlog: Int32 = 256) throws(Errno) -> FileDescriptor {
         let fd = try makeSocket()

@@ -8,6 +8,9 @@ import Foundation
 public enum Frame {
     /// The largest request the daemon reads.
     public static let maximumSize = 4 << 20
+    /// The largest request the daemon reads from a process that has not yet said who it is:
+    /// a hello, a ping.
+    public static let maximumUnidentifiedSize = 64 << 10
     /// The largest frame a client reads from its daemon.
     public static let maximumReplySize = 256 << 20
 
@@ -48,8 +51,8 @@ public enum FrameError: Error, CustomStringConvertible, Sendable, Equatable {
 public struct FrameDecoder: Sendable {
     private var buffer: [UInt8] = []
     private var start = 0
-    /// The largest frame body accepted.
-    public let limit: Int
+    /// The largest frame body accepted (a reader may raise it once it trusts its peer more).
+    public var limit: Int
 
     public init(limit: Int = Frame.maximumSize) {
         self.limit = limit
@@ -60,7 +63,7 @@ public struct FrameDecoder: Sendable {
 
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         if start > 0 && start == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
+            buffer.removeAll(keepingCapacity: buffer.capacity <= 64 << 10) // an idle peer keeps little
             start = 0
         }
         buffer.append(contentsOf: bytes)
@@ -74,8 +77,11 @@ public struct FrameDecoder: Sendable {
         guard buffer.count - start - 4 >= length else { return nil }
         let body = Data(buffer[(start + 4)..<(start + 4 + length)])
         start += 4 + length
-        if start > 1 << 20 {
-            buffer.removeSubrange(0..<start)
+        if start == buffer.count {
+            buffer.removeAll(keepingCapacity: buffer.capacity <= 64 << 10)
+            start = 0
+        } else if start > 64 << 10 && start > buffer.count / 2 {
+            buffer.removeSubrange(0..<start) // moves at most as much as was consumed
             start = 0
         }
         return body

@@ -2,19 +2,40 @@ internal import Glibc
 import Foundation
 import TransferContainer
 
-/// One process connected to the daemon's socket: its kernel credentials, what it said it
+/// One process connected to the daemon's socket: who the kernel says it is, what it said it
 /// is, the sessions it holds, and its bytes in and out. Owned by the event loop.
+///
+/// A connection speaks for one process: the writer of its first bytes, as the kernel tells
+/// with each read (`UnixSocket.receive`). Its hello is believed as far as that process's
+/// executable goes, and bytes written by any other process (a child that kept the socket
+/// across a fork) end the connection. Until a hello is verified, frames are small
+/// (`Frame.maximumUnidentifiedSize`) and the bytes all such connections hold are capped
+/// (`InputAccount`); a peer that does not read is cut off past `outboxLimit`.
 final class ClientConnection {
     let id: Int
     let descriptor: FileDescriptor
+    /// The process that connected (`SO_PEERCRED`): checked for the uid; not who speaks.
     let credentials: UnixSocket.PeerCredentials?
-    var hello: ClientHello?
+    /// Set once the hello is verified (`TransferDaemon.welcome`).
+    var hello: ClientHello? {
+        didSet { if hello != nil { identified() } }
+    }
     let acceptedAt = Date()
     /// Sessions this client has open (attached), by identifier.
     var attachedSessions: Set<SessionKey> = []
     /// Asked to watch (`DaemonRequest.watch`): pushed the running tasks until it closes.
     var isWatching = false
-    private var decoder = FrameDecoder()
+    /// When a watcher was last found with its previous push still unsent (see `TransferDaemon.send(_:toWatcher:)`).
+    var watcherBehindSince: Date?
+    /// A read is scheduled for the next turn (frames wait in the buffer).
+    var readAgainScheduled = false
+    /// The process the connection speaks for: the writer of its first bytes, with a handle on
+    /// it (a pidfd) until its hello is verified.
+    private(set) var writer: UnixSocket.Writer?
+    private var decoder = FrameDecoder(limit: Frame.maximumUnidentifiedSize)
+    /// Bytes held for this connection that count against the unidentified peers' cap.
+    private var accountedBytes = 0
+    private let account: InputAccount
     /// Queued frames, back to back, written from `outboxHead` on: one send per turn carries
     /// every reply and push of that turn.
     private var outbox: [UInt8] = []
@@ -27,51 +48,125 @@ final class ClientConnection {
     var outboxBytes: Int { outbox.count - outboxHead }
     private(set) var isClosed = false
 
-    /// A client that stops reading is cut off past this much queued output.
+    /// A session holder that stops reading is cut off past this much queued output.
     static let outboxLimit = 64 << 20
+    /// The same for a watcher (it is never sent a push while its last one waits, see
+    /// `TransferDaemon.send(_:toWatcher:)`, so this is one push of a very long list of tasks)…
+    static let watcherOutboxLimit = 4 << 20
+    /// …and for a peer that has not said who it is (pings, refusals).
+    static let unidentifiedOutboxLimit = 64 << 10
 
-    init(id: Int, descriptor: FileDescriptor) {
+    /// At most this many frames, and bytes read, per connection per turn of the loop: the rest
+    /// waits for the next turn, so that one busy peer cannot starve the others or the transfers.
+    static let framesPerTurn = 64
+    static let bytesPerTurn = 256 << 10
+
+    init(id: Int, descriptor: FileDescriptor, account: InputAccount = InputAccount()) {
         self.id = id
         self.descriptor = descriptor
+        self.account = account
         self.credentials = UnixSocket.peerCredentials(descriptor)
+        // Normally inherited from the listener; a socket made otherwise (a socketpair) gets it here.
+        try? UnixSocket.identifyWriters(descriptor, handles: true)
     }
 
-    var pid: Int32? { credentials?.pid }
+    /// The process the connection speaks for (the writer of its bytes), or before it wrote
+    /// anything the one that connected.
+    var pid: Int32? { writer?.pid ?? credentials?.pid }
     var label: String {
         let who = hello.map { $0.identity.bundleIdentifier.rawValue } ?? "unidentified"
         return "\(who)[\(pid.map(String.init) ?? "?")]"
     }
 
-    /// What reading produced.
-    enum Input {
-        case frames([Data])
-        /// The peer hung up (possibly mid-frame) or sent something that cannot be framed.
-        case closed(reason: String?)
+    /// The queued output past which this peer is cut off.
+    var outboxLimit: Int {
+        if hello == nil { return Self.unidentifiedOutboxLimit }
+        if isWatching && attachedSessions.isEmpty { return Self.watcherOutboxLimit }
+        return Self.outboxLimit
     }
 
-    /// Reads everything available without blocking and cuts it into frames.
-    func readAvailable() -> Input {
-        var frames: [Data] = []
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+    /// What reading produced.
+    enum Input {
+        case frame(Data)
+        /// Nothing more for now: the socket is empty (`more` false), or this turn's share is
+        /// used up (`more` true: read again next turn).
+        case idle(more: Bool)
+        /// The peer hung up (possibly mid-frame) or sent something that cannot be framed.
+        case closed(reason: String?)
+        /// Bytes written by a process other than the one the connection speaks for, or whose
+        /// writer the kernel did not name.
+        case foreignWriter(String)
+    }
+
+    /// The next frame the peer sent, reading (without blocking) at most `budget` more bytes
+    /// from the socket for it; `scratch` is the reader's buffer.
+    func nextInput(budget: inout Int, scratch: UnsafeMutableRawBufferPointer) -> Input {
         while true {
-            let n = buffer.withUnsafeMutableBytes { recv(descriptor.rawValue, $0.baseAddress, $0.count, 0) }
-            if n > 0 {
-                buffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-                do {
-                    while let frame = try decoder.next() { frames.append(frame) }
-                } catch {
-                    return .closed(reason: "\(error)")
+            do {
+                let frame = try decoder.next()
+                _ = updateAccount() // it only shrinks here
+                if let frame { return .frame(frame) }
+            } catch {
+                return .closed(reason: "\(error)")
+            }
+            guard budget > 0 else { return .idle(more: true) }
+            let received: UnixSocket.Received
+            do {
+                received = try UnixSocket.receive(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: scratch[0..<min(scratch.count, budget)]))
+            } catch {
+                if error.code == EAGAIN || error.code == EWOULDBLOCK { return .idle(more: false) }
+                return .closed(reason: error.description)
+            }
+            if received.byteCount == 0 {
+                received.writer?.process?.close()
+                return .closed(reason: decoder.pendingByteCount > 0 ? "disconnected mid-frame (\(decoder.pendingByteCount) bytes pending)" : nil)
+            }
+            guard let from = received.writer else {
+                return .foreignWriter("\(received.byteCount) bytes whose writer the kernel did not name")
+            }
+            if let writer {
+                from.process?.close()
+                guard from.pid == writer.pid else {
+                    return .foreignWriter("process \(from.pid) wrote on the connection of process \(writer.pid)\(hello.map { " (\($0.identity.bundleIdentifier))" } ?? "")")
                 }
-                continue
+            } else {
+                writer = from
             }
-            if n == 0 {
-                let partial = decoder.pendingByteCount > 0 ? "disconnected mid-frame (\(decoder.pendingByteCount) bytes pending)" : nil
-                return frames.isEmpty ? .closed(reason: partial) : .frames(frames)
+            budget -= received.byteCount
+            decoder.append(UnsafeRawBufferPointer(rebasing: scratch[0..<received.byteCount]))
+            guard updateAccount() else {
+                return .closed(reason: "peers that have not said who they are hold \(account.bytes) bytes of unfinished requests; closing this one (it holds \(decoder.pendingByteCount))")
             }
-            if errno == EINTR { continue }
-            if errno == EAGAIN || errno == EWOULDBLOCK { return .frames(frames) }
-            return .closed(reason: Errno.current("recv").description)
         }
+    }
+
+    /// Whether bytes beyond the frames already taken wait: in this connection's buffer, or in the kernel's.
+    var hasUnreadInput: Bool {
+        decoder.pendingByteCount > 0 || UnixSocket.pendingInputCount(descriptor) > 0
+    }
+
+    /// The hello was verified: frames may be full size, and the bytes no longer count as
+    /// unidentified; the writer's handle has served.
+    private func identified() {
+        decoder.limit = Frame.maximumSize
+        account.release(accountedBytes)
+        accountedBytes = 0
+        writer?.process?.close()
+        writer?.process = nil
+        try? UnixSocket.identifyWriters(descriptor, handles: false) // credentials still, no more pidfds
+    }
+
+    /// Counts what an unidentified peer holds now; false when that is past the cap.
+    private func updateAccount() -> Bool {
+        guard hello == nil else { return true }
+        let pending = decoder.pendingByteCount
+        if pending > accountedBytes {
+            guard account.admit(pending - accountedBytes) else { return false }
+        } else {
+            account.release(accountedBytes - pending)
+        }
+        accountedBytes = pending
+        return true
     }
 
     /// Queues a frame; returns false if the client is too far behind (it will be dropped).
@@ -85,7 +180,7 @@ final class ClientConnection {
     /// Queues a frame already encoded, as `send(_:)` does.
     @discardableResult
     func send(frame data: Data) -> Bool {
-        guard !isClosed, outboxBytes + data.count <= Self.outboxLimit else { return false }
+        guard !isClosed, outboxBytes + data.count <= outboxLimit else { return false }
         outbox.append(contentsOf: data)
         return true
     }
@@ -135,7 +230,36 @@ final class ClientConnection {
     func close() {
         guard !isClosed else { return }
         isClosed = true
+        account.release(accountedBytes)
+        accountedBytes = 0
+        writer?.process?.close()
+        writer?.process = nil
         descriptor.close()
+    }
+}
+
+/// The bytes of unfinished requests the daemon holds for peers that have not said who they
+/// are, across all of them: capped, so that many connections each holding part of a frame
+/// cannot grow the daemon. Owned by the event loop.
+final class InputAccount {
+    /// At most this much in all, by default (a hello is a few hundred bytes).
+    static let defaultLimit = 8 << 20
+    let limit: Int
+    private(set) var bytes = 0
+
+    init(limit: Int = InputAccount.defaultLimit) {
+        self.limit = limit
+    }
+
+    /// Counts `count` more bytes; false (and nothing counted) past the limit.
+    func admit(_ count: Int) -> Bool {
+        guard bytes + count <= limit else { return false }
+        bytes += count
+        return true
+    }
+
+    func release(_ count: Int) {
+        bytes = max(0, bytes - count)
     }
 }
 

@@ -17,9 +17,11 @@ struct Executable {
     static let shareExtension = Executable(name: "share-extension")
     static let bgtransfer = Executable(name: "bgtransfer")
 
-    /// Beside the test bundle: SwiftPM builds every product into one folder.
+    /// Beside the test bundle: SwiftPM builds every product into one folder. The daemon may be
+    /// another build (`BGTRANSFER_TEST_TRANSFERD=/path/to/transferd`), to run a test against it.
     var path: String {
         if let explicitPath { return explicitPath }
+        if name == "transferd", let other = ProcessInfo.processInfo.environment["BGTRANSFER_TEST_TRANSFERD"], !other.isEmpty { return other }
         let directory = (ProcessSpawner.currentExecutable as NSString).deletingLastPathComponent
         return (directory as NSString).appendingPathComponent(name)
     }

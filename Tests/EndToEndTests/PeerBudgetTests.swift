@@ -1,0 +1,210 @@
+import Foundation
+import Testing
+import LoopbackServer
+import TransferContainer
+import StandInSupport
+
+/// One peer gets its share of the daemon and no more: what it may ask before a verified
+/// hello, how much it may make the daemon hold for it (input and output), how much of the
+/// loop it may take. Real daemon, raw sockets; every connection closed, every wait bounded.
+@Suite(.timeLimit(.minutes(2)))
+struct PeerBudgetTests {
+    /// What the developer tool says (the test executable links bgtransfer, so it declares the tool too).
+    static let toolHello = ClientHello(
+        identity: AppIdentity(bundleIdentifier: try! BundleIdentifier("com.example.bgtransfer"), kind: .tool, containingApp: try! BundleIdentifier("com.example.bgtransfer"), containingAppExecutable: "bgtransfer", appGroups: []),
+        executablePath: "/tool", processName: "tool", isForeground: false)
+    static let appHello = ClientHello(identity: testIdentity("com.example.tests"), executablePath: "/tests", processName: "tests", isForeground: false)
+
+    @Test("forceQuit, watch and conditionsChanged without a verified hello are refused and change nothing; an app may not force-quit another family")
+    func requestsNeedAVerifiedHello() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        _ = try DaemonUnderTest.start(container)
+        let created = try Executable.hostApp.run(["download", "http://127.0.0.1:9/kept"], in: container)
+        try #require(created.status == 0, "\(created.stderr)")
+
+        let anonymous = try RawClient(container)
+        defer { anonymous.close() }
+        let quit = try anonymous.request(.forceQuit(app: StandInIdentities.hostBundle), id: 1)
+        #expect(quit?.failureMessage?.contains("say hello first") == true, "forceQuit without hello: \(String(describing: quit))")
+        let watch = try anonymous.request(.watch, id: 2)
+        #expect(watch?.failureMessage?.contains("say hello first") == true, "watch without hello: \(String(describing: watch))")
+        let conditions = try anonymous.request(.conditionsChanged, id: 3)
+        #expect(conditions?.failureMessage?.contains("say hello first") == true, "conditionsChanged without hello: \(String(describing: conditions))")
+        let ping = try anonymous.request(.ping, id: 4)
+        #expect(ping.map { if case .ok = $0 { true } else { false } } == true, "a ping is answered: \(String(describing: ping))")
+
+        // A verified app of another family may not force-quit the host.
+        let app = try RawClient(container)
+        defer { app.close() }
+        let welcome = try app.request(.hello(Self.appHello), id: 1)
+        #expect(welcome.map { if case .welcome = $0 { true } else { false } } == true, "\(String(describing: welcome))")
+        let foreign = try app.request(.forceQuit(app: StandInIdentities.hostBundle), id: 2)
+        #expect(foreign?.failureMessage?.contains("may not force-quit com.example.host") == true, "\(String(describing: foreign))")
+        #expect(container.waitForLog(timeout: 5) { $0.category == "trust" && $0.message.contains("may not force-quit") } != nil)
+
+        let tasks = ContainerSnapshot.read(container.layout).sessions.flatMap(\.tasks)
+        #expect(tasks.count == 1 && tasks.first?.state == .running, "nothing was cancelled: \(tasks.map { ($0.taskIdentifier, $0.state) })")
+        #expect(ContainerSnapshot.read(container.layout).apps.allSatisfy { !$0.forceQuit }, "nobody is force-quit")
+    }
+
+    @Test("A peer flooding pings without reading is cut off, one that reads gets its share only: a concurrent 1 MiB download completes in seconds")
+    func pingFloodDoesNotStarve() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        server.serve("/one.bin", data: testPayload(size: 1 << 20))
+        _ = try DaemonUnderTest.start(container)
+
+        var pings = Data()
+        let ping = try Frame.encode(RequestFrame(id: 1, request: .ping))
+        while pings.count < 64 << 10 { pings.append(ping) }
+        let stop = Locked(false)
+        let connections = Locked(0)
+        func flood(reading: Bool) -> Thread {
+            Thread { [pings] in
+                var drain = [UInt8](repeating: 0, count: 64 << 10)
+                while !stop.withLock({ $0 }) {
+                    guard let fd = try? UnixSocket.connect(to: container.layout.daemonSocket.path) else { usleep(10_000); continue }
+                    connections.withLock { $0 += 1 }
+                    var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+                    setsockopt(fd.rawValue, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                    while !stop.withLock({ $0 }) {
+                        let sent = pings.withUnsafeBytes { send(fd.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                        if sent < 0 && errno != EAGAIN && errno != EINTR { break } // cut off: connect again
+                        if reading {
+                            while drain.withUnsafeMutableBytes({ recv(fd.rawValue, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) > 0 {}
+                        }
+                    }
+                    fd.close()
+                }
+            }
+        }
+        let flooders = [flood(reading: false), flood(reading: true)]
+        flooders.forEach { $0.start() }
+        defer { stop.withLock { $0 = true } }
+        usleep(300_000) // the flood is on
+
+        let started = Date()
+        let download = try Executable.hostApp.run(["download", server.url(for: "/one.bin").absoluteString, "--wait"], in: container, timeout: 45)
+        let elapsed = Date().timeIntervalSince(started)
+        stop.withLock { $0 = true }
+        print("1 MiB download under a ping flood: \(String(format: "%.2f", elapsed)) s, status \(String(describing: download.status)), \(connections.withLock { $0 }) flood connections")
+        #expect(download.status == 0, "\(download.stderr)")
+        #expect(elapsed < 20, "the download took \(elapsed) s")
+        #expect(container.waitForLog(timeout: 5) { $0.process == "transferd" && $0.message.contains("is not reading its replies") } != nil, "the peer that does not read is cut off")
+        let reply = try DaemonEndpoint.request(.ping, layout: container.layout, timeout: 20)
+        if case .ok = reply {} else { Issue.record("ping answered \(reply)") }
+    }
+
+    @Test("50 connections each sending part of a 4 MiB frame, and 200 each holding most of a 64 KiB one, before any hello: closed, and the daemon does not grow")
+    func partialFramesAreNotHeld() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let daemon = try DaemonUnderTest.start(container)
+        _ = try DaemonEndpoint.request(.ping, layout: container.layout, timeout: 20)
+        let before = residentBytes(of: daemon.pid)
+
+        // Each claims a 4 MiB frame and sends all of it but the last 64 KiB, as fast as the
+        // daemon takes it, for at most 3 s.
+        var large: [FileDescriptor] = []
+        defer { large.forEach { $0.close() } }
+        for _ in 0..<50 { large.append(try UnixSocket.connect(to: container.layout.daemonSocket.path)) }
+        let claimed = Frame.maximumSize - 16
+        let partialLength = claimed - (64 << 10)
+        let header = withUnsafeBytes(of: UInt32(claimed).bigEndian) { Data($0) }
+        let chunk = Data(repeating: UInt8(ascii: "x"), count: 256 << 10)
+        var sent = [Int](repeating: 0, count: large.count)
+        var cut = Set<Int>()
+        for fd in large {
+            _ = header.withUnsafeBytes { send(fd.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        }
+        let deadline = Date().addingTimeInterval(3)
+        while Date() < deadline && sent.indices.contains(where: { !cut.contains($0) && sent[$0] < partialLength }) {
+            for (index, fd) in large.enumerated() where !cut.contains(index) && sent[index] < partialLength {
+                let n = chunk.withUnsafeBytes { send(fd.rawValue, $0.baseAddress, min($0.count, partialLength - sent[index]), Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                if n > 0 { sent[index] += n } else if n < 0 && errno != EAGAIN { cut.insert(index) }
+            }
+            usleep(1_000)
+        }
+        usleep(200_000) // the daemon reads what is in flight
+        let peak = residentBytes(of: daemon.pid)
+
+        // Many peers each just under the unidentified frame limit: together past the cap.
+        var medium: [FileDescriptor] = []
+        defer { medium.forEach { $0.close() } }
+        let partial = withUnsafeBytes(of: UInt32(Frame.maximumUnidentifiedSize).bigEndian) { Data($0) } + Data(repeating: UInt8(ascii: "y"), count: Frame.maximumUnidentifiedSize - 1024)
+        for _ in 0..<200 {
+            let fd = try UnixSocket.connect(to: container.layout.daemonSocket.path)
+            medium.append(fd)
+            try? UnixSocket.sendAll(fd, partial)
+        }
+        usleep(500_000)
+        let after = residentBytes(of: daemon.pid)
+        let closedLarge = large.filter { fd in
+            var drain = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = drain.withUnsafeMutableBytes { recv(fd.rawValue, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                if n > 0 { continue }
+                return n == 0 || errno == ECONNRESET || errno == EPIPE
+            }
+        }.count
+        print("partial frames: \(before >> 20) MiB before, \(peak >> 20) MiB after the 4 MiB frames, \(after >> 20) MiB after the 64 KiB ones; \(closedLarge) of 50 large closed; \(sent.reduce(0, +) >> 20) MiB sent")
+        #expect(closedLarge == large.count, "every connection claiming a 4 MiB frame before a hello is closed")
+        #expect(peak - before < 48 << 20, "the daemon grew by \((peak - before) >> 20) MiB for the 4 MiB frames")
+        #expect(after - before < 48 << 20, "the daemon grew by \((after - before) >> 20) MiB in all")
+        #expect(container.waitForLog(timeout: 5) { $0.process == "transferd" && $0.message.contains("exceeds the limit of \(Frame.maximumUnidentifiedSize)") } != nil)
+        #expect(container.waitForLog(timeout: 5) { $0.process == "transferd" && $0.message.contains("bytes of unfinished requests") } != nil, "the cap across unidentified peers closes some")
+        let reply = try DaemonEndpoint.request(.ping, layout: container.layout, timeout: 20)
+        if case .ok = reply {} else { Issue.record("ping answered \(reply)") }
+    }
+
+    @Test("Watchers that never read are disconnected within seconds, and the daemon does not grow for them")
+    func watchersThatDoNotReadAreDropped() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let daemon = try DaemonUnderTest.start(container)
+
+        // 100 running tasks with long URLs (retrying a port nobody listens on): every push
+        // to a watcher is a list of about 200 KB.
+        let app = try RawClient(container)
+        defer { app.close() }
+        _ = try app.request(.hello(Self.appHello), id: 1)
+        let session = try SessionIdentifier("com.example.tests.watched")
+        let opened = try app.request(.openSession(identifier: session, configuration: SessionConfiguration(), launchedForEvents: false), id: 2)
+        try #require(opened.map { if case .sessionOpened = $0 { true } else { false } } == true, "\(String(describing: opened))")
+        let path = String(repeating: "w", count: 2_000)
+        for index in 1...100 {
+            let creation = TaskCreation(kind: .download, request: RequestRecord(url: "http://127.0.0.1:9/\(index)/\(path)"))
+            guard case .task(let task)? = try app.request(.createTask(session: session, creation), id: UInt64(100 + index)) else {
+                Issue.record("task \(index) not created")
+                return
+            }
+            _ = try app.request(.resumeTask(session: session, task: task.taskIdentifier), id: UInt64(1_000 + index))
+        }
+
+        var watchers: [RawClient] = []
+        defer { watchers.forEach { $0.close() } }
+        for _ in 0..<40 {
+            let watcher = try RawClient(container)
+            watchers.append(watcher)
+            let welcome = try watcher.request(.hello(Self.toolHello), id: 1)
+            #expect(welcome.map { if case .welcome = $0 { true } else { false } } == true, "the tool is welcomed: \(String(describing: welcome))")
+            let watching = try watcher.request(.watch, id: 2)
+            #expect(watching.map { if case .ok = $0 { true } else { false } } == true, "\(String(describing: watching))")
+        }
+        let before = residentBytes(of: daemon.pid)
+        // …and now they read nothing more.
+        var peak = before
+        let dropped = waitUntil(timeout: 15) {
+            peak = max(peak, residentBytes(of: daemon.pid))
+            return container.logEntries(process: "transferd").filter { $0.message.contains("has not read what it watches") }.count >= watchers.count
+        }
+        peak = max(peak, residentBytes(of: daemon.pid))
+        print("40 watchers not reading: \(before >> 20) MiB, peak \(peak >> 20) MiB; dropped: \(dropped)")
+        #expect(dropped, "every watcher that does not read is disconnected")
+        #expect(peak - before < 48 << 20, "the daemon grew by \((peak - before) >> 20) MiB for watchers that do not read")
+        #expect(watchers.allSatisfy { $0.waitUntilClosed(timeout: 5) }, "their connections are closed")
+    }
+}
