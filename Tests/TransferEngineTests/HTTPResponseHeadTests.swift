@@ -3,14 +3,16 @@ import Foundation
 import TransferContainer
 @testable import TransferEngine
 
+/// A head made of `lines`, as libcurl reports them.
+private func head(_ lines: [String]) -> HTTPResponseHead {
+    var head = HTTPResponseHead()
+    for line in lines { head.consume(line) }
+    return head
+}
+
 /// The response head as libcurl reports it, line by line: what the engine reads its status,
 /// validator, ranges and headers from.
 @Suite struct HTTPResponseHeadTests {
-    private func head(_ lines: [String]) -> HTTPResponseHead {
-        var head = HTTPResponseHead()
-        for line in lines { head.consume(line) }
-        return head
-    }
 
     @Test("The last response counts: a redirect's or a 100's head is forgotten")
     func lastResponse() {
@@ -51,11 +53,6 @@ import TransferContainer
 
 /// Numbers a server sends are held to ranges (issue "hostile servers"): no header value traps.
 @Suite struct HostileHeaderTests {
-    private func head(_ lines: [String]) -> HTTPResponseHead {
-        var head = HTTPResponseHead()
-        for line in lines { head.consume(line) }
-        return head
-    }
 
     @Test("Retry-After: digits of any length are seconds within the largest interval; dates count from now; anything else is nothing")
     func retryAfter() {
