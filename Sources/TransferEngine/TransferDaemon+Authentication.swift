@@ -49,7 +49,7 @@ extension TransferDaemon {
     /// answer as long as it holds the session (see `scheduleTransfers`).
     func askAboutChallenge(_ task: TaskRecord, in session: DaemonSession) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        _ = askHolder(\.challengesAsked, key, in: session, now: Date(), timeout: nil, .challenge(session: session.key.identifier, task))
+        _ = askHolder(\.challengesAsked, key, in: session, now: clock.now, timeout: nil, .challenge(session: session.key.identifier, task))
     }
 
     /// Whether a session has a task waiting for the app to answer a challenge.

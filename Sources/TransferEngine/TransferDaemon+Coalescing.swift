@@ -30,7 +30,7 @@ extension TransferDaemon {
     /// The tasks riding on a download in flight: same session, same request, resumed and not held.
     func followers(of transfer: DownloadTransfer, in session: DaemonSession) -> [TaskRecord] {
         guard let request = coalescingKey(transfer.task, in: session) else { return [] }
-        let now = Date()
+        let now = clock.now
         return session.unfinishedTasks.filter { task in
             task.taskIdentifier != transfer.task.taskIdentifier && task.state == .running
                 && transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)] == nil

@@ -24,7 +24,7 @@ extension TransferDaemon {
         schedulingRequested = true
         nextResourceDeadline = min(nextResourceDeadline, task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource))
         guard !readyQueue.isStale else { return }
-        switch readiness(of: task, in: session, now: Date()) {
+        switch readiness(of: task, in: session, now: clock.now) {
         case .ready(let candidate): readyQueue.insert(candidate)
         case .held: readyQueue.hasHeldTasks = true
         case .notWaiting: break
@@ -35,7 +35,7 @@ extension TransferDaemon {
     /// global limit and each session's per-host limit.
     func startReadyTransfers() {
         schedulingRequested = false
-        let now = Date()
+        let now = clock.now
         if readyQueue.isStale { lookAtEveryTask(now: now) }
         let limit = options.maximumConcurrentTransfers
         guard transfersByHandle.count < limit else { return }
@@ -281,7 +281,8 @@ extension TransferDaemon {
 
     /// When a task the app creates now, in the background, may start: after the app's
     /// current relaunch delay, while its rate limiter runs; nil when it does not.
-    func rateLimitedStart(for identity: AppIdentity, now: Date = Date()) -> Date? {
+    func rateLimitedStart(for identity: AppIdentity) -> Date? {
+        let now = clock.now
         guard identity.kind == .app, let limiter = relaunchLimiter[identity.family],
               !limiter.hasLapsed(at: now) else { return nil }
         return now.addingTimeInterval(limiter.delay)

@@ -56,7 +56,7 @@ extension TransferDaemon {
             transfer.close()
             return
         }
-        if case .success = result { pushProgress(of: transfer, in: session, now: Date(), evenIfRecent: true) }
+        if case .success = result { pushProgress(of: transfer, in: session, now: clock.now, evenIfRecent: true) }
         switch transfer {
         case let download as DownloadTransfer: downloadEnded(download, result, in: session)
         case let upload as UploadTransfer: uploadEnded(upload, result, in: session)

@@ -42,7 +42,7 @@ extension TransferDaemon {
     private func send(_ statuses: [TransferStatus], toWatcher watcher: ClientConnection) {
         guard !watcher.isClosed else { return }
         if watcher.outboxBytes > 0 {
-            let now = Date()
+            let now = clock.now
             guard let since = watcher.watcherBehindSince else {
                 watcher.watcherBehindSince = now
                 return

@@ -403,7 +403,7 @@ public final class TransferDaemon {
     /// every 100 ms.
     private func commitAndFlush() {
         if let outcome = committer.takeOutcome() { commitEnded(outcome) }
-        if !committer.isBusy && Date() >= nextCommitTry {
+        if !committer.isBusy && clock.now >= nextCommitTry {
             var commits: [SessionCommit] = []
             var unencodable = false
             for session in sessions.values where session.needsCommit {
@@ -439,7 +439,7 @@ public final class TransferDaemon {
             }
         }
         if failed {
-            nextCommitTry = Date().addingTimeInterval(0.1)
+            nextCommitTry = clock.now.addingTimeInterval(0.1)
             loop.schedule(after: 0.1) {}
         } else {
             if commitFailing { log.notice("store", "changes committed again; replies resume") }
@@ -470,7 +470,7 @@ public final class TransferDaemon {
     }
 
     private func housekeeping() {
-        let now = Date()
+        let now = clock.now
         guard now.timeIntervalSince(lastHousekeeping) >= 0.05 else { return }
         lastHousekeeping = now
         for pid in ProcessSpawner.reapExitedChildren() { launchEnded(pid: pid) }
