@@ -1,17 +1,38 @@
 import Foundation
 
-/// A value behind a lock: the one way this project's libraries share mutable state between
-/// threads (the loopback server has its own, which is also a condition variable).
+/// A value behind one lock that doubles as a condition variable: the one way this project's
+/// libraries share mutable state between threads. Waiters block in `wait(until:for:)` and
+/// are woken by `withLock(notify: true)`.
 public final class Locked<Value>: @unchecked Sendable {
+    // @unchecked: every access to `value` goes through `condition`'s lock.
+    private let condition = NSCondition()
     private var value: Value
-    private let lock = NSLock()
 
     public init(_ value: Value) { self.value = value }
 
+    /// Runs `body` with exclusive access; with `notify`, wakes every waiter afterwards so that
+    /// it looks at its predicate again.
     @discardableResult
-    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
+    public func withLock<R>(notify: Bool = false, _ body: (inout Value) throws -> R) rethrows -> R {
+        condition.lock()
+        defer {
+            if notify { condition.broadcast() }
+            condition.unlock()
+        }
         return try body(&value)
+    }
+
+    /// Blocks until `predicate` holds or `deadline` passes (nil: no deadline); whether it held.
+    public func wait(until deadline: Date?, for predicate: (Value) -> Bool) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while !predicate(value) {
+            if let deadline {
+                if !condition.wait(until: deadline) { return predicate(value) }
+            } else {
+                condition.wait()
+            }
+        }
+        return true
     }
 }
