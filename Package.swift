@@ -48,7 +48,7 @@ let package = Package(
         .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
         .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "StandInSupport"]),
-        .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer"]),
+        .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer", "TransferContainer"]),
         .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "LoopbackServer"]),
         // Real processes from the built executables, real sockets, real SIGKILLs.
         .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer", "StandInSupport",

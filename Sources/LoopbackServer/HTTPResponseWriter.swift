@@ -1,4 +1,5 @@
 import Foundation
+import TransferContainer
 import Glibc
 
 /// A response's status line and header fields. A value built on the connection thread.

@@ -1,4 +1,5 @@
 import Foundation
+import TransferContainer
 import FoundationNetworking
 import Testing
 @testable import LoopbackServer

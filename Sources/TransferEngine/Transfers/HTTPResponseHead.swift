@@ -94,11 +94,7 @@ struct HTTPResponseHead {
             let seconds = Double(text) ?? CheckedNumbers.intervals.upperBound // digits only: never nil in practice
             return CheckedNumbers.clamp(seconds, to: CheckedNumbers.intervals)
         }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: text) else { return nil }
-        return CheckedNumbers.clamp(date.timeIntervalSince(now), to: CheckedNumbers.intervals)
+        guard let seconds = HTTPDate.parse(text) else { return nil }
+        return CheckedNumbers.clamp(Double(seconds) - now.timeIntervalSince1970, to: CheckedNumbers.intervals)
     }
 }

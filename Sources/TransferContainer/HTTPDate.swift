@@ -1,13 +1,14 @@
 import Glibc
 
 /// IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110 §5.6.7) formatting and parsing
-/// on whole seconds since the epoch. Stateless (gmtime_r/timegm); callable from any thread.
-enum HTTPDate {
+/// on whole seconds since the epoch: the loopback server's dates and the `Retry-After` dates
+/// the daemon reads. Stateless (gmtime_r/timegm); callable from any thread.
+public enum HTTPDate {
     private static let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
-    static func format(_ seconds: Int) -> String {
+    public static func format(_ seconds: Int) -> String {
         var time = time_t(seconds)
         var parts = tm()
         gmtime_r(&time, &parts)
@@ -16,12 +17,12 @@ enum HTTPDate {
             + "\(parts.tm_year + 1900) \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) GMT"
     }
 
-    static func now() -> String {
+    public static func now() -> String {
         format(Int(time(nil)))
     }
 
     /// Seconds since the epoch, or nil unless `text` is a valid IMF-fixdate.
-    static func parse(_ text: String) -> Int? {
+    public static func parse(_ text: String) -> Int? {
         let fields = text.split(separator: " ", omittingEmptySubsequences: false)
         guard fields.count == 6, fields[5] == "GMT",
               fields[0].count == 4, fields[0].hasSuffix(","),
