@@ -77,33 +77,39 @@ final class SchedulingTests: InProcessSuite, @unchecked Sendable {
 
     /// A network a task may not use, the option that forbids it, and the conditions that end it.
     struct NetworkRule: Sendable, CustomTestStringConvertible {
+        /// The option that forbids the network: in the configuration, or in the request.
+        enum Option: Sendable { case cellular, requestCellular, expensive, constrained }
         var name: String
+        var option: Option
         var conditions: [String]
         var reason: String
         var testDescription: String { name }
     }
 
     @Test("A task waits on a network it may not use while other tasks run; it runs when a suitable network appears (S5)", arguments: [
-        NetworkRule(name: "allowsCellularAccess = false on cellular", conditions: ["--network", "cellular"], reason: "only cellular, and cellular access is not allowed"),
-        NetworkRule(name: "URLRequest.allowsCellularAccess = false on cellular", conditions: ["--network", "cellular"], reason: "only cellular, and cellular access is not allowed"),
-        NetworkRule(name: "allowsExpensiveNetworkAccess = false on an expensive network", conditions: ["--expensive", "on"], reason: "the network is expensive, and expensive network access is not allowed"),
-        NetworkRule(name: "allowsConstrainedNetworkAccess = false on a constrained network", conditions: ["--constrained", "on"], reason: "the network is constrained (Low Data Mode), and constrained network access is not allowed"),
+        NetworkRule(name: "allowsCellularAccess = false on cellular", option: .cellular, conditions: ["--network", "cellular"], reason: "only cellular, and cellular access is not allowed"),
+        NetworkRule(name: "URLRequest.allowsCellularAccess = false on cellular", option: .requestCellular, conditions: ["--network", "cellular"], reason: "only cellular, and cellular access is not allowed"),
+        NetworkRule(name: "allowsExpensiveNetworkAccess = false on an expensive network", option: .expensive, conditions: ["--expensive", "on"], reason: "the network is expensive, and expensive network access is not allowed"),
+        NetworkRule(name: "allowsConstrainedNetworkAccess = false on a constrained network", option: .constrained, conditions: ["--constrained", "on"], reason: "the network is constrained (Low Data Mode), and constrained network access is not allowed"),
     ])
     func networkAccessRules(_ rule: NetworkRule) throws {
         server.serve("/strict.bin", data: testPayload(size: 64 << 10, seed: 1))
         server.serve("/relaxed.bin", data: testPayload(size: 64 << 10, seed: 2))
         let strictDelegate = RecordingDelegate()
         let strict = fixture.session("strict", delegate: strictDelegate) { configuration in
-            if rule.name.hasPrefix("allowsCellularAccess") { configuration.allowsCellularAccess = false }
-            if rule.name.hasPrefix("allowsExpensive") { configuration.allowsExpensiveNetworkAccess = false }
-            if rule.name.hasPrefix("allowsConstrained") { configuration.allowsConstrainedNetworkAccess = false }
+            switch rule.option {
+            case .cellular: configuration.allowsCellularAccess = false
+            case .expensive: configuration.allowsExpensiveNetworkAccess = false
+            case .constrained: configuration.allowsConstrainedNetworkAccess = false
+            case .requestCellular: break
+            }
         }
         let relaxedDelegate = RecordingDelegate()
         let relaxed = fixture.session("relaxed", delegate: relaxedDelegate)
         try setConditions(rule.conditions)
 
         var request = URLRequest(url: server.url(for: "/strict.bin"))
-        if rule.name.hasPrefix("URLRequest") { request.allowsCellularAccess = false }
+        if rule.option == .requestCellular { request.allowsCellularAccess = false }
         let waiting = strict.downloadTask(with: request)
         waiting.resume()
         let running = relaxed.downloadTask(with: server.url(for: "/relaxed.bin"))
