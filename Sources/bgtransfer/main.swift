@@ -27,6 +27,12 @@ var arguments = Array(CommandLine.arguments.dropFirst())
 let layout: ContainerLayout
 do { layout = try ContainerLayout.resolve(arguments: &arguments) } catch { Tool.fail("\(error)", status: 64) }
 
+// Every command but the demo (which makes the embedded container) reads a container that
+// exists: a path that is missing, or not a folder, is an error naming it, not "(none)".
+if let command = arguments.first, !["demo", "help", "--help", "-h"].contains(command) {
+    Tool.requireContainer(layout)
+}
+
 switch arguments.first {
 case "inspect":
     Inspect.run(layout: layout, arguments: Array(arguments.dropFirst()))
@@ -37,11 +43,16 @@ case "watch":
 case "conditions":
     ConditionsCommand.run(layout: layout, arguments: Array(arguments.dropFirst()))
 case "demo":
+    guard arguments.count == 1 else { Tool.fail("demo takes no arguments (got \(arguments.dropFirst().joined(separator: " ")))\n\(usage)", status: 64) }
     exit(Demo(layout: layout).run())
 case "force-quit":
     guard arguments.count == 2 else { Tool.fail("usage: bgtransfer force-quit BUNDLE_ID", status: 64) }
     let bundle: BundleIdentifier
     do { bundle = try BundleIdentifier(arguments[1]) } catch { Tool.fail("\(error)", status: 64) }
+    // Only an app that has used this container can be force-quit: a typo must not look done.
+    guard ContainerSnapshot.read(layout).apps.contains(where: { $0.bundleIdentifier == bundle.rawValue }) else {
+        Tool.fail("force-quit: no app or extension \(bundle) has used the container \(layout.root.path) (see bgtransfer inspect)", status: 1)
+    }
     do {
         let reply = try DaemonEndpoint.request(.forceQuit(app: bundle), as: Tool.hello, layout: layout)
         if case .forceQuitDone(let cancelled, let pids) = reply {
@@ -79,6 +90,15 @@ BGTRANSFER-ENTITLEMENTS-END
             fail("the tool's own entitlements cannot be read", status: 70)
         }
         return ClientHello(identity: identity, executablePath: ProcessSpawner.currentExecutable, processName: "bgtransfer", isForeground: false)
+    }
+
+    /// Ends the tool unless the container exists and is a folder (EX_NOINPUT, naming it).
+    static func requireContainer(_ layout: ContainerLayout) {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: layout.root.path, isDirectory: &isDirectory) else {
+            fail("no container at \(layout.root.path) (give one with --container PATH or BGTRANSFER_CONTAINER)", status: 66)
+        }
+        guard isDirectory.boolValue else { fail("\(layout.root.path) is not a container: it is a file, not a folder", status: 66) }
     }
 
     /// The directory holding this executable and its siblings (transferd, host-app, extensions).
