@@ -43,8 +43,26 @@ public struct ContainerSnapshot: Codable, Sendable {
         /// What holds each waiting task back (by task identifier), as the daemon schedules by it.
         public var waiting: [String: String]
         public var pendingEvents: [PendingEvent]
+        /// Why the pending events have not reached the app yet, and until when (nil: none wait).
+        public var deliveryWait: String?
         /// Records that could not be read (kept on disk as they are).
         public var unreadableRecords: [String]
+
+        /// Every member, `holderPID` and `deliveryWait` as null when there are none: a stable
+        /// shape for scripts.
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(identifier, forKey: .identifier)
+            try container.encode(family, forKey: .family)
+            try container.encode(owner, forKey: .owner)
+            try container.encode(holderPID, forKey: .holderPID)
+            try container.encode(configuration, forKey: .configuration)
+            try container.encode(tasks, forKey: .tasks)
+            try container.encode(waiting, forKey: .waiting)
+            try container.encode(pendingEvents, forKey: .pendingEvents)
+            try container.encode(deliveryWait, forKey: .deliveryWait)
+            try container.encode(unreadableRecords, forKey: .unreadableRecords)
+        }
     }
 
     public struct AppGroupFile: Codable, Sendable {
@@ -119,8 +137,10 @@ public struct ContainerSnapshot: Codable, Sendable {
                 for task in tasks { waiting[String(task.taskIdentifier)] = task.hold(under: conditions, now: now)?.description }
                 let lock = directory.appendingPathComponent("session.lock").path
                 let holder = FileLock.isHeld(lock) ? FileLock.holderPID(lock) : nil
+                let app = apps.first { $0.bundleIdentifier == family }
+                let wait = events.isEmpty ? nil : deliveryWait(holder: holder, configuration: record.configuration, tasks: tasks, app: app, now: now)
                 sessions.append(Session(identifier: identifier, family: family, owner: record.owner.rawValue, holderPID: holder, configuration: record.configuration,
-                                        tasks: tasks, waiting: waiting, pendingEvents: events, unreadableRecords: unreadable))
+                                        tasks: tasks, waiting: waiting, pendingEvents: events, deliveryWait: wait, unreadableRecords: unreadable))
             }
         }
 
@@ -139,6 +159,22 @@ public struct ContainerSnapshot: Codable, Sendable {
             groups.append(AppGroup(identifier: group, files: files.sorted { $0.path < $1.path }))
         }
         return ContainerSnapshot(container: layout.root.path, daemon: daemon, conditions: conditions, apps: apps, sessions: sessions, appGroups: groups)
+    }
+
+    /// Why a session's pending events wait, as the daemon decides when to launch its app
+    /// (S3.1, S4.2, S6.5).
+    private static func deliveryWait(holder: Int32?, configuration: SessionConfiguration, tasks: [TaskRecord], app: App?, now: Date) -> String {
+        if let holder { return "being delivered to the process holding the session (pid \(holder))" }
+        guard configuration.sessionSendsLaunchEvents else { return "waiting for the app to open the session (sessionSendsLaunchEvents is false: it is not launched for them)" }
+        if app?.forceQuit == true { return "waiting for the user to launch the app: it was force-quit, and is not launched for events until then" }
+        let running = tasks.filter { $0.state == .running }.count
+        if running > 0 { return "waiting for the session's \(running) running tasks to finish: the app is launched once, when all have" }
+        guard let app else { return "waiting for the app's first launch: the daemon does not know its executable yet" }
+        if let delay = app.relaunchDelay, let last = app.lastRelaunch, now < last.addingTimeInterval(delay) {
+            let until = last.addingTimeInterval(delay)
+            return "waiting out the resume rate limiter: the app's next background launch is at \(ISO8601Format.string(from: until)) (in \(Int(until.timeIntervalSince(now).rounded(.up))) s; delay \(String(format: "%.0f", delay)) s, doubling with each launch)"
+        }
+        return "the app is to be launched for them now"
     }
 
     private static func sortedNames(_ directory: URL) -> [String] {

@@ -56,6 +56,7 @@ enum Inspect {
                 let outcome = event.error.map { "error \($0.code) \($0.message)" } ?? "HTTP \(event.statusCode.map(String.init) ?? "-")"
                 lines.append("    pending event \(event.number): task \(event.taskIdentifier) completed, \(outcome)")
             }
+            if let wait = session.deliveryWait { lines.append("    (\(session.pendingEvents.count) pending: \(wait))") }
             for record in session.unreadableRecords { lines.append("    unreadable record \(record)") }
         }
         lines.append("app groups:")

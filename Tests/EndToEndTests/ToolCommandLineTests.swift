@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LoopbackServer
 import TransferContainer
 
 /// `bgtransfer` as a well-made Unix tool (issue "command lines a developer trusts"): a
@@ -39,5 +40,37 @@ struct ToolCommandLineTests {
 
         let demo = try Executable.bgtransfer.run(["demo", "extra"], in: container)
         #expect(demo.status == 64 && demo.stderr.contains("extra"), "status \(demo.status ?? -1): \(demo.stderr)")
+    }
+
+    @Test("inspect says why finished work has not reached the app: the resume rate limiter, with the time of the next launch; holderPID is null, not missing, when nobody holds a session")
+    func inspectSaysWhyEventsWait() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        server.serve("/one.bin", data: testPayload(size: 16 << 10, seed: 1))
+        server.serve("/two.bin", data: testPayload(size: 16 << 10, seed: 2))
+        _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "60"])
+        let session = "com.example.host.fetch.background"
+
+        // The first finished download launches the host at once; it starts the limiter.
+        let first = try Executable.fetchExtension.run(["download", server.url(for: "/one.bin").absoluteString], in: container)
+        try #require(first.status == 0, "\(first.stderr)")
+        #expect(container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
+        #expect(waitUntil { container.pendingEvents(session).isEmpty && container.processesNamingContainer(executable: "host-app").isEmpty })
+
+        // The second waits out the limiter's 60 s, and inspect says so.
+        let second = try Executable.fetchExtension.run(["download", server.url(for: "/two.bin").absoluteString], in: container)
+        try #require(second.status == 0, "\(second.stderr)")
+        #expect(waitUntil { !container.pendingEvents(session).isEmpty })
+        let snapshot = ContainerSnapshot.read(container.layout)
+        let wait = snapshot.sessions.first { $0.identifier == session }?.deliveryWait ?? ""
+        #expect(wait.contains("resume rate limiter") && wait.contains("delay 60 s"), "\(wait)")
+        let inspected = try Executable.bgtransfer.run(["inspect"], in: container)
+        #expect(inspected.status == 0 && inspected.stdout.contains("1 pending: waiting out the resume rate limiter"), "\(inspected.stdout)")
+        let json = try Executable.bgtransfer.run(["inspect", "--json"], in: container)
+        let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+        let sessions = object?["sessions"] as? [[String: Any]] ?? []
+        #expect(!sessions.isEmpty && sessions.allSatisfy { $0.keys.contains("holderPID") && $0["holderPID"] is NSNull }, "\(sessions.map(\.keys))")
     }
 }
