@@ -25,6 +25,7 @@ enum LogCommand {
         var follower = LogFollower(layout: layout, fromStart: true)
         for entry in follower.next() where keep(entry) { print(line(entry)) }
         guard follow else { return }
+        fflush(nil) // followed through a pipe or into a file, the lines so far must not wait in a buffer
         while true {
             for entry in follower.next() where keep(entry) {
                 print(line(entry))

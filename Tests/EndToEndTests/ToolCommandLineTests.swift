@@ -73,4 +73,18 @@ struct ToolCommandLineTests {
         let sessions = object?["sessions"] as? [[String: Any]] ?? []
         #expect(!sessions.isEmpty && sessions.allSatisfy { $0.keys.contains("holderPID") && $0["holderPID"] is NSNull }, "\(sessions.map(\.keys))")
     }
+
+    @Test("log --follow into a file or pipe shows every line so far at once, not when its buffer fills")
+    func followFlushes() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        _ = try DaemonUnderTest.start(container)
+        // A user launch, then quiet: nothing new is logged that would push the buffer out.
+        let launched = try Executable.hostApp.run([], in: container)
+        try #require(launched.status == 0, "\(launched.stderr)")
+        let last = try #require(container.logEntries().last { $0.level >= .notice })
+        let follower = try Executable.bgtransfer.start(["log", "--follow"], in: container)
+        defer { follower.kill() }
+        #expect(waitUntil(timeout: 10) { follower.stdout.contains(last.message) }, "the newest line so far appears at once: \(follower.stdout.suffix(300))")
+    }
 }
