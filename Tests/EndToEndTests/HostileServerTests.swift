@@ -85,6 +85,31 @@ final class HostileServerTests: InProcessSuite, @unchecked Sendable {
         }
     }
 
+    @Test("earliestBeginDate and priority of any value an app can set (1e300 s, -1e300 s, NaN) are held to a range: creating the task does not trap, a date in the past starts it at once")
+    func boundaryTaskProperties() throws {
+        server.serve("/dated.bin", data: testPayload(size: 16 << 10, seed: 8))
+        let delegate = RecordingDelegate()
+        let session = fixture.session("dated", delegate: delegate)
+        var waiting: [URLSessionDownloadTask] = []
+        for (seconds, priority) in [(1e300, Float.nan), (.infinity, Float.infinity), (Double.greatestFiniteMagnitude, -Float.infinity)] {
+            let task = session.downloadTask(with: server.url(for: "/dated.bin"))
+            task.earliestBeginDate = Date(timeIntervalSince1970: seconds)
+            task.priority = priority
+            task.resume()
+            waiting.append(task)
+        }
+        for seconds in [-1e300, -Double.infinity, Double.nan] {
+            let task = session.downloadTask(with: server.url(for: "/dated.bin"))
+            task.earliestBeginDate = Date(timeIntervalSince1970: seconds)
+            task.resume()
+            #expect(delegate.wait { $0 == .completed(task: task.taskIdentifier, code: nil, status: 200) }, "earliestBeginDate \(seconds): \(delegate.calls)")
+        }
+        let tasks = try #require(allTasks(session))
+        #expect(Set(tasks.map(\.taskIdentifier)) == Set(waiting.map(\.taskIdentifier)), "the far-future tasks wait")
+        #expect(tasks.allSatisfy { (0...1).contains($0.priority) }, "\(tasks.map(\.priority))")
+        session.invalidateAndCancel()
+    }
+
     @Test("A 206 answering a request that asked for no range is an error (-1011), not a file")
     func unsolicitedPartialContent() throws {
         var options = RouteOptions()

@@ -278,6 +278,14 @@ struct CompactJSONTests {
         }
         #expect(ISO8601Format.date(from: "2024-02-29T23:59:59.999Z") == Date(timeIntervalSince1970: 1_709_251_199.999))
         #expect(ISO8601Format.date(from: "2023-11-14T22:13:20Z") == Date(timeIntervalSince1970: 1_700_000_000))
+        // Dates an app may make (a far future, NaN) are written as the nearest a record holds.
+        #expect(ISO8601Format.string(from: Date(timeIntervalSince1970: 1e300)) == "9999-12-31T23:59:59.999Z")
+        #expect(ISO8601Format.string(from: Date(timeIntervalSince1970: .infinity)) == "9999-12-31T23:59:59.999Z")
+        for seconds in [-1e300, -.infinity, .nan] {
+            let text = ISO8601Format.string(from: Date(timeIntervalSince1970: seconds))
+            #expect(text.hasPrefix("0001-01-0") && ISO8601Format.date(from: text) != nil, "\(seconds): \(text)")
+        }
+        #expect(ISO8601Format.date(from: ISO8601Format.string(from: Date(timeIntervalSince1970: 1e300))) == Date(timeIntervalSince1970: 253_402_300_799.999))
 
         var json = try JSONSerialization.jsonObject(with: foundationJSON(bareTask)) as! [String: Any]
         json["createdAt"] = "yesterday"

@@ -69,7 +69,7 @@ open class URLSessionTask: @unchecked Sendable {
     /// waiting for a connection, higher priorities start first.
     public var priority: Float {
         get { snapshot.withLock { $0.priority } }
-        set { change { $0.priority = min(max(newValue, 0), 1) } }
+        set { change { $0.priority = CheckedNumbers.priority(newValue) } } // NaN is the default, not a frame that cannot be written
     }
 
     /// Scheduling hints (-1 when unknown); kept, shown by `bgtransfer inspect`.

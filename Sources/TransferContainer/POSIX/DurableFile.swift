@@ -154,7 +154,9 @@ public enum ISO8601Format {
     public static func string(from date: Date) -> String {
         // Whole milliseconds, rounded: the format style truncates, and a binary double just
         // below .123 would read back as .122.
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        // A date an app made may be anything (1e300 s, NaN): it is written as the nearest one
+        // a record can hold, 0001-01-01 to 9999-12-31, never trapped on.
+        let milliseconds = Int64(CheckedNumbers.clamp((date.timeIntervalSince1970 * 1000).rounded(), to: -62_135_596_800_000...253_402_300_799_999))
         let whole = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
         let fraction = Int(milliseconds - whole * 1000)
         let (year, month, day) = civil(days: Int(whole >= 0 ? whole / 86_400 : (whole - 86_399) / 86_400))
