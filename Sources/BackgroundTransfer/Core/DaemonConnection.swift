@@ -165,8 +165,14 @@ final class DaemonConnection: @unchecked Sendable {
             _ = state.withLock { $0.waiters.removeValue(forKey: id) }
             throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "not connected to the transfer daemon")
         }
+        let frame: Data
+        do { frame = try Frame.encode(RequestFrame(id: id, request: request)) } catch {
+            // A request that cannot be written is refused, not a lost connection to retry for ever.
+            _ = state.withLock { $0.waiters.removeValue(forKey: id) }
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "the request cannot be written: \(error)")
+        }
         do {
-            try UnixSocket.sendAll(fd, try Frame.encode(RequestFrame(id: id, request: request)))
+            try UnixSocket.sendAll(fd, frame)
         } catch {
             _ = state.withLock { $0.waiters.removeValue(forKey: id) }
             throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "cannot send to the transfer daemon: \(error)")
