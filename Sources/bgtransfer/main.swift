@@ -50,7 +50,7 @@ case "force-quit":
     let bundle: BundleIdentifier
     do { bundle = try BundleIdentifier(arguments[1]) } catch { Tool.fail("\(error)", status: 64) }
     // Only an app that has used this container can be force-quit: a typo must not look done.
-    guard ContainerSnapshot.read(layout).apps.contains(where: { $0.bundleIdentifier == bundle.rawValue }) else {
+    guard ContainerSnapshot.read(layout).apps.contains(where: { $0.bundleIdentifier == bundle.rawValue || $0.containingApp == bundle.rawValue }) else {
         Tool.fail("force-quit: no app or extension \(bundle) has used the container \(layout.root.path) (see bgtransfer inspect)", status: 1)
     }
     do {

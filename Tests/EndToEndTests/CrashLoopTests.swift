@@ -66,11 +66,12 @@ final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
         options.omitContentLength = true
         server.serve("/endless", file: endless, options: options)
 
-        // A reserve that leaves this download about 96 MiB of the file system's free space.
+        // A reserve that leaves this download about 256 MiB of the file system's free space
+        // (other tests write and remove files meanwhile: the margin is wide).
         var stats = statvfs()
         try #require(statvfs(container.root, &stats) == 0)
         let free = Int64(stats.f_bavail) * Int64(stats.f_frsize)
-        let reserve = max(1, (free - (96 << 20)) >> 20)
+        let reserve = max(1, (free - (256 << 20)) >> 20)
         let daemon = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.1", "--free-space-reserve", "\(reserve)"])
 
         let delegate = RecordingDelegate()
@@ -82,7 +83,7 @@ final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
         let resumeData = error?.userInfo[NSURLSessionDownloadTaskResumeData] as? Data
         #expect(resumeData != nil, "the bytes written stay as resume data (S6.2): \(String(describing: error))")
         let received = (resumeData.flatMap { try? PropertyListSerialization.propertyList(from: $0, format: nil) as? [String: Any] })?["NSURLSessionResumeBytesReceived"] as? Int64 ?? 0
-        #expect(received > 0 && received < 200 << 20, "stopped near the reserve, not at the end of the body: \(received) bytes")
+        #expect(received > 0 && received < 640 << 20, "stopped near the reserve, not at the end of the body: \(received) bytes")
         #expect(statvfs(container.root, &stats) == 0)
         #expect(ProcessSpawner.isAlive(daemon.pid))
         session.invalidateAndCancel()

@@ -237,17 +237,21 @@ final class DaemonConnection: @unchecked Sendable {
         guard shouldReconnect else { return }
         log.notice("connection", "lost the transfer daemon; reconnecting")
         defer { state.withLock { $0.reconnecting = false } }
+        // As long as a session is open here, try again (at most once a second): a daemon that
+        // takes long to come back must not leave the app's sessions detached for good.
         var delay: UInt32 = 50_000
-        for _ in 0..<40 {
+        var attempts = 0
+        while !state.withLock({ $0.subscribers.isEmpty }) {
             do {
                 try connect()
                 subscribers.forEach { $0.onReconnect() }
                 return
             } catch {
+                attempts += 1
+                if attempts == 40 { log.error("connection", "cannot reach the transfer daemon again (\(error)); trying every second while sessions are open") }
                 usleep(delay)
                 delay = min(delay * 2, 1_000_000)
             }
         }
-        log.error("connection", "cannot reach the transfer daemon again; sessions stay detached")
     }
 }
