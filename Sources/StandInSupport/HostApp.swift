@@ -156,6 +156,12 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
             let delegate = StandInDelegate(echo: true)
             guard let (session, task) = StandInProgram.startDownload(command, delegate: delegate) else { exit(2) }
             sessions.append(session)
+            if let how = command.invalidate {
+                if how == "cancel" { session.invalidateAndCancel() } else { session.finishTasksAndInvalidate() }
+                let invalidated = delegate.waitForInvalidation(timeout: 600)
+                session.waitForDeliveries() // acknowledged: the app is not launched for them
+                exit(invalidated ? 0 : 1)
+            }
             if command.wait {
                 let outcome = delegate.waitForCompletion(of: task.taskIdentifier, timeout: 600)
                 session.waitForDeliveries() // acknowledged: the app is not launched for it

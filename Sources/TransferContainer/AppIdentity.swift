@@ -31,8 +31,24 @@ public struct AppIdentity: Codable, Sendable, Equatable {
     public var family: BundleIdentifier { containingApp }
 
     /// The session identifier derived from the bundle: unique per bundle and stable.
+    /// `<bundle>.background`; a bundle identifier too long for that (over 189 bytes) keeps
+    /// its first 170 bytes and a digest of the whole: `<prefix>.<16 hex digits>.background`.
     public var defaultSessionIdentifier: SessionIdentifier {
-        // A bundle identifier is valid, and ".background" keeps it so.
-        try! SessionIdentifier(bundleIdentifier.rawValue + ".background")
+        let suffix = ".background"
+        let whole = bundleIdentifier.rawValue
+        if let plain = try? SessionIdentifier(whole + suffix) { return plain }
+        // FNV-1a, 64 bits: stable across runs and builds (Hasher is seeded per process).
+        var digest: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in whole.utf8 {
+            digest ^= UInt64(byte)
+            digest = digest &* 0x0000_0100_0000_01b3
+        }
+        var prefix = String(whole.utf8.prefix(170).map { Character(Unicode.Scalar($0)) })
+        while prefix.hasSuffix(".") || prefix.hasSuffix("-") { prefix.removeLast() }
+        let hex = String(digest, radix: 16)
+        let shortened = (prefix.isEmpty ? "bundle" : prefix) + "." + String(repeating: "0", count: 16 - hex.count) + hex + suffix
+        // A bundle identifier holds only ASCII letters, digits, '.', '-' and '_', so the
+        // shortened form is valid; should it not be, the digest alone is.
+        return (try? SessionIdentifier(shortened)) ?? SessionIdentifier(digestOnly: hex + suffix)
     }
 }

@@ -34,6 +34,11 @@ public struct SessionIdentifier: CheckedName {
         self.rawValue = rawValue
     }
 
+    /// A name made of hex digits and a suffix of letters and dots, valid by construction.
+    init(digestOnly rawValue: String) {
+        self.rawValue = rawValue
+    }
+
     /// Checks a name that becomes one path component: session identifiers, bundle identifiers, app groups.
     public static func validate(_ text: String, kind: String) throws(IdentifierError) {
         if isPlainlyValid(text) { return } // every frame names a session: the usual case in one pass

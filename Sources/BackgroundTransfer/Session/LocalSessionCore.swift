@@ -71,6 +71,13 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
         return task
     }
 
+    func reserveTaskIdentifier() -> Int {
+        state.withLock { state in
+            defer { state.nextTaskIdentifier += 1 }
+            return state.nextTaskIdentifier
+        }
+    }
+
     func resume(_ task: URLSessionTask) {
         guard task.state == .suspended else { return }
         var record = task.record

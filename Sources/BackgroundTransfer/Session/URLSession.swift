@@ -18,8 +18,13 @@ open class URLSession: @unchecked Sendable {
     /// `didBecomeInvalidWithError`): -995, -996, a refused identifier or process. Set in
     /// `init` only.
     public private(set) var invalidationError: Error?
+    /// Why this session could not be opened, as the failure tasks made on it end with.
+    private var invalidationFailure: TransferFailure?
+    private let givenDelegate: URLSessionDelegate?
+    /// Identifiers for tasks refused before any backend numbered them (a session that never opened).
+    private let refusedTaskNumbers = Locked(0)
 
-    public var delegate: URLSessionDelegate? { core?.delegate }
+    public var delegate: URLSessionDelegate? { core?.delegate ?? givenDelegate }
 
     /// Opens (or reopens) the background session named by `configuration.identifier`.
     /// Problems are reported as Apple does, by invalidating the session:
@@ -38,6 +43,7 @@ open class URLSession: @unchecked Sendable {
             self.core = local
             self.delegateQueue = local.delegateQueue
             self.invalidationError = nil
+            self.givenDelegate = delegate
             local.adopt(primary: self)
             return
         }
@@ -88,8 +94,10 @@ open class URLSession: @unchecked Sendable {
 
         self.configuration = configuration
         self.core = opened
-        self.delegateQueue = opened?.delegateQueue ?? queue ?? OperationQueue()
+        self.givenDelegate = delegate
+        self.delegateQueue = opened?.delegateQueue ?? queue ?? OperationQueue.serialDelegateQueue(name: "BackgroundTransfer.delegate.invalid")
         self.invalidationError = failure.map { $0.urlError() }
+        self.invalidationFailure = failure
 
         if let core = opened as? SessionCore, core.primary == nil {
             core.adopt(primary: self)
@@ -97,11 +105,11 @@ open class URLSession: @unchecked Sendable {
                 try core.attach()
             } catch {
                 log.error("session", "cannot open the session in the daemon: \(error)", session: configuration.identifier)
-                // The daemon said no (not merely "not there"): the session is invalid.
-                if [TransferFailure.requestRefused, TransferFailure.backgroundSessionInUseByAnotherProcess, TransferFailure.backgroundSessionRequiresSharedContainer].contains(error.code) {
-                    invalidationError = error.urlError()
-                    core.openingRefused(error)
-                }
+                // The daemon said no, or cannot be found or started: the session is invalid,
+                // and says why, rather than take tasks nobody will carry out.
+                invalidationError = error.urlError()
+                invalidationFailure = error
+                core.openingRefused(error)
             }
         }
         if let failure {
@@ -114,13 +122,6 @@ open class URLSession: @unchecked Sendable {
         }
     }
 
-    private func requireOpenCore() -> any SessionBackend {
-        guard let core, !core.isInvalidated else {
-            preconditionFailure(BackgroundSessionMisuse.sessionInvalidated.message)
-        }
-        return core
-    }
-
     // MARK: Tasks
 
     /// A download task for `url`, suspended until `resume()` (S2.4).
@@ -129,16 +130,15 @@ open class URLSession: @unchecked Sendable {
     }
 
     open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
-        makeTask(TaskCreation(kind: .download, request: Self.record(of: request)), requireOpenCore(), cellular: request.allowsCellularAccess)
+        makeTask(TaskCreation(kind: .download, request: record(of: request)), cellular: request.allowsCellularAccess, as: { URLSessionDownloadTask(record: $0, backend: nil) })
     }
 
     /// A download that continues from resume data (S6.1); the delegate gets
     /// `didResumeAtOffset:expectedTotalBytes:` when it starts. Foreign, corrupted or stale
     /// (already used) resume data makes the task fail with a clear error when resumed.
     open func downloadTask(withResumeData resumeData: Data) -> URLSessionDownloadTask {
-        let core = requireOpenCore()
         let url = (try? ResumeData(decoding: resumeData))?.url ?? ""
-        return makeTask(TaskCreation(kind: .download, request: RequestRecord(url: url), resumeData: resumeData), core)
+        return makeTask(TaskCreation(kind: .download, request: RequestRecord(url: url), resumeData: resumeData), as: { URLSessionDownloadTask(record: $0, backend: nil) })
     }
 
     /// Refused in background sessions (S1.2).
@@ -167,35 +167,63 @@ open class URLSession: @unchecked Sendable {
     /// missing (-1100), a directory (-1101), or unreadable or outside the app's containers
     /// (-1102) makes the task fail when resumed, with the path in the error.
     open func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> URLSessionUploadTask {
-        let core = requireOpenCore()
-        let creation = TaskCreation(kind: .upload, request: Self.record(of: request), uploadFile: fileURL.standardizedFileURL.path)
-        return makeTask(creation, core, cellular: request.allowsCellularAccess)
+        let creation = TaskCreation(kind: .upload, request: record(of: request), uploadFile: fileURL.standardizedFileURL.path)
+        return makeTask(creation, cellular: request.allowsCellularAccess, as: { URLSessionUploadTask(record: $0, backend: nil) })
     }
 
     /// An upload that continues where the server's copy ends (S6.6): HEAD for the offset, then
     /// PATCH of the rest. The resume data comes from `cancel(byProducingResumeData:)` or from
     /// `NSURLSessionUploadTaskResumeData` in an error's userInfo.
     open func uploadTask(withResumeData resumeData: Data) -> URLSessionUploadTask {
-        let core = requireOpenCore()
         let url = (try? ResumeData(decoding: resumeData))?.url ?? ""
-        return makeTask(TaskCreation(kind: .upload, request: RequestRecord(url: url), resumeData: resumeData), core)
+        return makeTask(TaskCreation(kind: .upload, request: RequestRecord(url: url), resumeData: resumeData), as: { URLSessionUploadTask(record: $0, backend: nil) })
     }
 
     /// Creates the task in the backend, with what this session's configuration and the
-    /// request (`cellular`) ask of the network and power (S5).
-    private func makeTask<Task: URLSessionTask>(_ creation: TaskCreation, _ core: any SessionBackend, cellular: Bool = true) -> Task {
+    /// request (`cellular`) ask of the network and power (S5). Never traps: a task the
+    /// backend refuses, or one asked of a session that is invalid (it never opened, or the
+    /// app invalidated it), comes back completed with the error, which its delegate also
+    /// gets through `didCompleteWithError`; the daemon never had it.
+    private func makeTask<Task: URLSessionTask>(_ creation: TaskCreation, cellular: Bool = true, as orphan: (TaskRecord) -> Task) -> Task {
         var creation = creation
         creation.requirements = TaskRequirements(
             allowsCellularAccess: configuration.allowsCellularAccess && cellular,
             allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
             allowsConstrainedNetworkAccess: configuration.allowsConstrainedNetworkAccess,
             isDiscretionary: configuration.isDiscretionary)
-        do {
-            guard let task = try core.createTask(creation) as? Task else { preconditionFailure("the session made a task of another kind") }
-            return task
-        } catch {
-            preconditionFailure("the session refused the task: \(error)")
+        let failure: TransferFailure
+        if let core, !core.isInvalidated {
+            do {
+                let made = try core.createTask(creation)
+                if let task = made as? Task { return task }
+                failure = TransferFailure(code: TransferFailure.unknown, message: "the session made a \(type(of: made)) where a \(Task.self) was asked for")
+            } catch {
+                failure = error
+            }
+        } else {
+            failure = invalidationFailure ?? TransferFailure(code: TransferFailure.cancelled, message: BackgroundSessionMisuse.sessionInvalidated.message, subject: configuration.identifier)
         }
+        return refusedTask(creation, failure, as: orphan)
+    }
+
+    /// A task that was never created: completed at once with `failure`, reported to the delegate.
+    private func refusedTask<Task: URLSessionTask>(_ creation: TaskCreation, _ failure: TransferFailure, as orphan: (TaskRecord) -> Task) -> Task {
+        let number = core?.reserveTaskIdentifier() ?? refusedTaskNumbers.withLock { value -> Int in
+            value += 1
+            return value
+        }
+        var record = TaskRecord(taskIdentifier: number, creation: creation)
+        record.state = .completed
+        let task = orphan(record)
+        let error = failure.urlError(failingURL: creation.request.url.isEmpty ? nil : creation.request.url, kind: creation.kind)
+        task.finish(with: error)
+        if AppEnvironment.isBootstrapped {
+            AppEnvironment.log.error("session", "task \(number) refused: \(failure.message)", session: configuration.identifier, task: number)
+        }
+        if let delegate = delegate as? URLSessionTaskDelegate {
+            delegateQueue.addOperation { delegate.urlSession(self, task: task, didCompleteWithError: error) }
+        }
+        return task
     }
 
     /// Refused in background sessions (S2.1).
@@ -288,8 +316,44 @@ open class URLSession: @unchecked Sendable {
         case rejectProtectionSpace = 3
     }
 
-    static func record(of request: URLRequest) -> RequestRecord {
-        let headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HeaderField(name: $0.key, value: $0.value) }
-        return RequestRecord(url: request.url?.absoluteString ?? "", httpMethod: request.httpMethod ?? "GET", headers: headers, timeoutInterval: nil)
+    /// The request as the daemon keeps it: its method, headers (with a `User-Agent` naming
+    /// the app and the library unless the request or the configuration sets one, as Apple's
+    /// does) and timeout (URLRequest's default of 60 s defers to the configuration's
+    /// `timeoutIntervalForRequest`).
+    func record(of request: URLRequest) -> RequestRecord {
+        Self.record(of: request, configuration: configuration)
+    }
+
+    static func record(of request: URLRequest, configuration: URLSessionConfiguration) -> RequestRecord {
+        var fields = request.allHTTPHeaderFields ?? [:]
+        let hasAgent = fields.keys.contains { $0.caseInsensitiveCompare("User-Agent") == .orderedSame }
+            || (configuration.httpAdditionalHeaders ?? [:]).keys.contains { $0.caseInsensitiveCompare("User-Agent") == .orderedSame }
+        if !hasAgent { fields["User-Agent"] = defaultUserAgent }
+        let headers = fields.sorted { $0.key < $1.key }.map { HeaderField(name: $0.key, value: $0.value) }
+        let timeout: Double? = request.timeoutInterval == defaultRequestTimeout ? nil : request.timeoutInterval
+        return RequestRecord(url: request.url?.absoluteString ?? "", httpMethod: request.httpMethod ?? "GET", headers: headers, timeoutInterval: timeout)
+    }
+
+    /// `URLRequest`'s own default `timeoutInterval`.
+    static let defaultRequestTimeout: TimeInterval = 60
+
+    /// The library's version, as it appears in the `User-Agent`.
+    public static let libraryVersion = "1.0"
+
+    /// What every request sends as its `User-Agent` unless the app sets one: the app's
+    /// executable and bundle, the library, the system, e.g.
+    /// `reader-app (com.example.reader) BackgroundTransfer/1.0 Linux/6.8.0` (Apple's reads
+    /// `Reader/1 CFNetwork/1490.0.4 Darwin/23.2.0`).
+    public static var defaultUserAgent: String {
+        var system = utsname()
+        uname(&system)
+        let release = withUnsafeBytes(of: &system.release) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+        let app: String
+        if AppEnvironment.isBootstrapped {
+            app = "\(AppEnvironment.log.process) (\(AppEnvironment.identity.bundleIdentifier))"
+        } else {
+            app = (ProcessSpawner.currentExecutable as NSString).lastPathComponent
+        }
+        return "\(app) BackgroundTransfer/\(libraryVersion) Linux/\(release)"
     }
 }

@@ -22,7 +22,7 @@ open class URLSessionTask: @unchecked Sendable {
     /// `progress`, as Apple offers it.
     public let progress: Progress
 
-    init(record: TaskRecord, backend: any SessionBackend) {
+    init(record: TaskRecord, backend: (any SessionBackend)?) {
         self.taskIdentifier = record.taskIdentifier
         self.originalRequest = URLSessionTask.request(from: record.originalRequest)
         self.backend = backend
