@@ -26,6 +26,24 @@ public struct AppIdentity: Codable, Sendable, Equatable {
         self.appGroups = appGroups
     }
 
+    /// The identity of a plain program that declares no entitlements (the "just a program"
+    /// case): the app `program.<executable name>` (characters other than ASCII letters,
+    /// digits, '-' and '_' become '_'), its own containing app, no app groups. The daemon
+    /// grants exactly this identity to a process whose executable declares nothing, so a
+    /// program gets a private container and sessions of its own, and is relaunched as itself.
+    public static func program(executablePath: String) -> AppIdentity {
+        let name = (executablePath as NSString).lastPathComponent
+        var cleaned = String(name.unicodeScalars.map { scalar -> Character in
+            let value = scalar.value
+            let plain = (0x30...0x39).contains(value) || (0x41...0x5A).contains(value) || (0x61...0x7A).contains(value) || value == 0x2D || value == 0x5F
+            return plain ? Character(scalar) : "_"
+        })
+        while cleaned.utf8.count > 150 { cleaned.removeLast() }
+        if cleaned.isEmpty { cleaned = "unnamed" }
+        let bundle = (try? BundleIdentifier("program." + cleaned)) ?? BundleIdentifier(constructed: "program.unnamed")
+        return AppIdentity(bundleIdentifier: bundle, kind: .app, containingApp: bundle, containingAppExecutable: name, appGroups: [])
+    }
+
     /// The app family whose session namespace this process uses: sessions of an app and of
     /// its extensions live side by side, so that the app can adopt an extension's session (S1.6).
     public var family: BundleIdentifier { containingApp }

@@ -86,6 +86,11 @@ public struct BundleIdentifier: CheckedName, Comparable {
         self.rawValue = rawValue
     }
 
+    /// A name valid by construction (letters, digits and dots only).
+    init(constructed rawValue: String) {
+        self.rawValue = rawValue
+    }
+
     public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 }
 
