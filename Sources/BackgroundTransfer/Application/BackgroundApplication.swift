@@ -139,14 +139,19 @@ public final class BackgroundApplication: @unchecked Sendable {
     }
 
     /// `shared` asked for before anything set the app up: the program, in the user's container.
+    /// A process that set `AppEnvironment` up itself keeps it.
     private init(fallbackFor identity: AppIdentity) {
         var arguments = Array(CommandLine.arguments.dropFirst())
         let layout = (try? ContainerLayout.resolve(arguments: &arguments, defaultPath: ContainerLayout.userDefaultPath()))
             ?? ContainerLayout(root: URL(fileURLWithPath: ContainerLayout.userDefaultPath()))
         self.backgroundSessionIdentifier = nil
         self.arguments = arguments
-        self.identity = identity
-        AppEnvironment.bootstrap(identity: identity, layout: layout, isForeground: true)
+        if AppEnvironment.isBootstrapped {
+            self.identity = AppEnvironment.identity
+        } else {
+            self.identity = identity
+            AppEnvironment.bootstrap(identity: identity, layout: layout, isForeground: true)
+        }
     }
 
     // MARK: Running an app
@@ -212,7 +217,7 @@ public final class BackgroundApplication: @unchecked Sendable {
     public var temporaryDirectory: URL { directory("tmp") }
 
     private func directory(_ name: String?) -> URL {
-        let home = AppEnvironment.layout.privateContainer(identity.bundleIdentifier)
+        let home = AppEnvironment.layout.privateContainer(AppEnvironment.identity.bundleIdentifier)
         let url = name.map { home.appendingPathComponent($0, isDirectory: true) } ?? home
         try? DurableFile.makeDirectory(home.path)
         if name != nil { try? DurableFile.makeDirectory(url.path) }

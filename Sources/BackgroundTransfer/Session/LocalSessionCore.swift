@@ -24,6 +24,8 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
         var tasks: [Int: URLSessionTask] = [:]
         var invalidated = false
         var finishing = false
+        /// Completion handlers of tasks made with one (they replace the delegate's data calls).
+        var handlers: [Int: @Sendable (URLSessionTask, Result<String, TransferFailure>) -> Void] = [:]
     }
 
     private let state = Locked(State())
@@ -76,6 +78,22 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
             defer { state.nextTaskIdentifier += 1 }
             return state.nextTaskIdentifier
         }
+    }
+
+    /// A download (or a data task, read from the downloaded file) whose outcome goes to
+    /// `handler`, on the delegate queue, instead of the delegate's data calls.
+    func createHandlerTask<Task: URLSessionTask>(_ creation: TaskCreation, make: (TaskRecord) -> Task, handler: @escaping @Sendable (URLSessionTask, Result<String, TransferFailure>) -> Void) -> Task {
+        let task = state.withLock { state -> Task in
+            var record = TaskRecord(taskIdentifier: state.nextTaskIdentifier, kind: .download, originalRequest: creation.request)
+            record.taskDescription = creation.taskDescription
+            state.nextTaskIdentifier += 1
+            let task = make(record)
+            task.backend = self
+            state.tasks[record.taskIdentifier] = task
+            state.handlers[record.taskIdentifier] = handler
+            return task
+        }
+        return task
     }
 
     func resume(_ task: URLSessionTask) {
@@ -149,11 +167,15 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     private func finish(_ task: URLSessionTask, _ result: Result<String, TransferFailure>, keepPartial: Bool = false) {
         task.setState(.completed)
         state.withLock { _ = $0.tasks.removeValue(forKey: task.taskIdentifier) }
+        let handler = state.withLock { $0.handlers.removeValue(forKey: task.taskIdentifier) }
         deliveryQueue.async {
             var error: Error?
+            if let handler {
+                self.delegateQueue.addOperations([BlockOperation { handler(task, result) }], waitUntilFinished: true)
+            }
             switch result {
             case .success(let path):
-                if let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate {
+                if handler == nil, let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate {
                     self.onDelegateQueue { session in delegate.urlSession(session, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: path)) }
                 }
                 unlink(path) // exists only during the call (S3.3)

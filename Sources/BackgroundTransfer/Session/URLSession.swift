@@ -26,6 +26,16 @@ open class URLSession: @unchecked Sendable {
 
     public var delegate: URLSessionDelegate? { core?.delegate ?? givenDelegate }
 
+    /// The shared default session (Apple's `URLSession.shared`): no delegate, transfers in
+    /// this process; for completion-handler and async tasks.
+    public static let shared = URLSession(configuration: .default)
+
+    /// A session without a delegate: a default session for completion-handler and async
+    /// tasks (a background session needs a delegate, S1.2).
+    public convenience init(configuration: URLSessionConfiguration) {
+        self.init(configuration: configuration, delegate: nil, delegateQueue: nil)
+    }
+
     /// Opens (or reopens) the background session named by `configuration.identifier`.
     /// Problems are reported as Apple does, by invalidating the session:
     /// `didBecomeInvalidWithError` with -995 (extension without a shared container), -996
@@ -141,24 +151,125 @@ open class URLSession: @unchecked Sendable {
         return makeTask(TaskCreation(kind: .download, request: RequestRecord(url: url), resumeData: resumeData), as: { URLSessionDownloadTask(record: $0, backend: nil) })
     }
 
-    /// Refused in background sessions (S1.2).
-    open func downloadTask(with url: URL, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) throws(BackgroundSessionMisuse) -> URLSessionDownloadTask {
-        throw .completionHandlersUnsupported
+    // MARK: Completion handlers and async (default sessions)
+
+    /// A download whose file goes to `completionHandler` (on the delegate queue; the file is
+    /// removed when it returns) instead of the delegate. Default sessions only: in a
+    /// background session the task comes back failed with Apple's message (S1.2), which the
+    /// handler also gets.
+    open func downloadTask(with url: URL, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) -> URLSessionDownloadTask {
+        downloadTask(with: URLRequest(url: url), completionHandler: completionHandler)
     }
 
-    /// Refused in background sessions (S1.2).
-    open func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) throws(BackgroundSessionMisuse) -> URLSessionDownloadTask {
-        throw .completionHandlersUnsupported
+    open func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) -> URLSessionDownloadTask {
+        let creation = TaskCreation(kind: .download, request: record(of: request))
+        return handlerTask(creation, dataTask: false, as: { URLSessionDownloadTask(record: $0, backend: nil) }) { task, result in
+            switch result {
+            case .success(let path): completionHandler(URL(fileURLWithPath: path), task.response, nil)
+            case .failure(let error): completionHandler(nil, task.response, error)
+            }
+        }
     }
 
-    /// Refused in background sessions (S1.2).
+    /// A request whose whole response body goes to `completionHandler` (on the delegate
+    /// queue). Default sessions only, as `downloadTask(with:completionHandler:)`.
+    open func dataTask(with url: URL, completionHandler: @escaping @Sendable (Data?, URLResponse?, Error?) -> Void) -> URLSessionDataTask {
+        dataTask(with: URLRequest(url: url), completionHandler: completionHandler)
+    }
+
+    open func dataTask(with request: URLRequest, completionHandler: @escaping @Sendable (Data?, URLResponse?, Error?) -> Void) -> URLSessionDataTask {
+        let creation = TaskCreation(kind: .download, request: record(of: request))
+        return handlerTask(creation, dataTask: true, as: { URLSessionDataTask(record: $0, backend: nil) }) { task, result in
+            switch result {
+            case .success(let path):
+                do {
+                    let data = try Data(contentsOf: URL(fileURLWithPath: path))
+                    completionHandler(data, task.response, nil)
+                } catch {
+                    let failure = TransferFailure(code: TransferFailure.cannotOpenFile, message: "cannot read the response body: \(error)", subject: path)
+                    completionHandler(nil, task.response, failure.urlError(failingURL: creation.request.url))
+                }
+            case .failure(let error): completionHandler(nil, task.response, error)
+            }
+        }
+    }
+
+    /// Refused in background sessions (S1.2): thrown with Apple's message.
     open func download(from url: URL) async throws -> (URL, URLResponse) {
-        throw BackgroundSessionMisuse.completionHandlersUnsupported
+        try await download(for: URLRequest(url: url))
     }
 
-    /// Refused in background sessions (S1.2).
+    /// The response body, in a default session; refused in background sessions (S1.2).
     open func data(from url: URL) async throws -> (Data, URLResponse) {
-        throw BackgroundSessionMisuse.completionHandlersUnsupported
+        try await data(for: URLRequest(url: url))
+    }
+
+    open func data(for request: URLRequest) async throws -> (Data, URLResponse) {
+        guard configuration.identifier == nil else { throw BackgroundSessionMisuse.completionHandlersUnsupported }
+        let box = Locked<URLSessionTask?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let task = dataTask(with: request) { data, response, error in
+                    if let data, let response { continuation.resume(returning: (data, response)) } else {
+                        continuation.resume(throwing: error ?? URLError(.badServerResponse))
+                    }
+                }
+                box.withLock { $0 = task }
+                task.resume()
+            }
+        } onCancel: {
+            box.withLock { $0 }?.cancel()
+        }
+    }
+
+    /// The downloaded file, in a default session, moved to a file of its own in the app's
+    /// temporary directory (the caller moves or removes it); refused in background sessions (S1.2).
+    open func download(for request: URLRequest) async throws -> (URL, URLResponse) {
+        guard configuration.identifier == nil else { throw BackgroundSessionMisuse.completionHandlersUnsupported }
+        let temporary = BackgroundApplication.shared.temporaryDirectory
+        let box = Locked<URLSessionTask?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let task = downloadTask(with: request) { location, response, error in
+                    guard let location, let response else {
+                        continuation.resume(throwing: error ?? URLError(.badServerResponse))
+                        return
+                    }
+                    let kept = temporary.appendingPathComponent("CFNetworkDownload_\(UUID().uuidString).tmp")
+                    do {
+                        try FileManager.default.moveItem(at: location, to: kept)
+                        continuation.resume(returning: (kept, response))
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+                box.withLock { $0 = task }
+                task.resume()
+            }
+        } onCancel: {
+            box.withLock { $0 }?.cancel()
+        }
+    }
+
+    /// A task whose outcome goes to `handler` rather than to the delegate's data calls.
+    private func handlerTask<Task: URLSessionTask>(_ creation: TaskCreation, dataTask: Bool, as orphan: @escaping (TaskRecord) -> Task, handler: @escaping @Sendable (URLSessionTask, Result<String, Error>) -> Void) -> Task {
+        guard configuration.identifier == nil else {
+            let failure = TransferFailure(code: TransferFailure.unknown, message: BackgroundSessionMisuse.completionHandlersUnsupported.message, subject: configuration.identifier)
+            let task = refusedTask(creation, failure, as: orphan)
+            let error = task.error ?? failure.urlError()
+            delegateQueue.addOperation { handler(task, .failure(error)) }
+            return task
+        }
+        guard let local = core as? LocalSessionCore, !local.isInvalidated else {
+            let task = makeTask(creation, as: orphan) // fails: the session is invalid
+            let error = task.error ?? TransferFailure(code: TransferFailure.cancelled, message: BackgroundSessionMisuse.sessionInvalidated.message).urlError()
+            delegateQueue.addOperation { handler(task, .failure(error)) }
+            return task
+        }
+        let made = local.createHandlerTask(creation, make: orphan) { task, result in
+            handler(task, result.mapError { $0.urlError(failingURL: creation.request.url) })
+        }
+        return made
     }
 
     /// An upload of the file at `fileURL` with `request`'s method (PUT or POST) and headers,
@@ -226,14 +337,37 @@ open class URLSession: @unchecked Sendable {
         return task
     }
 
-    /// Refused in background sessions (S2.1).
-    open func uploadTask(with request: URLRequest, from bodyData: Data) throws(BackgroundSessionMisuse) -> URLSessionUploadTask {
-        throw .uploadFromDataUnsupported
+    /// Refused in background sessions (S2.1) and not offered by default sessions here: the
+    /// task comes back failed with Apple's message; write the body to a file in the app's
+    /// container and use `uploadTask(with:fromFile:)`.
+    open func uploadTask(with request: URLRequest, from bodyData: Data) -> URLSessionUploadTask {
+        let failure = TransferFailure(code: TransferFailure.unknown, message: BackgroundSessionMisuse.uploadFromDataUnsupported.message, subject: configuration.identifier)
+        return refusedTask(TaskCreation(kind: .upload, request: record(of: request)), failure, as: { URLSessionUploadTask(record: $0, backend: nil) })
     }
 
-    /// Refused in background sessions (S2.1).
-    open func uploadTask(withStreamedRequest request: URLRequest) throws(BackgroundSessionMisuse) -> URLSessionUploadTask {
-        throw .uploadFromStreamUnsupported
+    /// Refused (S2.1): the task comes back failed with Apple's message.
+    open func uploadTask(withStreamedRequest request: URLRequest) -> URLSessionUploadTask {
+        let failure = TransferFailure(code: TransferFailure.unknown, message: BackgroundSessionMisuse.uploadFromStreamUnsupported.message, subject: configuration.identifier)
+        return refusedTask(TaskCreation(kind: .upload, request: record(of: request)), failure, as: { URLSessionUploadTask(record: $0, backend: nil) })
+    }
+
+    /// The session's unfinished tasks by kind (Apple's `getTasksWithCompletionHandler`), on the delegate queue.
+    open func getTasksWithCompletionHandler(_ completionHandler: @escaping @Sendable ([URLSessionDataTask], [URLSessionUploadTask], [URLSessionDownloadTask]) -> Void) {
+        getAllTasks { tasks in
+            let (data, uploads, downloads) = Self.sorted(tasks)
+            completionHandler(data, uploads, downloads)
+        }
+    }
+
+    /// The session's unfinished tasks by kind (Apple's async `tasks`).
+    open var tasks: ([URLSessionDataTask], [URLSessionUploadTask], [URLSessionDownloadTask]) {
+        get async { Self.sorted(await allTasks) }
+    }
+
+    private static func sorted(_ tasks: [URLSessionTask]) -> ([URLSessionDataTask], [URLSessionUploadTask], [URLSessionDownloadTask]) {
+        (tasks.compactMap { $0 is URLSessionUploadTask ? nil : $0 as? URLSessionDataTask },
+         tasks.compactMap { $0 as? URLSessionUploadTask },
+         tasks.compactMap { $0 as? URLSessionDownloadTask })
     }
 
     /// The session's unfinished tasks, as the daemon knows them (S7.2), on the delegate queue.
