@@ -1,4 +1,5 @@
 import BackgroundTransfer
+import TransferContainer
 
 /// The containing app: relaunched for a session's events, launched by the user, or told to
 /// start a download.

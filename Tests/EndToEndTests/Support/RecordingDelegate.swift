@@ -1,5 +1,6 @@
 import Foundation
 import BackgroundTransfer
+import TransferContainer
 
 /// A delegate that records every call in order, and lets a test wait for one.
 /// Called on the session's delegate queue; its record is behind a condition lock.
