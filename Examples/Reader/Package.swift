@@ -20,10 +20,11 @@ let package = Package(
             .product(name: "BackgroundTransfer", package: "BackgroundTransfer"),
             .product(name: "transferd", package: "BackgroundTransfer"),
         ]),
-        // "Just a program": no entitlements literal, no app group.
+        // "Just a program": no entitlements literal, no app group; Swift 5 language mode, as
+        // much code written for iOS still is.
         .executableTarget(name: "fetch-later", dependencies: [
             .product(name: "BackgroundTransfer", package: "BackgroundTransfer"),
             .product(name: "transferd", package: "BackgroundTransfer"),
-        ]),
+        ], swiftSettings: [.swiftLanguageMode(.v5)]),
     ]
 )

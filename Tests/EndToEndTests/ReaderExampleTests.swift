@@ -35,6 +35,26 @@ struct ReaderExampleTests {
         Executable(name: name, path: try built.get().appendingPathComponent(name).path)
     }
 
+    @Test("The README's \"Using the library\" code is Examples/Reader's code, file for file")
+    func readmeIsTheExample() throws {
+        let readme = try String(contentsOf: Self.repository.appendingPathComponent("README.md"), encoding: .utf8)
+        var shown: [String: String] = [:]
+        var rest = readme[...]
+        while let marker = rest.range(of: "<!-- Examples/Reader/") {
+            let pathEnd = try #require(rest[marker.upperBound...].range(of: " -->"))
+            let path = "Examples/Reader/" + rest[marker.upperBound..<pathEnd.lowerBound]
+            let open = try #require(rest[pathEnd.upperBound...].range(of: "```swift\n"))
+            let close = try #require(rest[open.upperBound...].range(of: "```\n"))
+            shown[path] = String(rest[open.upperBound..<close.lowerBound])
+            rest = rest[close.upperBound...]
+        }
+        #expect(Set(shown.keys) == ["Examples/Reader/Package.swift", "Examples/Reader/Sources/reader-widget/main.swift", "Examples/Reader/Sources/reader-app/main.swift", "Examples/Reader/Sources/reader-app/AppDelegate.swift", "Examples/Reader/Sources/fetch-later/main.swift"])
+        for (path, code) in shown {
+            let file = try String(contentsOf: Self.repository.appendingPathComponent(path), encoding: .utf8)
+            #expect(code == file, "README's \(path) differs from the file")
+        }
+    }
+
     @Test("reader-widget starts a download and exits; transferd (found beside it) relaunches reader-app, which files it in the app group's Downloads/")
     func widgetDownloadRelaunchesTheApp() throws {
         let widget = try Self.executable("reader-widget")
