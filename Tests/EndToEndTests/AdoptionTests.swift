@@ -206,7 +206,8 @@ final class AdoptionTests: InProcessSuite, @unchecked Sendable {
         configuration.sharedContainerIdentifier = InProcess.group.rawValue
         configuration.sessionSendsLaunchEvents = false
         configuration.shouldUseExtendedBackgroundIdleMode = true
-        let background = URLSession(configuration: configuration, delegate: RecordingDelegate(), delegateQueue: nil)
+        let created = CreationRecorder()
+        let background = URLSession(configuration: configuration, delegate: created, delegateQueue: nil)
         let download = background.downloadTask(with: url)
         let upload = try {
             let file = container.layout.appGroup(InProcess.group).appendingPathComponent("apple-upload.bin")
@@ -224,6 +225,7 @@ final class AdoptionTests: InProcessSuite, @unchecked Sendable {
         #expect(grouped.withLock { $0 }.map { [$0.0, $0.1, $0.2] } == [0, upload.taskIdentifier, download.taskIdentifier])
         let (dataTasks, uploadTasks, downloadTasks) = await background.tasks
         #expect(dataTasks.isEmpty && uploadTasks.count == 1 && downloadTasks.count == 1)
+        #expect(waitUntil(timeout: 5) { created.identifiers.withLock { $0 } == [download.taskIdentifier, upload.taskIdentifier] }, "didCreateTask for each task, in order")
         background.invalidateAndCancel()
 
         let error = URLError(.cancelled, userInfo: [NSURLSessionDownloadTaskResumeData: Data([1, 2]), NSURLErrorBackgroundTaskCancelledReasonKey: 0])
@@ -232,6 +234,14 @@ final class AdoptionTests: InProcessSuite, @unchecked Sendable {
         #expect(error.backgroundTaskCancelledReason == .userForceQuitApplication)
     }
 }
+}
+
+/// Records `urlSession(_:didCreateTask:)`.
+final class CreationRecorder: URLSessionTaskDelegate, @unchecked Sendable {
+    let identifiers = Locked<[Int]>([])
+    func urlSession(_ session: URLSession, didCreateTask task: URLSessionTask) {
+        identifiers.withLock { $0.append(task.taskIdentifier) }
+    }
 }
 
 /// The same, with real processes: the stand-ins and the daemon.

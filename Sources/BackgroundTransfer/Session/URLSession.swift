@@ -269,6 +269,9 @@ open class URLSession: @unchecked Sendable {
         let made = local.createHandlerTask(creation, make: orphan) { task, result in
             handler(task, result.mapError { $0.urlError(failingURL: creation.request.url) })
         }
+        if let delegate = delegate as? URLSessionTaskDelegate {
+            delegateQueue.addOperation { delegate.urlSession(self, didCreateTask: made) }
+        }
         return made
     }
 
@@ -306,7 +309,12 @@ open class URLSession: @unchecked Sendable {
         if let core, !core.isInvalidated {
             do {
                 let made = try core.createTask(creation)
-                if let task = made as? Task { return task }
+                if let task = made as? Task {
+                    if let delegate = delegate as? URLSessionTaskDelegate {
+                        delegateQueue.addOperation { delegate.urlSession(self, didCreateTask: task) }
+                    }
+                    return task
+                }
                 failure = TransferFailure(code: TransferFailure.unknown, message: "the session made a \(type(of: made)) where a \(Task.self) was asked for")
             } catch {
                 failure = error
