@@ -173,6 +173,31 @@ final class AdoptionTests: InProcessSuite, @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
+    @Test("An upload from the app's tmp/ (BackgroundApplication.shared.temporaryDirectory) is allowed, as on iOS; so is one from Documents/")
+    func uploadFromTemporaryDirectory() throws {
+        _ = try DaemonUnderTest.start(container)
+        server.acceptUploads(at: "/inbox")
+        let application = BackgroundApplication.shared
+        #expect(application.temporaryDirectory.path == container.layout.privateContainer(InProcess.app.bundleIdentifier).appendingPathComponent("tmp").path)
+        let delegate = RecordingDelegate()
+        let session = fixture.session("tmp-upload", delegate: delegate)
+        var tasks: [URLSessionTask] = []
+        for folder in [application.temporaryDirectory, application.documentsDirectory] {
+            let file = folder.appendingPathComponent("note.txt")
+            try Data("from \(folder.lastPathComponent)".utf8).write(to: file)
+            var request = URLRequest(url: server.url(for: "/inbox"))
+            request.httpMethod = "PUT"
+            let task = session.uploadTask(with: request, fromFile: file)
+            task.resume()
+            tasks.append(task)
+        }
+        for task in tasks {
+            #expect(delegate.wait { if case .completed(task.taskIdentifier, nil, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        }
+        #expect(server.receivedUploads(at: "/inbox").count == 2)
+        session.invalidateAndCancel()
+    }
+
     @Test("Apple's API where iOS code expects it: URLSession.shared and default sessions with completion handlers and async, getTasksWithCompletionHandler, async tasks, URLError's resume data and cancelled reason")
     func appleAPIs() async throws {
         _ = try DaemonUnderTest.start(container)
