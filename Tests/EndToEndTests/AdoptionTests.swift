@@ -92,6 +92,41 @@ final class AdoptionTests: InProcessSuite, @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
+    @Test("A default session continues a background session's download from its resume data (Range, didResumeAtOffset)")
+    func defaultSessionTakesResumeData() throws {
+        _ = try DaemonUnderTest.start(container)
+        let payload = testPayload(size: 3 << 20, seed: 44)
+        var slow = RouteOptions()
+        slow.bytesPerSecond = 2 << 20
+        server.serve("/handback.bin", data: payload, options: slow)
+        let background = fixture.session("handback", delegate: RecordingDelegate())
+        let first = background.downloadTask(with: server.url(for: "/handback.bin"))
+        first.resume()
+        let deadline = Date().addingTimeInterval(20)
+        while first.countOfBytesReceived < 512 << 10 && Date() < deadline { usleep(20_000) }
+        let done = DispatchSemaphore(value: 0)
+        let box = Locked<Data?>(nil)
+        first.cancel { data in
+            box.withLock { $0 = data }
+            done.signal()
+        }
+        _ = done.wait(timeout: .now() + 10)
+        let data = try #require(box.withLock { $0 })
+        server.serve("/handback.bin", data: payload) // full speed now
+
+        let delegate = RecordingDelegate()
+        let session = URLSession(configuration: .default, delegate: delegate, delegateQueue: nil)
+        let task = session.downloadTask(withResumeData: data)
+        #expect(task.state == .suspended)
+        task.resume()
+        #expect(delegate.wait { if case .completed(task.taskIdentifier, nil, 206) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(delegate.digests[task.taskIdentifier] == SHA256.hexDigest(of: payload))
+        #expect(delegate.calls.contains { if case .resumed(task.taskIdentifier, let offset, Int64(payload.count)) = $0 { return offset > 0 } else { return false } }, "\(delegate.calls)")
+        #expect(server.requests.last { $0.path == "/handback.bin" }?.header("Range")?.hasPrefix("bytes=") == true)
+        session.invalidateAndCancel()
+        background.invalidateAndCancel()
+    }
+
     @Test("A valid bundle identifier of 195 characters has a default session identifier (issue 18, finding 2)")
     func longBundleIdentifier() throws {
         let long = try BundleIdentifier("com." + String(repeating: "a", count: 191))

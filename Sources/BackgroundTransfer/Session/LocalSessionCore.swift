@@ -59,18 +59,49 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     // MARK: Tasks
 
     func createTask(_ creation: TaskCreation) throws(TransferFailure) -> URLSessionTask {
-        guard creation.kind == .download, creation.resumeData == nil else {
-            throw TransferFailure(code: TransferFailure.unsupportedURL, message: "default sessions run downloads from a URL; hand resume data to a background session")
+        guard creation.kind == .download else {
+            throw TransferFailure(code: TransferFailure.unsupportedURL, message: "default sessions here run downloads; upload from a file in a background session")
         }
-        let task = state.withLock { state -> URLSessionTask in
-            var record = TaskRecord(taskIdentifier: state.nextTaskIdentifier, kind: .download, originalRequest: creation.request)
-            record.taskDescription = creation.taskDescription
-            state.nextTaskIdentifier += 1
-            let task = URLSessionDownloadTask(record: record, backend: self)
-            state.tasks[record.taskIdentifier] = task
-            return task
+        let identifier = reserveTaskIdentifier()
+        var record = TaskRecord(taskIdentifier: identifier, kind: .download, originalRequest: creation.request)
+        record.taskDescription = creation.taskDescription
+        if let blob = creation.resumeData {
+            try adoptResumeData(blob, into: &record)
         }
+        let task = URLSessionDownloadTask(record: record, backend: self)
+        state.withLock { $0.tasks[identifier] = task }
         return task
+    }
+
+    /// Continues from resume data (a background session's or a default session's): its
+    /// partial file becomes this task's, its validator goes with the `Range` request, and the
+    /// delegate hears `didResumeAtOffset` when the task starts. The data is single-use, as in
+    /// the daemon; foreign or corrupted data fails with -1016, stale data with -3001.
+    private func adoptResumeData(_ blob: Data, into record: inout TaskRecord) throws(TransferFailure) {
+        let resume: ResumeData
+        do { resume = try ResumeData(decoding: blob) } catch {
+            throw TransferFailure(code: TransferFailure.cannotDecodeContentData, message: error.description)
+        }
+        guard resume.kind == .download, resume.upload == nil else {
+            throw TransferFailure(code: TransferFailure.cannotDecodeContentData, message: "resume data of an upload cannot make a download task")
+        }
+        var st = stat()
+        guard lstat(resume.partialFile, &st) == 0, st.st_mode & S_IFMT == S_IFREG, Int64(st.st_size) >= resume.bytesReceived else {
+            throw TransferFailure(code: TransferFailure.cannotOpenFile, message: "stale resume data: its partial data \(resume.partialFile) is gone or short (resume data is single-use)", subject: resume.partialFile)
+        }
+        let destination = partialPath(record.taskIdentifier)
+        do { try DurableFile.makeDirectory(directory.path) } catch {
+            throw TransferFailure(code: TransferFailure.cannotCreateFile, message: "\(error)", subject: directory.path)
+        }
+        guard rename(resume.partialFile, destination) == 0 else {
+            throw TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot take the partial data \(resume.partialFile): errno \(errno)", subject: resume.partialFile)
+        }
+        truncate(destination, off_t(resume.bytesReceived))
+        record.originalRequest = RequestRecord(url: resume.url, httpMethod: resume.httpMethod, headers: resume.requestHeaders)
+        record.validator = resume.validator
+        record.countOfBytesReceived = resume.bytesReceived
+        record.countOfBytesExpectedToReceive = resume.expectedTotalBytes
+        record.reportsResumeOffset = true
     }
 
     func reserveTaskIdentifier() -> Int {
@@ -110,6 +141,13 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
             return
         }
         let configuration = (try? self.configuration.record()) ?? SessionConfiguration()
+        if record.reportsResumeOffset, let download = task as? URLSessionDownloadTask {
+            let (offset, expected) = (record.countOfBytesReceived, record.countOfBytesExpectedToReceive)
+            deliveryQueue.async {
+                guard let delegate = self.delegate as? URLSessionDownloadDelegate else { return }
+                self.onDelegateQueue { session in delegate.urlSession(session, downloadTask: download, didResumeAtOffset: offset, expectedTotalBytes: expected) }
+            }
+        }
         runner.start(record, partialPath: partialPath(task.taskIdentifier), configuration: configuration, callbacks: .init(
             progress: { [weak self, weak task] progress in
                 guard let self, let task else { return }
