@@ -127,6 +127,35 @@ final class AdoptionTests: InProcessSuite, @unchecked Sendable {
         background.invalidateAndCancel()
     }
 
+    @Test("Numbers no JSON can carry (a NaN priority, an infinite timeout, a NaN date) and requests too large for the wire neither trap nor stall the session: the task runs or fails with an error")
+    func unencodableNumbersDoNotStall() throws {
+        _ = try DaemonUnderTest.start(container)
+        server.serve("/nan.bin", data: Data("nan".utf8))
+        let delegate = RecordingDelegate()
+        let session = fixture.session("nan", delegate: delegate)
+        var request = URLRequest(url: server.url(for: "/nan.bin"))
+        request.timeoutInterval = .infinity
+        let first = session.downloadTask(with: request)
+        first.priority = .nan
+        first.resume()
+        #expect(delegate.wait { $0 == .completed(task: first.taskIdentifier, code: nil, status: 200) }, "\(delegate.calls)")
+        let second = session.downloadTask(with: server.url(for: "/nan.bin"))
+        second.earliestBeginDate = Date(timeIntervalSinceReferenceDate: .nan)
+        second.resume()
+        #expect(delegate.wait { if case .completed(second.taskIdentifier, _, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        // A request too large for the wire (a 5 MiB header) fails its task; it does not stall the session.
+        var huge = URLRequest(url: server.url(for: "/nan.bin"))
+        huge.setValue(String(repeating: "x", count: 5 << 20), forHTTPHeaderField: "X-Huge")
+        let oversized = session.downloadTask(with: huge)
+        oversized.resume()
+        #expect(delegate.wait { $0 == .completed(task: oversized.taskIdentifier, code: -1011, status: nil) }, "\(delegate.calls.suffix(3))")
+        let third = session.downloadTask(with: server.url(for: "/nan.bin"))
+        third.resume()
+        #expect(delegate.wait { $0 == .completed(task: third.taskIdentifier, code: nil, status: 200) }, "the session goes on: \(delegate.calls)")
+        #expect(session.waitUntilDurable(timeout: 10), "nothing is left waiting for an answer")
+        session.invalidateAndCancel()
+    }
+
     @Test("A valid bundle identifier of 195 characters has a default session identifier (issue 18, finding 2)")
     func longBundleIdentifier() throws {
         let long = try BundleIdentifier("com." + String(repeating: "a", count: 191))

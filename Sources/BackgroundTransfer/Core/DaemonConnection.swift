@@ -157,8 +157,16 @@ final class DaemonConnection: @unchecked Sendable {
             _ = state.withLock { $0.waiters.removeValue(forKey: id) }
             throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "not connected to the transfer daemon")
         }
+        let frame: Data
         do {
-            try UnixSocket.sendAll(fd, try Frame.encode(RequestFrame(id: id, request: request)))
+            frame = try Frame.encode(RequestFrame(id: id, request: request))
+        } catch {
+            // Not the connection's fault, and no retry will help: the request fails for good.
+            _ = state.withLock { $0.waiters.removeValue(forKey: id) }
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "the request cannot be sent to the transfer daemon: \(error)")
+        }
+        do {
+            try UnixSocket.sendAll(fd, frame)
         } catch {
             _ = state.withLock { $0.waiters.removeValue(forKey: id) }
             throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "cannot send to the transfer daemon: \(error)")

@@ -460,8 +460,8 @@ open class URLSession: @unchecked Sendable {
 
     /// The request as the daemon keeps it: its method, headers (with a `User-Agent` naming
     /// the app and the library unless the request or the configuration sets one, as Apple's
-    /// does) and timeout (URLRequest's default of 60 s defers to the configuration's
-    /// `timeoutIntervalForRequest`).
+    /// does) and timeout (URLRequest's default of 60 s, and values that are not finite,
+    /// defer to the configuration's `timeoutIntervalForRequest`).
     func record(of request: URLRequest) -> RequestRecord {
         Self.record(of: request, configuration: configuration)
     }
@@ -472,7 +472,9 @@ open class URLSession: @unchecked Sendable {
             || (configuration.httpAdditionalHeaders ?? [:]).keys.contains { $0.caseInsensitiveCompare("User-Agent") == .orderedSame }
         if !hasAgent { fields["User-Agent"] = defaultUserAgent }
         let headers = fields.sorted { $0.key < $1.key }.map { HeaderField(name: $0.key, value: $0.value) }
-        let timeout: Double? = request.timeoutInterval == defaultRequestTimeout ? nil : request.timeoutInterval
+        // Infinity and NaN cannot travel as JSON numbers: such a request has the configuration's
+        // timeout (the daemon holds finite values of any size to a range).
+        let timeout: Double? = request.timeoutInterval == defaultRequestTimeout || !request.timeoutInterval.isFinite ? nil : request.timeoutInterval
         return RequestRecord(url: request.url?.absoluteString ?? "", httpMethod: request.httpMethod ?? "GET", headers: headers, timeoutInterval: timeout)
     }
 
