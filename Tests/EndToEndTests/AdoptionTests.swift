@@ -291,6 +291,14 @@ final class AdoptionTests: InProcessSuite, @unchecked Sendable {
         #expect(waitUntil(timeout: 20) { located.withLock { $0 } != nil })
         #expect(located.withLock { $0 } == true, "the file exists during the handler")
 
+        let dataDelegate = RecordingDelegate()
+        let withDelegate = URLSession(configuration: .default, delegate: dataDelegate, delegateQueue: nil)
+        let dataTask = withDelegate.dataTask(with: url)
+        dataTask.resume()
+        #expect(dataDelegate.wait { $0 == .completed(task: dataTask.taskIdentifier, code: nil, status: 200) }, "\(dataDelegate.calls)")
+        #expect(dataDelegate.receivedBodies[dataTask.taskIdentifier] == payload, "didReceive data, then didCompleteWithError")
+        withDelegate.invalidateAndCancel()
+
         let configuration = URLSessionConfiguration.background(withIdentifier: "apple")
         configuration.sharedContainerIdentifier = InProcess.group.rawValue
         configuration.sessionSendsLaunchEvents = false

@@ -111,6 +111,16 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
         }
     }
 
+    /// A data task: a download whose file is handed to `didReceive data`, then removed.
+    func createDataTask(_ creation: TaskCreation) -> URLSessionDataTask {
+        let identifier = reserveTaskIdentifier()
+        var record = TaskRecord(taskIdentifier: identifier, kind: .download, originalRequest: creation.request)
+        record.taskDescription = creation.taskDescription
+        let task = URLSessionDataTask(record: record, backend: self)
+        state.withLock { $0.tasks[identifier] = task }
+        return task
+    }
+
     /// A download (or a data task, read from the downloaded file) whose outcome goes to
     /// `handler`, on the delegate queue, instead of the delegate's data calls.
     func createHandlerTask<Task: URLSessionTask>(_ creation: TaskCreation, make: (TaskRecord) -> Task, handler: @escaping @Sendable (URLSessionTask, Result<String, TransferFailure>) -> Void) -> Task {
@@ -213,6 +223,10 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
             }
             switch result {
             case .success(let path):
+                if handler == nil, let dataTask = task as? URLSessionDataTask, let delegate = self.delegate as? URLSessionDataDelegate,
+                   let body = FileManager.default.contents(atPath: path), !body.isEmpty {
+                    self.onDelegateQueue { session in delegate.urlSession(session, dataTask: dataTask, didReceive: body) }
+                }
                 if handler == nil, let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate {
                     self.onDelegateQueue { session in delegate.urlSession(session, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: path)) }
                 }

@@ -194,6 +194,30 @@ open class URLSession: @unchecked Sendable {
         }
     }
 
+    /// A request whose response body goes to the delegate's `urlSession(_:dataTask:didReceive:)`
+    /// (in one piece, when the body is complete), then `didCompleteWithError`. Default
+    /// sessions; in a background session (Apple allows them there, S2.2) the task comes back
+    /// failed: not offered here yet.
+    open func dataTask(with url: URL) -> URLSessionDataTask {
+        dataTask(with: URLRequest(url: url))
+    }
+
+    open func dataTask(with request: URLRequest) -> URLSessionDataTask {
+        let creation = TaskCreation(kind: .download, request: record(of: request))
+        guard configuration.identifier == nil else {
+            let failure = TransferFailure(code: TransferFailure.unknown, message: "data tasks in background sessions are not offered yet: use a download task", subject: configuration.identifier)
+            return refusedTask(creation, failure, as: { URLSessionDataTask(record: $0, backend: nil) })
+        }
+        guard let local = core as? LocalSessionCore, !local.isInvalidated else {
+            return makeTask(creation, as: { URLSessionDataTask(record: $0, backend: nil) })
+        }
+        let task = local.createDataTask(creation)
+        if let delegate = delegate as? URLSessionTaskDelegate {
+            delegateQueue.addOperation { delegate.urlSession(self, didCreateTask: task) }
+        }
+        return task
+    }
+
     /// Refused in background sessions (S1.2): thrown with Apple's message.
     open func download(from url: URL) async throws -> (URL, URLResponse) {
         try await download(for: URLRequest(url: url))
