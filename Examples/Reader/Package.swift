@@ -26,5 +26,10 @@ let package = Package(
             .product(name: "BackgroundTransfer", package: "BackgroundTransfer"),
             .product(name: "transferd", package: "BackgroundTransfer"),
         ], swiftSettings: [.swiftLanguageMode(.v5)]),
+        // Code as written for iOS (UIApplication → BackgroundApplication), in Swift 5 language
+        // mode: built to show that it compiles unchanged; nothing runs it.
+        .target(name: "IOSCode", dependencies: [
+            .product(name: "BackgroundTransfer", package: "BackgroundTransfer"),
+        ], swiftSettings: [.swiftLanguageMode(.v5)]),
     ]
 )
