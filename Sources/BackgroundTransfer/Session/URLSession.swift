@@ -163,7 +163,7 @@ open class URLSession: @unchecked Sendable {
 
     open func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) -> URLSessionDownloadTask {
         let creation = TaskCreation(kind: .download, request: record(of: request))
-        return handlerTask(creation, dataTask: false, as: { URLSessionDownloadTask(record: $0, backend: nil) }) { task, result in
+        return handlerTask(creation, as: { URLSessionDownloadTask(record: $0, backend: nil) }) { task, result in
             switch result {
             case .success(let path): completionHandler(URL(fileURLWithPath: path), task.response, nil)
             case .failure(let error): completionHandler(nil, task.response, error)
@@ -179,11 +179,12 @@ open class URLSession: @unchecked Sendable {
 
     open func dataTask(with request: URLRequest, completionHandler: @escaping @Sendable (Data?, URLResponse?, Error?) -> Void) -> URLSessionDataTask {
         let creation = TaskCreation(kind: .download, request: record(of: request))
-        return handlerTask(creation, dataTask: true, as: { URLSessionDataTask(record: $0, backend: nil) }) { task, result in
+        return handlerTask(creation, as: { URLSessionDataTask(record: $0, backend: nil) }) { task, result in
             switch result {
             case .success(let path):
                 do {
-                    let data = try Data(contentsOf: URL(fileURLWithPath: path))
+                    // An empty body may leave no file at all.
+                    let data = FileManager.default.fileExists(atPath: path) ? try Data(contentsOf: URL(fileURLWithPath: path)) : Data()
                     completionHandler(data, task.response, nil)
                 } catch {
                     let failure = TransferFailure(code: TransferFailure.cannotOpenFile, message: "cannot read the response body: \(error)", subject: path)
@@ -276,7 +277,7 @@ open class URLSession: @unchecked Sendable {
     }
 
     /// A task whose outcome goes to `handler` rather than to the delegate's data calls.
-    private func handlerTask<Task: URLSessionTask>(_ creation: TaskCreation, dataTask: Bool, as orphan: @escaping (TaskRecord) -> Task, handler: @escaping @Sendable (URLSessionTask, Result<String, Error>) -> Void) -> Task {
+    private func handlerTask<Task: URLSessionTask>(_ creation: TaskCreation, as orphan: @escaping (TaskRecord) -> Task, handler: @escaping @Sendable (URLSessionTask, Result<String, Error>) -> Void) -> Task {
         guard configuration.identifier == nil else {
             let failure = TransferFailure(code: TransferFailure.unknown, message: BackgroundSessionMisuse.completionHandlersUnsupported.message, subject: configuration.identifier)
             let task = refusedTask(creation, failure, as: orphan)
@@ -513,15 +514,19 @@ open class URLSession: @unchecked Sendable {
     /// `reader-app (com.example.reader) BackgroundTransfer/1.0 Linux/6.8.0` (Apple's reads
     /// `Reader/1 CFNetwork/1490.0.4 Darwin/23.2.0`).
     public static var defaultUserAgent: String {
-        var system = utsname()
-        uname(&system)
-        let release = withUnsafeBytes(of: &system.release) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
         let app: String
         if AppEnvironment.isBootstrapped {
             app = "\(AppEnvironment.log.process) (\(AppEnvironment.identity.bundleIdentifier))"
         } else {
             app = (ProcessSpawner.currentExecutable as NSString).lastPathComponent
         }
-        return "\(app) BackgroundTransfer/\(libraryVersion) Linux/\(release)"
+        return "\(app) BackgroundTransfer/\(libraryVersion) Linux/\(kernelRelease)"
     }
+
+    /// `uname -r`, read once.
+    private static let kernelRelease: String = {
+        var system = utsname()
+        uname(&system)
+        return withUnsafeBytes(of: &system.release) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+    }()
 }
