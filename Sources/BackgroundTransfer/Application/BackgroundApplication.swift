@@ -185,6 +185,9 @@ public final class BackgroundApplication: @unchecked Sendable {
         }
         application.delegate = delegate
         application.exitsWhenEventsHandled.withLock { $0 = true }
+        if application.isLaunchedForBackgroundEvents {
+            application.backgroundDeadline.withLock { $0 = Date().addingTimeInterval(backgroundTimeLimit) }
+        }
         DispatchQueue.main.async {
             guard let delegate = application.delegate else { return }
             _ = delegate.application(application, didFinishLaunchingWithOptions: nil)
@@ -196,6 +199,15 @@ public final class BackgroundApplication: @unchecked Sendable {
             }
         }
         dispatchMain()
+    }
+
+    /// When a relaunched app run by `main` is ended for taking too long.
+    private let backgroundDeadline = Locked<Date?>(nil)
+
+    /// Seconds left before the background time of a relaunch runs out (Apple's name);
+    /// `.greatestFiniteMagnitude` in the foreground, as on iOS.
+    public var backgroundTimeRemaining: TimeInterval {
+        backgroundDeadline.withLock { $0 }.map { max($0.timeIntervalSinceNow, 0) } ?? .greatestFiniteMagnitude
     }
 
     /// `.background` for an app launched for events and for an extension, else `.active`.
