@@ -1,4 +1,5 @@
 import BackgroundTransfer
+import TransferContainer
 
 /// `download URL [--description TEXT] [--session ID] [--wait]` and the scheduling options:
 /// the command line shared by the host app and the extensions.
@@ -12,9 +13,12 @@ public struct DownloadCommand {
     /// bytes to the background session.
     public var foreground = false
     public var timeLimit: TimeInterval = 30
+    /// After handing the task over: `finish` (finishTasksAndInvalidate) or `cancel`
+    /// (invalidateAndCancel), then wait for didBecomeInvalidWithError and exit.
+    public var invalidate: String?
     public var scheduling = SchedulingOptions()
 
-    public static let usage = "download URL [--description TEXT] [--session IDENTIFIER] [--wait] [--foreground [--time-limit SECONDS]] \(SchedulingOptions.usage)"
+    public static let usage = "download URL [--description TEXT] [--session IDENTIFIER] [--wait] [--foreground [--time-limit SECONDS]] [--invalidate finish|cancel] \(SchedulingOptions.usage)"
 
     public init(arguments: [String]) throws(UsageError) {
         var rest = arguments[...]
@@ -26,6 +30,10 @@ public struct DownloadCommand {
             case "--session": sessionIdentifier = try optionValue(for: option, &rest)
             case "--wait": wait = true
             case "--foreground": foreground = true
+            case "--invalidate":
+                let how = try optionValue(for: option, &rest)
+                guard how == "finish" || how == "cancel" else { throw UsageError("--invalidate takes finish or cancel") }
+                invalidate = how
             case "--time-limit":
                 guard let seconds = TimeInterval(try optionValue(for: option, &rest)), seconds >= 0 else { throw UsageError("--time-limit needs a number of seconds") }
                 timeLimit = seconds

@@ -1,4 +1,5 @@
 import BackgroundTransfer
+import TransferContainer
 
 /// The containing app: relaunched for a session's events, launched by the user, or told to
 /// start a download.
@@ -156,6 +157,12 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
             let delegate = StandInDelegate(echo: true)
             guard let (session, task) = StandInProgram.startDownload(command, delegate: delegate) else { exit(2) }
             sessions.append(session)
+            if let how = command.invalidate {
+                if how == "cancel" { session.invalidateAndCancel() } else { session.finishTasksAndInvalidate() }
+                let invalidated = delegate.waitForInvalidation(timeout: 600)
+                session.waitForDeliveries() // acknowledged: the app is not launched for them
+                exit(invalidated ? 0 : 1)
+            }
             if command.wait {
                 let outcome = delegate.waitForCompletion(of: task.taskIdentifier, timeout: 600)
                 session.waitForDeliveries() // acknowledged: the app is not launched for it

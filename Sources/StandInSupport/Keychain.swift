@@ -1,4 +1,5 @@
 import BackgroundTransfer
+import TransferContainer
 
 /// The host app's stand-in for a keychain: passwords by realm, in its private container
 /// (`Apps/com.example.host/Library/keychain.json`, 0600), written by

@@ -1,4 +1,5 @@
 import BackgroundTransfer
+import TransferContainer
 
 /// `[--discretionary] [--no-cellular] [--no-expensive] [--no-constrained]
 /// [--begin-after SECONDS] [--priority 0…1]`: how the stand-ins' download and upload commands

@@ -93,6 +93,23 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
 
     public func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?) {
         say("didBecomeInvalidWithError: \(error.map { "\($0.localizedDescription) (\(($0 as NSError).code))" } ?? "nil")", session: session)
+        completedCondition.lock()
+        invalidated = true
+        completedCondition.broadcast()
+        completedCondition.unlock()
+    }
+
+    private var invalidated = false
+
+    /// Waits until the session has become invalid; false on timeout.
+    public func waitForInvalidation(timeout: TimeInterval) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        completedCondition.lock()
+        defer { completedCondition.unlock() }
+        while !invalidated {
+            if !completedCondition.wait(until: deadline) { break }
+        }
+        return invalidated
     }
 
     /// Waits until the task has completed; returns its error (nil for success) or times out.

@@ -1,4 +1,5 @@
 import BackgroundTransfer
+import TransferContainer
 
 /// The bundles the stand-in executables play: a containing app and two extensions sharing
 /// one app group (their Info.plist and entitlements, in effect).

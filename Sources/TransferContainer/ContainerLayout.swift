@@ -16,7 +16,7 @@ public struct ContainerLayout: Sendable, Equatable {
 
     /// The root chosen by `--container PATH`, else `BGTRANSFER_CONTAINER`, else `./SharedContainer`.
     /// Removes `--container PATH` from `arguments`.
-    public static func resolve(arguments: inout [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws(ContainerError) -> ContainerLayout {
+    public static func resolve(arguments: inout [String], environment: [String: String] = ProcessInfo.processInfo.environment, defaultPath: String = "SharedContainer") throws(ContainerError) -> ContainerLayout {
         var chosen: String?
         if let index = arguments.firstIndex(of: "--container") {
             guard index + 1 < arguments.count else { throw .missingArgument("--container needs a PATH") }
@@ -29,10 +29,21 @@ public struct ContainerLayout: Sendable, Equatable {
         if chosen == nil, let fromEnvironment = environment["BGTRANSFER_CONTAINER"], !fromEnvironment.isEmpty {
             chosen = fromEnvironment
         }
-        let path = chosen ?? "SharedContainer"
+        let path = chosen ?? defaultPath
         guard !path.isEmpty else { throw .missingArgument("the container path is empty") }
         let url = path.hasPrefix("/") ? URL(fileURLWithPath: path) : URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(path)
         return ContainerLayout(root: url)
+    }
+
+    /// The container of apps built on the library (`BackgroundApplication.main`) when neither
+    /// `--container` nor `BGTRANSFER_CONTAINER` names one: `$XDG_DATA_HOME/BackgroundTransfer`,
+    /// else `$HOME/.local/share/BackgroundTransfer`, the same from every working directory.
+    public static func userDefaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
+            return (data as NSString).appendingPathComponent("BackgroundTransfer")
+        }
+        let home = environment["HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? NSHomeDirectory()
+        return (home as NSString).appendingPathComponent(".local/share/BackgroundTransfer")
     }
 
     // Every component below says whether it is a folder: without that hint Foundation's URL

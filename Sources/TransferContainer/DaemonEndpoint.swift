@@ -6,22 +6,45 @@ import Foundation
 /// How a process reaches the container's daemon: connect to its socket, and if nobody
 /// answers, start `transferd` (as launchd would) and wait for it. Stateless.
 public enum DaemonEndpoint {
-    /// `transferd` beside the calling executable (they are built together), or `BGTRANSFER_TRANSFERD`.
-    public static func daemonExecutable() -> String {
-        if let explicit = ProcessInfo.processInfo.environment["BGTRANSFER_TRANSFERD"], !explicit.isEmpty { return explicit }
-        return ((ProcessSpawner.currentExecutable as NSString).deletingLastPathComponent as NSString).appendingPathComponent("transferd")
+    /// Where the daemon executable is looked for, in order:
+    /// 1. `BGTRANSFER_TRANSFERD`, when set: the only place looked (explicit beats implicit);
+    /// 2. `transferd` beside the calling executable (SwiftPM builds a package's executables,
+    ///    and those of its dependencies, into one folder);
+    /// 3. `transferd` in each directory of `PATH`.
+    /// Throws `cannotConnectToHost` naming every place looked when none holds an executable file.
+    public static func daemonExecutable(environment: [String: String] = ProcessInfo.processInfo.environment, caller: String = ProcessSpawner.currentExecutable) throws(TransferFailure) -> String {
+        if let explicit = environment["BGTRANSFER_TRANSFERD"], !explicit.isEmpty {
+            guard isExecutableFile(explicit) else {
+                throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "cannot start the transfer daemon: BGTRANSFER_TRANSFERD names \(explicit), which is not an executable file", subject: explicit)
+            }
+            return explicit
+        }
+        let beside = ((caller as NSString).deletingLastPathComponent as NSString).appendingPathComponent("transferd")
+        var looked = [beside]
+        if isExecutableFile(beside) { return beside }
+        for directory in (environment["PATH"] ?? "").split(separator: ":") where !directory.isEmpty {
+            let candidate = (String(directory) as NSString).appendingPathComponent("transferd")
+            if isExecutableFile(candidate) { return candidate }
+            looked.append(candidate)
+        }
+        throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "cannot find the transfer daemon transferd (looked at \(looked.joined(separator: ", ")); build it with the app (depend on the BackgroundTransfer package's transferd product) or set BGTRANSFER_TRANSFERD", subject: beside)
+    }
+
+    private static func isExecutableFile(_ path: String) -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory.boolValue && access(path, X_OK) == 0
     }
 
     /// Connects to the daemon, starting it on demand; an on-demand daemon exits after 30 idle seconds.
     public static func connect(_ layout: ContainerLayout, log: TransferLog?) throws(TransferFailure) -> FileDescriptor {
         let path = layout.daemonSocket.path
         if let fd = try? UnixSocket.connect(to: path) { return fd }
-        let daemon = daemonExecutable()
         // A container that is gone (deleted under us) gets no daemon: starting one would
         // only recreate it somewhere nobody looks.
         guard FileManager.default.fileExists(atPath: layout.daemonDirectory.path) else {
             throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "the container \(layout.root.path) does not exist", subject: layout.root.path)
         }
+        let daemon = try daemonExecutable()
         do {
             let pid = try ProcessSpawner.spawn(daemon, arguments: ["--container", layout.root.path, "--exit-when-idle", "30"], newSession: true, outputPath: layout.logsDirectory.appendingPathComponent("transferd.out").path)
             log?.notice("connection", "no daemon answered; started \(daemon) (pid \(pid))")
@@ -35,7 +58,7 @@ public enum DaemonEndpoint {
             do { return try UnixSocket.connect(to: path) } catch { lastError = error }
             usleep(10_000)
         }
-        throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "the transfer daemon did not answer at \(path): \(lastError.map { "\($0)" } ?? "timeout")", subject: path)
+        throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "the transfer daemon \(daemon) did not answer at \(path): \(lastError.map { "\($0)" } ?? "timeout")", subject: path)
     }
 
     /// One request, one reply, on a connection of its own (for tools; apps use the client

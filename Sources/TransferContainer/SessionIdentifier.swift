@@ -34,6 +34,11 @@ public struct SessionIdentifier: CheckedName {
         self.rawValue = rawValue
     }
 
+    /// A name made of hex digits and a suffix of letters and dots, valid by construction.
+    init(digestOnly rawValue: String) {
+        self.rawValue = rawValue
+    }
+
     /// Checks a name that becomes one path component: session identifiers, bundle identifiers, app groups.
     public static func validate(_ text: String, kind: String) throws(IdentifierError) {
         if isPlainlyValid(text) { return } // every frame names a session: the usual case in one pass
@@ -78,6 +83,11 @@ public struct BundleIdentifier: CheckedName, Comparable {
 
     public init(_ rawValue: String) throws(IdentifierError) {
         try SessionIdentifier.validate(rawValue, kind: "bundle identifier")
+        self.rawValue = rawValue
+    }
+
+    /// A name valid by construction (letters, digits and dots only).
+    init(constructed rawValue: String) {
         self.rawValue = rawValue
     }
 

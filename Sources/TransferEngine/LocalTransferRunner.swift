@@ -36,32 +36,51 @@ public final class LocalTransferRunner: @unchecked Sendable {
 
     private init() {}
 
-    private func startIfNeeded() {
+    /// Why the loop could not start (libcurl or the process out of resources); set before `ready`.
+    private var loopFailure: TransferFailure?
+
+    /// Starts the loop thread once; returns why it cannot run, if it cannot.
+    private func startIfNeeded() -> TransferFailure? {
         commands.lock()
         let first = !started
         started = true
         commands.unlock()
-        guard first else { return }
-        let thread = Thread { [self] in runLoop() }
-        thread.name = "BackgroundTransfer.LocalTransfers"
-        thread.start()
-        ready.wait()
+        if first {
+            let thread = Thread { [self] in runLoop() }
+            thread.name = "BackgroundTransfer.LocalTransfers"
+            thread.start()
+            ready.wait()
+        }
+        commands.lock()
+        defer { commands.unlock() }
+        return loopFailure
     }
 
-    /// Runs `command` on the loop thread.
-    private func enqueue(_ command: @escaping (EventLoop) -> Void) {
-        startIfNeeded()
+    /// Runs `command` on the loop thread; false when the loop cannot run (the command is dropped).
+    @discardableResult
+    private func enqueue(_ command: @escaping (EventLoop) -> Void) -> Bool {
+        if startIfNeeded() != nil { return false }
         commands.lock()
         pending.append(command)
         let waker = self.waker
         commands.unlock()
         waker?.wakeup()
+        return true
     }
+
+    /// The session key of local transfers (their records never reach a daemon).
+    private static let localKey: SessionKey? = {
+        guard let family = try? BundleIdentifier("local"), let identifier = try? SessionIdentifier("local") else { return nil }
+        return SessionKey(family: family, identifier: identifier)
+    }()
 
     /// Starts a download of `task` into `partialPath` (resuming from its bytes with the task's validator).
     public func start(_ task: TaskRecord, partialPath: String, configuration: SessionConfiguration, callbacks: Callbacks) {
-        let key = SessionKey(family: try! BundleIdentifier("local"), identifier: try! SessionIdentifier("local"))
-        enqueue { loop in
+        guard let key = Self.localKey else {
+            callbacks.finished(task, .failure(TransferFailure(code: TransferFailure.unknown, message: "local transfers have no session key")))
+            return
+        }
+        let accepted = enqueue { loop in
             do {
                 let transfer = try DownloadTransfer(session: key, task: task, partialPath: partialPath, configuration: configuration, credentials: .none)
                 try loop.multi.add(transfer.easy)
@@ -71,12 +90,16 @@ public final class LocalTransferRunner: @unchecked Sendable {
                 callbacks.finished(task, .failure(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath)))
             }
         }
+        if !accepted, let failure = startIfNeeded() {
+            callbacks.finished(task, .failure(failure))
+        }
     }
 
     /// Stops a download, keeping its partial file; returns the task as it stood (nil if it had ended).
     public func stop(taskIdentifier: Int) -> TaskRecord? {
         let done = DispatchSemaphore(value: 0)
         let result = Locked<TaskRecord?>(nil)
+        guard startIfNeeded() == nil else { return nil } // no loop: nothing runs
         enqueue { loop in
             if let id = self.byTask.removeValue(forKey: taskIdentifier), let running = self.running.removeValue(forKey: id) {
                 loop.multi.remove(running.transfer.easy)
@@ -95,7 +118,14 @@ public final class LocalTransferRunner: @unchecked Sendable {
 
     private func runLoop() {
         let loop: EventLoop
-        do { loop = try EventLoop() } catch { fatalError("libcurl cannot start: \(error)") }
+        do { loop = try EventLoop() } catch {
+            // Every download of a default session then fails with this, none traps.
+            commands.lock()
+            loopFailure = TransferFailure(code: TransferFailure.unknown, message: "libcurl cannot start: \(error)")
+            commands.unlock()
+            ready.signal()
+            return
+        }
         commands.lock()
         waker = loop.multi.waker
         commands.unlock()

@@ -345,10 +345,11 @@ extension TransferDaemon {
 
     /// Sends `invalidated` once an invalidating session has no task left (S1.4).
     func finishInvalidationIfDone(_ session: DaemonSession) {
-        guard session.invalidateWhenDone, session.tasks.isEmpty, let holder = session.holder else { return }
+        guard session.invalidateWhenDone, session.tasks.isEmpty, session.holder != nil else { return }
         push(.invalidated(session: session.key.identifier, nil), to: session)
-        session.holder = nil
-        holder.attachedSessions.remove(session.key)
+        // The holder keeps the session until it lets go (closeSession, after acknowledging the
+        // events it was handed) or goes away: let go of now, the events its delegate has seen
+        // would stay unacknowledged and the app be relaunched for them.
         log.notice("sessions", "invalidated", session: session.key.identifier.rawValue)
     }
 }

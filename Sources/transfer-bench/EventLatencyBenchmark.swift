@@ -1,4 +1,5 @@
 import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// From a task's end in the daemon to `didCompleteWithError` in an attached client: the

@@ -1,4 +1,5 @@
 import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// Many queued tasks in one session: how fast they are created (from the first

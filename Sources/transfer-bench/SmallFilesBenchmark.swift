@@ -1,4 +1,5 @@
 import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// Many small downloads in one session (each URL its own 16 KiB file), from the first

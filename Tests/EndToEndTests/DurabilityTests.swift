@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// Suspended tasks across a crash (S4.3), the resource timeout (S6.2, S6.4) and disk trouble.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// cancel(byProducingResumeData:) and downloadTask(withResumeData:) (S6.1–S6.3).

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// The daemon retries network trouble by itself and resumes from the bytes on disk (S6.4).

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// Device conditions, discretionary work, delayed requests, priorities and coalescing, with

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// Tests that use the client library inside this test process. The process has one identity
@@ -18,15 +19,25 @@ extension InProcess {
 @Suite(.serialized, .timeLimit(.minutes(2)))
 final class SessionAPITests: InProcessSuite, @unchecked Sendable {
 
-    @Test("Completion-handler and async task APIs, and uploads from Data or a stream, are refused with Apple's messages (S1.2, S2.1)")
+    @Test("Completion-handler and async task APIs, and uploads from Data or a stream, are refused with Apple's messages (S1.2, S2.1), as failed tasks or thrown errors, never traps")
     func refusedAPIs() async throws {
         let session = fixture.session("refusals", delegate: RecordingDelegate())
         let url = server.url(for: "/x")
-        #expect(throws: BackgroundSessionMisuse.completionHandlersUnsupported) { _ = try session.downloadTask(with: url) { _, _, _ in } }
+        // Not a trap and not a throw (iOS code calls them without `try`): the task comes back
+        // failed with Apple's message, which the completion handler gets too.
+        let handed = Locked<[String]>([])
+        let download = session.downloadTask(with: url) { _, _, error in handed.withLock { $0.append(error?.localizedDescription ?? "nil") } }
+        let data = session.dataTask(with: url) { _, _, error in handed.withLock { $0.append(error?.localizedDescription ?? "nil") } }
+        for task in [download, data] as [URLSessionTask] {
+            #expect(task.state == .completed)
+            #expect(task.error?.localizedDescription == BackgroundSessionMisuse.completionHandlersUnsupported.message)
+        }
+        #expect(waitUntil(timeout: 5) { handed.withLock { $0.count } == 2 })
+        #expect(handed.withLock { $0 } == Array(repeating: BackgroundSessionMisuse.completionHandlersUnsupported.message, count: 2))
         await #expect(throws: BackgroundSessionMisuse.completionHandlersUnsupported) { _ = try await session.data(from: url) }
         await #expect(throws: BackgroundSessionMisuse.completionHandlersUnsupported) { _ = try await session.download(from: url) }
-        #expect(throws: BackgroundSessionMisuse.uploadFromDataUnsupported) { _ = try session.uploadTask(with: URLRequest(url: url), from: Data()) }
-        #expect(throws: BackgroundSessionMisuse.uploadFromStreamUnsupported) { _ = try session.uploadTask(withStreamedRequest: URLRequest(url: url)) }
+        #expect(session.uploadTask(with: URLRequest(url: url), from: Data()).error?.localizedDescription == BackgroundSessionMisuse.uploadFromDataUnsupported.message)
+        #expect(session.uploadTask(withStreamedRequest: URLRequest(url: url)).error?.localizedDescription == BackgroundSessionMisuse.uploadFromStreamUnsupported.message)
         #expect(BackgroundSessionMisuse.completionHandlersUnsupported.message == "Completion handler blocks are not supported in background sessions. Use a delegate instead.")
         session.invalidateAndCancel()
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// `getAllTasks` against a real daemon: the daemon answers with a summary of each task, and

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// Uploads across real processes: the share extension hands an upload over and exits, the

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// Which files a background upload may start from (S2.1, "the file belongs to the app").

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// Background uploads from a file through the daemon to the loopback server (S2.1, S6.6):

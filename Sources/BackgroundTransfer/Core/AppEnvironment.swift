@@ -1,6 +1,6 @@
 @_exported import Foundation
 @_exported import FoundationNetworking
-@_exported import TransferContainer
+import TransferContainer
 
 /// Who this process is and which container it lives in: the stand-in for `Bundle.main`, its
 /// entitlements and the device's file system. Set once at start-up by the executable
@@ -25,11 +25,16 @@ public enum AppEnvironment {
         state.withLock { $0 = State(identity: identity, layout: layout, isForeground: isForeground, log: log) }
     }
 
+    /// The environment; a process that set none up is the plain program its executable is
+    /// (`BackgroundApplication.shared` sets that up: `AppIdentity.program(executablePath:)`,
+    /// the user's default container).
     static var current: State {
-        guard let value = state.withLock({ $0 }) else {
-            preconditionFailure("AppEnvironment.bootstrap(identity:layout:isForeground:) must be called before using background sessions")
-        }
-        return value
+        if let value = state.withLock({ $0 }) { return value }
+        let application = BackgroundApplication.shared // bootstraps, unless it was made before
+        if let value = state.withLock({ $0 }) { return value }
+        let layout = ContainerLayout(root: URL(fileURLWithPath: ContainerLayout.userDefaultPath()))
+        bootstrap(identity: application.identity, layout: layout, isForeground: true)
+        return state.withLock { $0 } ?? State(identity: application.identity, layout: layout, isForeground: true, log: TransferLog(layout: layout, process: "program", subsystem: "com.example.BackgroundTransfer"))
     }
 
     static var isBootstrapped: Bool { state.withLock { $0 != nil } }

@@ -166,10 +166,12 @@ final class DaemonConnection: @unchecked Sendable {
             throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "not connected to the transfer daemon")
         }
         let frame: Data
-        do { frame = try Frame.encode(RequestFrame(id: id, request: request)) } catch {
-            // A request that cannot be written is refused, not a lost connection to retry for ever.
+        do {
+            frame = try Frame.encode(RequestFrame(id: id, request: request))
+        } catch {
+            // Not the connection's fault, and no retry will help: the request fails for good.
             _ = state.withLock { $0.waiters.removeValue(forKey: id) }
-            throw TransferFailure(code: TransferFailure.requestRefused, message: "the request cannot be written: \(error)")
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "the request cannot be sent to the transfer daemon: \(error)")
         }
         do {
             try UnixSocket.sendAll(fd, frame)

@@ -3,7 +3,7 @@ import FoundationNetworking
 import TransferContainer
 
 /// Apple's `userInfo` keys for background transfer errors.
-public let NSURLErrorBackgroundTaskCancelledReasonKey = "NSURLErrorBackgroundTaskCancelledReasonKey"
+// NSURLErrorBackgroundTaskCancelledReasonKey is FoundationNetworking's own (same string).
 public let NSURLSessionDownloadTaskResumeData = "NSURLSessionDownloadTaskResumeData"
 public let NSURLSessionUploadTaskResumeData = "NSURLSessionUploadTaskResumeData"
 /// The identifier or path an error is about (ours; Apple has no such key).
@@ -34,5 +34,23 @@ extension TransferFailure {
         if let resumeData { userInfo[kind == .upload ? NSURLSessionUploadTaskResumeData : NSURLSessionDownloadTaskResumeData] = resumeData }
         if let subject { userInfo[BackgroundTransferErrorSubjectKey] = subject }
         return URLError(URLError.Code(rawValue: code) ?? .unknown, userInfo: userInfo)
+    }
+}
+
+extension URLError {
+    /// Why the system cancelled a background task (Apple's `URLError.BackgroundTaskCancelledReason`).
+    public enum BackgroundTaskCancelledReason: Int, Sendable {
+        case userForceQuitApplication = 0
+        case backgroundUpdatesDisabled = 1
+        case insufficientSystemResources = 2
+    }
+
+    /// The resume data of a download that failed or was cancelled, when it can be resumed.
+    public var downloadTaskResumeData: Data? { userInfo[NSURLSessionDownloadTaskResumeData] as? Data }
+    /// The resume data of an upload that failed or was cancelled, when the server offered resumption.
+    public var uploadTaskResumeData: Data? { userInfo[NSURLSessionUploadTaskResumeData] as? Data }
+    /// Why the system cancelled the task (force quit: `.userForceQuitApplication`), if it did.
+    public var backgroundTaskCancelledReason: BackgroundTaskCancelledReason? {
+        (userInfo[NSURLErrorBackgroundTaskCancelledReasonKey] as? Int).flatMap(BackgroundTaskCancelledReason.init(rawValue:))
     }
 }

@@ -35,6 +35,9 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
     /// process holds the session; the daemon waits up to 10 s for the answer.
     func urlSession(_ session: URLSession, task: URLSessionTask, willRetry request: URLRequest, completionHandler: @escaping @Sendable ([String: String]?) -> Void)
     func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64)
+    /// A task was made (`downloadTask(with:)`, `uploadTask(with:fromFile:)`, …): the first call
+    /// about it, on the delegate queue. Not made for tasks the session refused.
+    func urlSession(_ session: URLSession, didCreateTask task: URLSessionTask)
 }
 
 /// Download-task events (Apple's `URLSessionDownloadDelegate`).
@@ -73,6 +76,7 @@ extension URLSessionTaskDelegate {
         completionHandler(nil)
     }
     public func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
+    public func urlSession(_ session: URLSession, didCreateTask task: URLSessionTask) {}
 }
 
 extension URLSessionDownloadDelegate {

@@ -24,6 +24,8 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
         var tasks: [Int: URLSessionTask] = [:]
         var invalidated = false
         var finishing = false
+        /// Completion handlers of tasks made with one (they replace the delegate's data calls).
+        var handlers: [Int: @Sendable (URLSessionTask, Result<String, TransferFailure>) -> Void] = [:]
     }
 
     private let state = Locked(State())
@@ -57,15 +59,79 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     // MARK: Tasks
 
     func createTask(_ creation: TaskCreation) throws(TransferFailure) -> URLSessionTask {
-        guard creation.kind == .download, creation.resumeData == nil else {
-            throw TransferFailure(code: TransferFailure.unsupportedURL, message: "default sessions run downloads from a URL; hand resume data to a background session")
+        guard creation.kind == .download else {
+            throw TransferFailure(code: TransferFailure.unsupportedURL, message: "default sessions here run downloads; upload from a file in a background session")
         }
-        let task = state.withLock { state -> URLSessionTask in
+        let identifier = reserveTaskIdentifier()
+        var record = TaskRecord(taskIdentifier: identifier, kind: .download, originalRequest: creation.request)
+        record.taskDescription = creation.taskDescription
+        if let blob = creation.resumeData {
+            try adoptResumeData(blob, into: &record)
+        }
+        let task = URLSessionDownloadTask(record: record, backend: self)
+        state.withLock { $0.tasks[identifier] = task }
+        return task
+    }
+
+    /// Continues from resume data (a background session's or a default session's): its
+    /// partial file becomes this task's, its validator goes with the `Range` request, and the
+    /// delegate hears `didResumeAtOffset` when the task starts. The data is single-use, as in
+    /// the daemon; foreign or corrupted data fails with -1016, stale data with -3001.
+    private func adoptResumeData(_ blob: Data, into record: inout TaskRecord) throws(TransferFailure) {
+        let resume: ResumeData
+        do { resume = try ResumeData(decoding: blob) } catch {
+            throw TransferFailure(code: TransferFailure.cannotDecodeContentData, message: error.description)
+        }
+        guard resume.kind == .download, resume.upload == nil else {
+            throw TransferFailure(code: TransferFailure.cannotDecodeContentData, message: "resume data of an upload cannot make a download task")
+        }
+        var st = stat()
+        guard lstat(resume.partialFile, &st) == 0, st.st_mode & S_IFMT == S_IFREG, Int64(st.st_size) >= resume.bytesReceived else {
+            throw TransferFailure(code: TransferFailure.cannotOpenFile, message: "stale resume data: its partial data \(resume.partialFile) is gone or short (resume data is single-use)", subject: resume.partialFile)
+        }
+        let destination = partialPath(record.taskIdentifier)
+        do { try DurableFile.makeDirectory(directory.path) } catch {
+            throw TransferFailure(code: TransferFailure.cannotCreateFile, message: "\(error)", subject: directory.path)
+        }
+        guard rename(resume.partialFile, destination) == 0 else {
+            throw TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot take the partial data \(resume.partialFile): errno \(errno)", subject: resume.partialFile)
+        }
+        truncate(destination, off_t(resume.bytesReceived))
+        record.originalRequest = RequestRecord(url: resume.url, httpMethod: resume.httpMethod, headers: resume.requestHeaders)
+        record.validator = resume.validator
+        record.countOfBytesReceived = resume.bytesReceived
+        record.countOfBytesExpectedToReceive = resume.expectedTotalBytes
+        record.reportsResumeOffset = true
+    }
+
+    func reserveTaskIdentifier() -> Int {
+        state.withLock { state in
+            defer { state.nextTaskIdentifier += 1 }
+            return state.nextTaskIdentifier
+        }
+    }
+
+    /// A data task: a download whose file is handed to `didReceive data`, then removed.
+    func createDataTask(_ creation: TaskCreation) -> URLSessionDataTask {
+        let identifier = reserveTaskIdentifier()
+        var record = TaskRecord(taskIdentifier: identifier, kind: .download, originalRequest: creation.request)
+        record.taskDescription = creation.taskDescription
+        let task = URLSessionDataTask(record: record, backend: self)
+        state.withLock { $0.tasks[identifier] = task }
+        return task
+    }
+
+    /// A download (or a data task, read from the downloaded file) whose outcome goes to
+    /// `handler`, on the delegate queue, instead of the delegate's data calls.
+    func createHandlerTask<Task: URLSessionTask>(_ creation: TaskCreation, make: (TaskRecord) -> Task, handler: @escaping @Sendable (URLSessionTask, Result<String, TransferFailure>) -> Void) -> Task {
+        let task = state.withLock { state -> Task in
             var record = TaskRecord(taskIdentifier: state.nextTaskIdentifier, kind: .download, originalRequest: creation.request)
             record.taskDescription = creation.taskDescription
             state.nextTaskIdentifier += 1
-            let task = URLSessionDownloadTask(record: record, backend: self)
+            let task = make(record)
+            task.backend = self
             state.tasks[record.taskIdentifier] = task
+            state.handlers[record.taskIdentifier] = handler
             return task
         }
         return task
@@ -85,6 +151,13 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
             return
         }
         let configuration = (try? self.configuration.record()) ?? SessionConfiguration()
+        if record.reportsResumeOffset, let download = task as? URLSessionDownloadTask {
+            let (offset, expected) = (record.countOfBytesReceived, record.countOfBytesExpectedToReceive)
+            deliveryQueue.async {
+                guard let delegate = self.delegate as? URLSessionDownloadDelegate else { return }
+                self.onDelegateQueue { session in delegate.urlSession(session, downloadTask: download, didResumeAtOffset: offset, expectedTotalBytes: expected) }
+            }
+        }
         runner.start(record, partialPath: partialPath(task.taskIdentifier), configuration: configuration, callbacks: .init(
             progress: { [weak self, weak task] progress in
                 guard let self, let task else { return }
@@ -142,11 +215,19 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     private func finish(_ task: URLSessionTask, _ result: Result<String, TransferFailure>, keepPartial: Bool = false) {
         task.setState(.completed)
         state.withLock { _ = $0.tasks.removeValue(forKey: task.taskIdentifier) }
+        let handler = state.withLock { $0.handlers.removeValue(forKey: task.taskIdentifier) }
         deliveryQueue.async {
             var error: Error?
+            if let handler {
+                self.delegateQueue.addOperations([BlockOperation { handler(task, result) }], waitUntilFinished: true)
+            }
             switch result {
             case .success(let path):
-                if let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate {
+                if handler == nil, let dataTask = task as? URLSessionDataTask, let delegate = self.delegate as? URLSessionDataDelegate,
+                   let body = FileManager.default.contents(atPath: path), !body.isEmpty {
+                    self.onDelegateQueue { session in delegate.urlSession(session, dataTask: dataTask, didReceive: body) }
+                }
+                if handler == nil, let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate {
                     self.onDelegateQueue { session in delegate.urlSession(session, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: path)) }
                 }
                 unlink(path) // exists only during the call (S3.3)

@@ -12,6 +12,8 @@ protocol SessionBackend: AnyObject, Sendable {
 
     func adopt(primary session: URLSession)
     func createTask(_ creation: TaskCreation) throws(TransferFailure) -> URLSessionTask
+    /// A task identifier no task of this session has or will have (for a task refused before creation).
+    func reserveTaskIdentifier() -> Int
     func resume(_ task: URLSessionTask)
     func suspend(_ task: URLSessionTask)
     func cancel(_ task: URLSessionTask)

@@ -21,7 +21,7 @@ extension SessionCore {
                     reply = .continueLoading
                     break
                 }
-                reply = .useNewRequest(URLSession.record(of: newRequest))
+                reply = .useNewRequest(URLSession.record(of: newRequest, configuration: configuration))
             }
             perform(.answerDelayedRequest(session: identifier, task: task.taskIdentifier, reply), on: task)
         }

@@ -204,6 +204,13 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         return task
     }
 
+    func reserveTaskIdentifier() -> Int {
+        state.withLock { state in
+            defer { state.nextTaskIdentifier += 1 }
+            return state.nextTaskIdentifier
+        }
+    }
+
     func resume(_ task: URLSessionTask) {
         guard task.state == .suspended else { return }
         task.setState(.running) // as on Apple's systems, at once; the daemon's answer has the last word
@@ -606,8 +613,13 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
             return true
         }
         guard first else { return }
-        state.withLock { $0.connection }?.unsubscribe(identifier)
+        let connection = state.withLock { $0.connection }
+        connection?.unsubscribe(identifier)
         onDelegateQueue { session in self.delegate?.urlSession(session, didBecomeInvalidWithError: failure?.urlError()) }
+        // Let go of the session in the daemon after the acknowledgements sent before this
+        // (same pipeline): a session let go of with events unacknowledged would have the app
+        // relaunched for events its delegate has already seen.
+        if connection != nil { sendInOrder(.closeSession(session: identifier), for: nil) }
         // Only now is it safe to open the identifier again (S1.3).
         SessionCoordinator.shared.release(layout: layout, family: family, identifier: identifier)
         log.notice("session", "invalidated", session: identifier.rawValue)

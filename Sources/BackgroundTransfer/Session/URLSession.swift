@@ -18,8 +18,23 @@ open class URLSession: @unchecked Sendable {
     /// `didBecomeInvalidWithError`): -995, -996, a refused identifier or process. Set in
     /// `init` only.
     public private(set) var invalidationError: Error?
+    /// Why this session could not be opened, as the failure tasks made on it end with.
+    private var invalidationFailure: TransferFailure?
+    private let givenDelegate: URLSessionDelegate?
+    /// Identifiers for tasks refused before any backend numbered them (a session that never opened).
+    private let refusedTaskNumbers = Locked(0)
 
-    public var delegate: URLSessionDelegate? { core?.delegate }
+    public var delegate: URLSessionDelegate? { core?.delegate ?? givenDelegate }
+
+    /// The shared default session (Apple's `URLSession.shared`): no delegate, transfers in
+    /// this process; for completion-handler and async tasks.
+    public static let shared = URLSession(configuration: .default)
+
+    /// A session without a delegate: a default session for completion-handler and async
+    /// tasks (a background session needs a delegate, S1.2).
+    public convenience init(configuration: URLSessionConfiguration) {
+        self.init(configuration: configuration, delegate: nil, delegateQueue: nil)
+    }
 
     /// Opens (or reopens) the background session named by `configuration.identifier`.
     /// Problems are reported as Apple does, by invalidating the session:
@@ -38,6 +53,7 @@ open class URLSession: @unchecked Sendable {
             self.core = local
             self.delegateQueue = local.delegateQueue
             self.invalidationError = nil
+            self.givenDelegate = delegate
             local.adopt(primary: self)
             return
         }
@@ -88,8 +104,10 @@ open class URLSession: @unchecked Sendable {
 
         self.configuration = configuration
         self.core = opened
-        self.delegateQueue = opened?.delegateQueue ?? queue ?? OperationQueue()
+        self.givenDelegate = delegate
+        self.delegateQueue = opened?.delegateQueue ?? queue ?? OperationQueue.serialDelegateQueue(name: "BackgroundTransfer.delegate.invalid")
         self.invalidationError = failure.map { $0.urlError() }
+        self.invalidationFailure = failure
 
         if let core = opened as? SessionCore, core.primary == nil {
             core.adopt(primary: self)
@@ -97,11 +115,11 @@ open class URLSession: @unchecked Sendable {
                 try core.attach()
             } catch {
                 log.error("session", "cannot open the session in the daemon: \(error)", session: configuration.identifier)
-                // The daemon said no (not merely "not there"): the session is invalid.
-                if [TransferFailure.requestRefused, TransferFailure.backgroundSessionInUseByAnotherProcess, TransferFailure.backgroundSessionRequiresSharedContainer].contains(error.code) {
-                    invalidationError = error.urlError()
-                    core.openingRefused(error)
-                }
+                // The daemon said no, or cannot be found or started: the session is invalid,
+                // and says why, rather than take tasks nobody will carry out.
+                invalidationError = error.urlError()
+                invalidationFailure = error
+                core.openingRefused(error)
             }
         }
         if let failure {
@@ -114,13 +132,6 @@ open class URLSession: @unchecked Sendable {
         }
     }
 
-    private func requireOpenCore() -> any SessionBackend {
-        guard let core, !core.isInvalidated else {
-            preconditionFailure(BackgroundSessionMisuse.sessionInvalidated.message)
-        }
-        return core
-    }
-
     // MARK: Tasks
 
     /// A download task for `url`, suspended until `resume()` (S2.4).
@@ -129,36 +140,164 @@ open class URLSession: @unchecked Sendable {
     }
 
     open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
-        makeTask(TaskCreation(kind: .download, request: Self.record(of: request)), requireOpenCore(), cellular: request.allowsCellularAccess)
+        makeTask(TaskCreation(kind: .download, request: record(of: request)), cellular: request.allowsCellularAccess, as: { URLSessionDownloadTask(record: $0, backend: nil) })
     }
 
     /// A download that continues from resume data (S6.1); the delegate gets
     /// `didResumeAtOffset:expectedTotalBytes:` when it starts. Foreign, corrupted or stale
     /// (already used) resume data makes the task fail with a clear error when resumed.
     open func downloadTask(withResumeData resumeData: Data) -> URLSessionDownloadTask {
-        let core = requireOpenCore()
         let url = (try? ResumeData(decoding: resumeData))?.url ?? ""
-        return makeTask(TaskCreation(kind: .download, request: RequestRecord(url: url), resumeData: resumeData), core)
+        return makeTask(TaskCreation(kind: .download, request: RequestRecord(url: url), resumeData: resumeData), as: { URLSessionDownloadTask(record: $0, backend: nil) })
     }
 
-    /// Refused in background sessions (S1.2).
-    open func downloadTask(with url: URL, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) throws(BackgroundSessionMisuse) -> URLSessionDownloadTask {
-        throw .completionHandlersUnsupported
+    // MARK: Completion handlers and async (default sessions)
+
+    /// A download whose file goes to `completionHandler` (on the delegate queue; the file is
+    /// removed when it returns) instead of the delegate. Default sessions only: in a
+    /// background session the task comes back failed with Apple's message (S1.2), which the
+    /// handler also gets.
+    open func downloadTask(with url: URL, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) -> URLSessionDownloadTask {
+        downloadTask(with: URLRequest(url: url), completionHandler: completionHandler)
     }
 
-    /// Refused in background sessions (S1.2).
-    open func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) throws(BackgroundSessionMisuse) -> URLSessionDownloadTask {
-        throw .completionHandlersUnsupported
+    open func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) -> URLSessionDownloadTask {
+        let creation = TaskCreation(kind: .download, request: record(of: request))
+        return handlerTask(creation, as: { URLSessionDownloadTask(record: $0, backend: nil) }) { task, result in
+            switch result {
+            case .success(let path): completionHandler(URL(fileURLWithPath: path), task.response, nil)
+            case .failure(let error): completionHandler(nil, task.response, error)
+            }
+        }
     }
 
-    /// Refused in background sessions (S1.2).
+    /// A request whose whole response body goes to `completionHandler` (on the delegate
+    /// queue). Default sessions only, as `downloadTask(with:completionHandler:)`.
+    open func dataTask(with url: URL, completionHandler: @escaping @Sendable (Data?, URLResponse?, Error?) -> Void) -> URLSessionDataTask {
+        dataTask(with: URLRequest(url: url), completionHandler: completionHandler)
+    }
+
+    open func dataTask(with request: URLRequest, completionHandler: @escaping @Sendable (Data?, URLResponse?, Error?) -> Void) -> URLSessionDataTask {
+        let creation = TaskCreation(kind: .download, request: record(of: request))
+        return handlerTask(creation, as: { URLSessionDataTask(record: $0, backend: nil) }) { task, result in
+            switch result {
+            case .success(let path):
+                do {
+                    // An empty body may leave no file at all.
+                    let data = FileManager.default.fileExists(atPath: path) ? try Data(contentsOf: URL(fileURLWithPath: path)) : Data()
+                    completionHandler(data, task.response, nil)
+                } catch {
+                    let failure = TransferFailure(code: TransferFailure.cannotOpenFile, message: "cannot read the response body: \(error)", subject: path)
+                    completionHandler(nil, task.response, failure.urlError(failingURL: creation.request.url))
+                }
+            case .failure(let error): completionHandler(nil, task.response, error)
+            }
+        }
+    }
+
+    /// A request whose response body goes to the delegate's `urlSession(_:dataTask:didReceive:)`
+    /// (in one piece, when the body is complete), then `didCompleteWithError`. Default
+    /// sessions; in a background session (Apple allows them there, S2.2) the task comes back
+    /// failed: not offered here yet.
+    open func dataTask(with url: URL) -> URLSessionDataTask {
+        dataTask(with: URLRequest(url: url))
+    }
+
+    open func dataTask(with request: URLRequest) -> URLSessionDataTask {
+        let creation = TaskCreation(kind: .download, request: record(of: request))
+        guard configuration.identifier == nil else {
+            let failure = TransferFailure(code: TransferFailure.unknown, message: "data tasks in background sessions are not offered yet: use a download task", subject: configuration.identifier)
+            return refusedTask(creation, failure, as: { URLSessionDataTask(record: $0, backend: nil) })
+        }
+        guard let local = core as? LocalSessionCore, !local.isInvalidated else {
+            return makeTask(creation, as: { URLSessionDataTask(record: $0, backend: nil) })
+        }
+        let task = local.createDataTask(creation)
+        if let delegate = delegate as? URLSessionTaskDelegate {
+            delegateQueue.addOperation { delegate.urlSession(self, didCreateTask: task) }
+        }
+        return task
+    }
+
+    /// Refused in background sessions (S1.2): thrown with Apple's message.
     open func download(from url: URL) async throws -> (URL, URLResponse) {
-        throw BackgroundSessionMisuse.completionHandlersUnsupported
+        try await download(for: URLRequest(url: url))
     }
 
-    /// Refused in background sessions (S1.2).
+    /// The response body, in a default session; refused in background sessions (S1.2).
     open func data(from url: URL) async throws -> (Data, URLResponse) {
-        throw BackgroundSessionMisuse.completionHandlersUnsupported
+        try await data(for: URLRequest(url: url))
+    }
+
+    open func data(for request: URLRequest) async throws -> (Data, URLResponse) {
+        guard configuration.identifier == nil else { throw BackgroundSessionMisuse.completionHandlersUnsupported }
+        let box = Locked<URLSessionTask?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let task = dataTask(with: request) { data, response, error in
+                    if let data, let response { continuation.resume(returning: (data, response)) } else {
+                        continuation.resume(throwing: error ?? URLError(.badServerResponse))
+                    }
+                }
+                box.withLock { $0 = task }
+                task.resume()
+            }
+        } onCancel: {
+            box.withLock { $0 }?.cancel()
+        }
+    }
+
+    /// The downloaded file, in a default session, moved to a file of its own in the app's
+    /// temporary directory (the caller moves or removes it); refused in background sessions (S1.2).
+    open func download(for request: URLRequest) async throws -> (URL, URLResponse) {
+        guard configuration.identifier == nil else { throw BackgroundSessionMisuse.completionHandlersUnsupported }
+        let temporary = BackgroundApplication.shared.temporaryDirectory
+        let box = Locked<URLSessionTask?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let task = downloadTask(with: request) { location, response, error in
+                    guard let location, let response else {
+                        continuation.resume(throwing: error ?? URLError(.badServerResponse))
+                        return
+                    }
+                    let kept = temporary.appendingPathComponent("CFNetworkDownload_\(UUID().uuidString).tmp")
+                    do {
+                        try FileManager.default.moveItem(at: location, to: kept)
+                        continuation.resume(returning: (kept, response))
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+                box.withLock { $0 = task }
+                task.resume()
+            }
+        } onCancel: {
+            box.withLock { $0 }?.cancel()
+        }
+    }
+
+    /// A task whose outcome goes to `handler` rather than to the delegate's data calls.
+    private func handlerTask<Task: URLSessionTask>(_ creation: TaskCreation, as orphan: @escaping (TaskRecord) -> Task, handler: @escaping @Sendable (URLSessionTask, Result<String, Error>) -> Void) -> Task {
+        guard configuration.identifier == nil else {
+            let failure = TransferFailure(code: TransferFailure.unknown, message: BackgroundSessionMisuse.completionHandlersUnsupported.message, subject: configuration.identifier)
+            let task = refusedTask(creation, failure, as: orphan)
+            let error = task.error ?? failure.urlError()
+            delegateQueue.addOperation { handler(task, .failure(error)) }
+            return task
+        }
+        guard let local = core as? LocalSessionCore, !local.isInvalidated else {
+            let task = makeTask(creation, as: orphan) // fails: the session is invalid
+            let error = task.error ?? TransferFailure(code: TransferFailure.cancelled, message: BackgroundSessionMisuse.sessionInvalidated.message).urlError()
+            delegateQueue.addOperation { handler(task, .failure(error)) }
+            return task
+        }
+        let made = local.createHandlerTask(creation, make: orphan) { task, result in
+            handler(task, result.mapError { $0.urlError(failingURL: creation.request.url) })
+        }
+        if let delegate = delegate as? URLSessionTaskDelegate {
+            delegateQueue.addOperation { delegate.urlSession(self, didCreateTask: made) }
+        }
+        return made
     }
 
     /// An upload of the file at `fileURL` with `request`'s method (PUT or POST) and headers,
@@ -167,45 +306,101 @@ open class URLSession: @unchecked Sendable {
     /// missing (-1100), a directory (-1101), or unreadable or outside the app's containers
     /// (-1102) makes the task fail when resumed, with the path in the error.
     open func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> URLSessionUploadTask {
-        let core = requireOpenCore()
-        let creation = TaskCreation(kind: .upload, request: Self.record(of: request), uploadFile: fileURL.standardizedFileURL.path)
-        return makeTask(creation, core, cellular: request.allowsCellularAccess)
+        let creation = TaskCreation(kind: .upload, request: record(of: request), uploadFile: fileURL.standardizedFileURL.path)
+        return makeTask(creation, cellular: request.allowsCellularAccess, as: { URLSessionUploadTask(record: $0, backend: nil) })
     }
 
     /// An upload that continues where the server's copy ends (S6.6): HEAD for the offset, then
     /// PATCH of the rest. The resume data comes from `cancel(byProducingResumeData:)` or from
     /// `NSURLSessionUploadTaskResumeData` in an error's userInfo.
     open func uploadTask(withResumeData resumeData: Data) -> URLSessionUploadTask {
-        let core = requireOpenCore()
         let url = (try? ResumeData(decoding: resumeData))?.url ?? ""
-        return makeTask(TaskCreation(kind: .upload, request: RequestRecord(url: url), resumeData: resumeData), core)
+        return makeTask(TaskCreation(kind: .upload, request: RequestRecord(url: url), resumeData: resumeData), as: { URLSessionUploadTask(record: $0, backend: nil) })
     }
 
     /// Creates the task in the backend, with what this session's configuration and the
-    /// request (`cellular`) ask of the network and power (S5).
-    private func makeTask<Task: URLSessionTask>(_ creation: TaskCreation, _ core: any SessionBackend, cellular: Bool = true) -> Task {
+    /// request (`cellular`) ask of the network and power (S5). Never traps: a task the
+    /// backend refuses, or one asked of a session that is invalid (it never opened, or the
+    /// app invalidated it), comes back completed with the error, which its delegate also
+    /// gets through `didCompleteWithError`; the daemon never had it.
+    private func makeTask<Task: URLSessionTask>(_ creation: TaskCreation, cellular: Bool = true, as orphan: (TaskRecord) -> Task) -> Task {
         var creation = creation
         creation.requirements = TaskRequirements(
             allowsCellularAccess: configuration.allowsCellularAccess && cellular,
             allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
             allowsConstrainedNetworkAccess: configuration.allowsConstrainedNetworkAccess,
             isDiscretionary: configuration.isDiscretionary)
-        do {
-            guard let task = try core.createTask(creation) as? Task else { preconditionFailure("the session made a task of another kind") }
-            return task
-        } catch {
-            preconditionFailure("the session refused the task: \(error)")
+        let failure: TransferFailure
+        if let core, !core.isInvalidated {
+            do {
+                let made = try core.createTask(creation)
+                if let task = made as? Task {
+                    if let delegate = delegate as? URLSessionTaskDelegate {
+                        delegateQueue.addOperation { delegate.urlSession(self, didCreateTask: task) }
+                    }
+                    return task
+                }
+                failure = TransferFailure(code: TransferFailure.unknown, message: "the session made a \(type(of: made)) where a \(Task.self) was asked for")
+            } catch {
+                failure = error
+            }
+        } else {
+            failure = invalidationFailure ?? TransferFailure(code: TransferFailure.cancelled, message: BackgroundSessionMisuse.sessionInvalidated.message, subject: configuration.identifier)
+        }
+        return refusedTask(creation, failure, as: orphan)
+    }
+
+    /// A task that was never created: completed at once with `failure`, reported to the delegate.
+    private func refusedTask<Task: URLSessionTask>(_ creation: TaskCreation, _ failure: TransferFailure, as orphan: (TaskRecord) -> Task) -> Task {
+        let number = core?.reserveTaskIdentifier() ?? refusedTaskNumbers.withLock { value -> Int in
+            value += 1
+            return value
+        }
+        var record = TaskRecord(taskIdentifier: number, creation: creation)
+        record.state = .completed
+        let task = orphan(record)
+        let error = failure.urlError(failingURL: creation.request.url.isEmpty ? nil : creation.request.url, kind: creation.kind)
+        task.finish(with: error)
+        if AppEnvironment.isBootstrapped {
+            AppEnvironment.log.error("session", "task \(number) refused: \(failure.message)", session: configuration.identifier, task: number)
+        }
+        if let delegate = delegate as? URLSessionTaskDelegate {
+            delegateQueue.addOperation { delegate.urlSession(self, task: task, didCompleteWithError: error) }
+        }
+        return task
+    }
+
+    /// Refused in background sessions (S2.1) and not offered by default sessions here: the
+    /// task comes back failed with Apple's message; write the body to a file in the app's
+    /// container and use `uploadTask(with:fromFile:)`.
+    open func uploadTask(with request: URLRequest, from bodyData: Data) -> URLSessionUploadTask {
+        let failure = TransferFailure(code: TransferFailure.unknown, message: BackgroundSessionMisuse.uploadFromDataUnsupported.message, subject: configuration.identifier)
+        return refusedTask(TaskCreation(kind: .upload, request: record(of: request)), failure, as: { URLSessionUploadTask(record: $0, backend: nil) })
+    }
+
+    /// Refused (S2.1): the task comes back failed with Apple's message.
+    open func uploadTask(withStreamedRequest request: URLRequest) -> URLSessionUploadTask {
+        let failure = TransferFailure(code: TransferFailure.unknown, message: BackgroundSessionMisuse.uploadFromStreamUnsupported.message, subject: configuration.identifier)
+        return refusedTask(TaskCreation(kind: .upload, request: record(of: request)), failure, as: { URLSessionUploadTask(record: $0, backend: nil) })
+    }
+
+    /// The session's unfinished tasks by kind (Apple's `getTasksWithCompletionHandler`), on the delegate queue.
+    open func getTasksWithCompletionHandler(_ completionHandler: @escaping @Sendable ([URLSessionDataTask], [URLSessionUploadTask], [URLSessionDownloadTask]) -> Void) {
+        getAllTasks { tasks in
+            let (data, uploads, downloads) = Self.sorted(tasks)
+            completionHandler(data, uploads, downloads)
         }
     }
 
-    /// Refused in background sessions (S2.1).
-    open func uploadTask(with request: URLRequest, from bodyData: Data) throws(BackgroundSessionMisuse) -> URLSessionUploadTask {
-        throw .uploadFromDataUnsupported
+    /// The session's unfinished tasks by kind (Apple's async `tasks`).
+    open var tasks: ([URLSessionDataTask], [URLSessionUploadTask], [URLSessionDownloadTask]) {
+        get async { Self.sorted(await allTasks) }
     }
 
-    /// Refused in background sessions (S2.1).
-    open func uploadTask(withStreamedRequest request: URLRequest) throws(BackgroundSessionMisuse) -> URLSessionUploadTask {
-        throw .uploadFromStreamUnsupported
+    private static func sorted(_ tasks: [URLSessionTask]) -> ([URLSessionDataTask], [URLSessionUploadTask], [URLSessionDownloadTask]) {
+        (tasks.compactMap { $0 is URLSessionUploadTask ? nil : $0 as? URLSessionDataTask },
+         tasks.compactMap { $0 as? URLSessionUploadTask },
+         tasks.compactMap { $0 as? URLSessionDownloadTask })
     }
 
     /// The session's unfinished tasks, as the daemon knows them (S7.2), on the delegate queue.
@@ -288,8 +483,50 @@ open class URLSession: @unchecked Sendable {
         case rejectProtectionSpace = 3
     }
 
-    static func record(of request: URLRequest) -> RequestRecord {
-        let headers = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { HeaderField(name: $0.key, value: $0.value) }
-        return RequestRecord(url: request.url?.absoluteString ?? "", httpMethod: request.httpMethod ?? "GET", headers: headers, timeoutInterval: nil)
+    /// The request as the daemon keeps it: its method, headers (with a `User-Agent` naming
+    /// the app and the library unless the request or the configuration sets one, as Apple's
+    /// does) and timeout (URLRequest's default of 60 s, and values that are not finite,
+    /// defer to the configuration's `timeoutIntervalForRequest`).
+    func record(of request: URLRequest) -> RequestRecord {
+        Self.record(of: request, configuration: configuration)
     }
+
+    static func record(of request: URLRequest, configuration: URLSessionConfiguration) -> RequestRecord {
+        var fields = request.allHTTPHeaderFields ?? [:]
+        let hasAgent = fields.keys.contains { $0.caseInsensitiveCompare("User-Agent") == .orderedSame }
+            || (configuration.httpAdditionalHeaders ?? [:]).keys.contains { $0.caseInsensitiveCompare("User-Agent") == .orderedSame }
+        if !hasAgent { fields["User-Agent"] = defaultUserAgent }
+        let headers = fields.sorted { $0.key < $1.key }.map { HeaderField(name: $0.key, value: $0.value) }
+        // Infinity and NaN cannot travel as JSON numbers: such a request has the configuration's
+        // timeout (the daemon holds finite values of any size to a range).
+        let timeout: Double? = request.timeoutInterval == defaultRequestTimeout || !request.timeoutInterval.isFinite ? nil : request.timeoutInterval
+        return RequestRecord(url: request.url?.absoluteString ?? "", httpMethod: request.httpMethod ?? "GET", headers: headers, timeoutInterval: timeout)
+    }
+
+    /// `URLRequest`'s own default `timeoutInterval`.
+    static let defaultRequestTimeout: TimeInterval = 60
+
+    /// The library's version, as it appears in the `User-Agent`.
+    public static let libraryVersion = "1.0"
+
+    /// What every request sends as its `User-Agent` unless the app sets one: the app's
+    /// executable and bundle, the library, the system, e.g.
+    /// `reader-app (com.example.reader) BackgroundTransfer/1.0 Linux/6.8.0` (Apple's reads
+    /// `Reader/1 CFNetwork/1490.0.4 Darwin/23.2.0`).
+    public static var defaultUserAgent: String {
+        let app: String
+        if AppEnvironment.isBootstrapped {
+            app = "\(AppEnvironment.log.process) (\(AppEnvironment.identity.bundleIdentifier))"
+        } else {
+            app = (ProcessSpawner.currentExecutable as NSString).lastPathComponent
+        }
+        return "\(app) BackgroundTransfer/\(libraryVersion) Linux/\(kernelRelease)"
+    }
+
+    /// `uname -r`, read once.
+    private static let kernelRelease: String = {
+        var system = utsname()
+        uname(&system)
+        return withUnsafeBytes(of: &system.release) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+    }()
 }

@@ -25,6 +25,9 @@ open class URLSessionConfiguration: @unchecked Sendable {
     /// Apple's proxy settings; the daemon uses an HTTP proxy given as `"HTTPEnable": 1`
     /// (optional), `"HTTPProxy": host`, `"HTTPPort": port` (CFNetwork's key names).
     public var connectionProxyDictionary: [AnyHashable: Any]?
+    /// Kept and ignored: a background session's connections are the daemon's, which keeps
+    /// nothing open on an app's behalf after its tasks end.
+    public var shouldUseExtendedBackgroundIdleMode = false
 
     private init(identifier: String?) {
         self.identifier = identifier
@@ -33,6 +36,11 @@ open class URLSessionConfiguration: @unchecked Sendable {
     /// A default session's configuration: transfers run inside this process, while it runs
     /// (for work done in the foreground; hand them to a background session with resume data).
     open class var `default`: URLSessionConfiguration {
+        URLSessionConfiguration(identifier: nil)
+    }
+
+    /// Like `default` (nothing here is kept on disk for a default session anyway).
+    open class var ephemeral: URLSessionConfiguration {
         URLSessionConfiguration(identifier: nil)
     }
 
@@ -56,6 +64,7 @@ open class URLSessionConfiguration: @unchecked Sendable {
         copy.httpAdditionalHeaders = httpAdditionalHeaders
         copy.coalescesIdenticalDownloads = coalescesIdenticalDownloads
         copy.connectionProxyDictionary = connectionProxyDictionary
+        copy.shouldUseExtendedBackgroundIdleMode = shouldUseExtendedBackgroundIdleMode
         return copy
     }
 

@@ -22,7 +22,7 @@ open class URLSessionTask: @unchecked Sendable {
     /// `progress`, as Apple offers it.
     public let progress: Progress
 
-    init(record: TaskRecord, backend: any SessionBackend) {
+    init(record: TaskRecord, backend: (any SessionBackend)?) {
         self.taskIdentifier = record.taskIdentifier
         self.originalRequest = URLSessionTask.request(from: record.originalRequest)
         self.backend = backend
@@ -62,14 +62,15 @@ open class URLSessionTask: @unchecked Sendable {
     /// comes, the delegate is asked `willBeginDelayedRequest` (S5.1).
     public var earliestBeginDate: Date? {
         get { snapshot.withLock { $0.earliestBeginDate } }
-        set { change { $0.earliestBeginDate = newValue } }
+        // A date no JSON number can carry (NaN, infinite) is no date.
+        set { change { $0.earliestBeginDate = newValue.flatMap { $0.timeIntervalSinceReferenceDate.isFinite ? $0 : nil } } }
     }
 
     /// 0…1 (`URLSessionTask.lowPriority`, `.defaultPriority`, `.highPriority`): among tasks
     /// waiting for a connection, higher priorities start first.
     public var priority: Float {
         get { snapshot.withLock { $0.priority } }
-        set { change { $0.priority = CheckedNumbers.priority(newValue) } } // NaN is the default, not a frame that cannot be written
+        set { change { $0.priority = CheckedNumbers.priority(newValue) } } // NaN is the default
     }
 
     /// Scheduling hints (-1 when unknown); kept, shown by `bgtransfer inspect`.

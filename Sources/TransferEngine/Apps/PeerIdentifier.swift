@@ -38,10 +38,12 @@ final class PeerIdentifier {
         if let known = declarations[key] {
             return Peer(pid: pid, executablePath: path, entitled: known)
         }
-        let entitled: [AppIdentity]
+        var entitled: [AppIdentity]
         do { entitled = try Entitlements.identities(inExecutableAt: exe) } catch {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "cannot identify process \(pid): \(error)", subject: path)
         }
+        // A plain program (no declaration) may be only itself: program.<its name>, no app groups.
+        if entitled.isEmpty { entitled = [AppIdentity.program(executablePath: path)] }
         declarations[key] = entitled
         return Peer(pid: pid, executablePath: path, entitled: entitled)
     }

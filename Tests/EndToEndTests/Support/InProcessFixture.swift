@@ -1,5 +1,6 @@
 import Foundation
 import BackgroundTransfer
+import TransferContainer
 import LoopbackServer
 
 /// What every in-process suite needs: its own container, a loopback server, optionally a

@@ -1,5 +1,6 @@
 import Foundation
 import BackgroundTransfer
+import TransferContainer
 
 /// A delegate that records every call in order, and lets a test wait for one.
 /// Called on the session's delegate queue; its record is behind a condition lock.
@@ -37,6 +38,14 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
     private(set) var errors: [Int: Error] = [:]
     /// What didReceive data handed over, by task.
     private(set) var receivedBodies: [Int: Data] = [:]
+    /// Every didWriteData's bytesWritten and totalBytesWritten, by task, in order.
+    private var writeLog: [Int: [(bytesWritten: Int64, total: Int64)]] = [:]
+
+    func writes(of task: Int) -> [(bytesWritten: Int64, total: Int64)] {
+        condition.lock()
+        defer { condition.unlock() }
+        return writeLog[task] ?? []
+    }
 
     var calls: [Call] {
         condition.lock()
@@ -63,6 +72,9 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
     }
 
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        condition.lock()
+        writeLog[downloadTask.taskIdentifier, default: []].append((bytesWritten, totalBytesWritten))
+        condition.unlock()
         record(.wroteData(task: downloadTask.taskIdentifier, total: totalBytesWritten, expected: totalBytesExpectedToWrite))
     }
 

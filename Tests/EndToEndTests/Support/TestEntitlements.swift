@@ -1,5 +1,6 @@
 import Foundation
 import BackgroundTransfer
+import TransferContainer
 
 /// What the test executable is entitled to act as: the in-process test app and its
 /// extension, and the fuzzer's app. The daemon reads this text from the test binary, as it

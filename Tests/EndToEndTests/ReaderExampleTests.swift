@@ -1,0 +1,115 @@
+import Foundation
+import Testing
+import LoopbackServer
+import TransferContainer
+
+/// `Examples/Reader`, a package of its own that uses the library as an adopter would: built
+/// with `swift build --package-path Examples/Reader`, then run end to end (issue 18).
+/// A clean build of the example takes about 45 s on 2 cores; later runs rebuild nothing.
+@Suite(.serialized, .timeLimit(.minutes(5)))
+struct ReaderExampleTests {
+    /// The repository's root, from this file's path.
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    /// Inside this package's own `.build/` (ignored by git), kept between runs so that only
+    /// the first run builds the library a second time.
+    static let scratch = repository.appendingPathComponent(".build/examples-reader")
+
+    /// Builds the example package once per test process; returns its products' folder.
+    static let built: Result<URL, TestFailure> = {
+        let container: TestContainer
+        do { container = try TestContainer() } catch { return .failure(TestFailure("\(error)")) }
+        defer { container.tearDown() }
+        let build: RunningProcess
+        do {
+            build = try Executable(name: "swift", path: "/usr/bin/env").start(
+                ["swift", "build", "--package-path", repository.appendingPathComponent("Examples/Reader").path, "--scratch-path", scratch.path],
+                in: container, passContainer: false)
+        } catch { return .failure(TestFailure("cannot run swift build: \(error)")) }
+        let outcome = build.wait(timeout: 480)
+        guard outcome.status == 0 else {
+            return .failure(TestFailure("swift build --package-path Examples/Reader failed (\(String(describing: outcome.status))): \(outcome.stdout.suffix(2000)) \(outcome.stderr.suffix(2000))"))
+        }
+        return .success(scratch.appendingPathComponent("debug"))
+    }()
+
+    static func executable(_ name: String) throws -> Executable {
+        Executable(name: name, path: try built.get().appendingPathComponent(name).path)
+    }
+
+    @Test("The README's \"Using the library\" code is Examples/Reader's code, file for file")
+    func readmeIsTheExample() throws {
+        let readme = try String(contentsOf: Self.repository.appendingPathComponent("README.md"), encoding: .utf8)
+        var shown: [String: String] = [:]
+        var rest = readme[...]
+        while let marker = rest.range(of: "<!-- Examples/Reader/") {
+            let pathEnd = try #require(rest[marker.upperBound...].range(of: " -->"))
+            let path = "Examples/Reader/" + rest[marker.upperBound..<pathEnd.lowerBound]
+            let open = try #require(rest[pathEnd.upperBound...].range(of: "```swift\n"))
+            let close = try #require(rest[open.upperBound...].range(of: "```\n"))
+            shown[path] = String(rest[open.upperBound..<close.lowerBound])
+            rest = rest[close.upperBound...]
+        }
+        #expect(Set(shown.keys) == ["Examples/Reader/Package.swift", "Examples/Reader/Sources/reader-widget/main.swift", "Examples/Reader/Sources/reader-app/main.swift", "Examples/Reader/Sources/reader-app/AppDelegate.swift", "Examples/Reader/Sources/fetch-later/main.swift"])
+        for (path, code) in shown {
+            let file = try String(contentsOf: Self.repository.appendingPathComponent(path), encoding: .utf8)
+            #expect(code == file, "README's \(path) differs from the file")
+        }
+    }
+
+    @Test("reader-widget starts a download and exits; transferd (found beside it) relaunches reader-app, which files it in the app group's Downloads/")
+    func widgetDownloadRelaunchesTheApp() throws {
+        let widget = try Self.executable("reader-widget")
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let payload = testPayload(size: 1 << 20, seed: 18)
+        server.serve("/articles/issue-18.pdf", data: payload)
+
+        let started = Date()
+        let outcome = try widget.run(["download", server.url(for: "/articles/issue-18.pdf").absoluteString], in: container, timeout: 60)
+        #expect(outcome.status == 0, "stdout \(outcome.stdout) stderr \(outcome.stderr)")
+        #expect(outcome.stdout.contains("started task 1"), "\(outcome.stdout)")
+        #expect(Date().timeIntervalSince(started) < 20, "the widget exits at once")
+
+        let delivered = container.layout.root.appendingPathComponent("AppGroups/group.com.example.reader/Downloads/issue-18.pdf")
+        #expect(waitUntil(timeout: 60) { FileManager.default.fileExists(atPath: delivered.path) }, "not delivered: \(TransferLog.entries(layout: container.layout).map(\.message).suffix(20))")
+        #expect(try SHA256.hexDigest(ofFile: delivered.path) == SHA256.hexDigest(of: payload))
+        let acknowledged = container.waitForLog { $0.process == "reader-app" && $0.message.hasPrefix("completion handler called") }
+        #expect(acknowledged?.session == "com.example.reader.widget.background", "reader-app was relaunched for the widget's session")
+        let widgetSession = container.layout.sessionsDirectory.appendingPathComponent("com.example.reader/com.example.reader.widget.background")
+        #expect(waitUntil { (try? JournalContents.read(session: widgetSession))?.events.isEmpty == true }, "the event was acknowledged")
+        let daemon = container.logEntries(process: "reader-widget").first { $0.message.contains("started") && $0.message.contains("transferd") }
+        #expect(daemon?.message.contains(Self.scratch.path) == true, "the widget started the transferd built beside it: \(String(describing: daemon?.message))")
+
+        // A user launch of the app lists what arrived.
+        let listing = try Self.executable("reader-app").run([], in: container, timeout: 30)
+        #expect(listing.status == 0)
+        #expect(listing.stdout.contains("issue-18.pdf"), "\(listing.stdout)")
+    }
+
+    @Test("Just a program: fetch-later, with no entitlements, starts a download and exits; it is relaunched as itself and files it in its own Documents/")
+    func plainProgramIsRelaunched() throws {
+        let program = try Self.executable("fetch-later")
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let payload = testPayload(size: 512 << 10, seed: 81)
+        server.serve("/weights/model.bin", data: payload)
+
+        let outcome = try program.run([server.url(for: "/weights/model.bin").absoluteString], in: container, timeout: 60)
+        #expect(outcome.status == 0, "stdout \(outcome.stdout) stderr \(outcome.stderr)")
+        let delivered = container.layout.root.appendingPathComponent("Apps/program.fetch-later/Documents/model.bin")
+        #expect(waitUntil(timeout: 60) { FileManager.default.fileExists(atPath: delivered.path) }, "not delivered: \(TransferLog.entries(layout: container.layout).map(\.message).suffix(20))")
+        #expect(try SHA256.hexDigest(ofFile: delivered.path) == SHA256.hexDigest(of: payload))
+        let relaunched = container.waitForLog { $0.process == "fetch-later" && $0.message.hasPrefix("completion handler called") }
+        #expect(relaunched?.session == "downloads")
+        let listing = try program.run([], in: container, timeout: 30)
+        #expect(listing.stdout.contains("model.bin"), "\(listing.stdout)")
+
+        // Known to the daemon as the program it is.
+        let registry = try String(contentsOf: container.layout.appRegistry, encoding: .utf8)
+        #expect(registry.contains("program.fetch-later"))
+    }
+}
