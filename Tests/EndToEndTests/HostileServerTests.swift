@@ -85,20 +85,21 @@ final class HostileServerTests: InProcessSuite, @unchecked Sendable {
         }
     }
 
-    @Test("earliestBeginDate and priority of any value an app can set (1e300 s, -1e300 s, NaN) are held to a range: creating the task does not trap, a date in the past starts it at once")
+    @Test("earliestBeginDate and priority of any value an app can set (1e300 s, -1e300 s, infinities, NaN) are held to a range: creating the task does not trap, a date in the past (or none) starts it at once")
     func boundaryTaskProperties() throws {
         server.serve("/dated.bin", data: testPayload(size: 16 << 10, seed: 8))
         let delegate = RecordingDelegate()
         let session = fixture.session("dated", delegate: delegate)
         var waiting: [URLSessionDownloadTask] = []
-        for (seconds, priority) in [(1e300, Float.nan), (.infinity, Float.infinity), (Double.greatestFiniteMagnitude, -Float.infinity)] {
+        for (seconds, priority) in [(1e300, Float.nan), (Double.greatestFiniteMagnitude, -Float.infinity), (1e300, Float.infinity)] {
             let task = session.downloadTask(with: server.url(for: "/dated.bin"))
             task.earliestBeginDate = Date(timeIntervalSince1970: seconds)
             task.priority = priority
             task.resume()
             waiting.append(task)
         }
-        for seconds in [-1e300, -Double.infinity, Double.nan] {
+        // In the past, or no date at all (an infinite or NaN one is none): it starts at once.
+        for seconds in [-1e300, -Double.infinity, Double.nan, Double.infinity] {
             let task = session.downloadTask(with: server.url(for: "/dated.bin"))
             task.earliestBeginDate = Date(timeIntervalSince1970: seconds)
             task.resume()

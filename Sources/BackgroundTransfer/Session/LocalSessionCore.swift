@@ -85,16 +85,21 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
         guard resume.kind == .download, resume.upload == nil else {
             throw TransferFailure(code: TransferFailure.cannotDecodeContentData, message: "resume data of an upload cannot make a download task")
         }
+        // The daemon names the partial file relative to the container (a default session's
+        // own resume data names it absolutely, inside the container): either way, this one.
+        guard let partial = AppEnvironment.current.layout.resolveRecordPath(resume.partialFile) else {
+            throw TransferFailure(code: TransferFailure.cannotDecodeContentData, message: "foreign resume data: its partial file \(resume.partialFile) is not in this container", subject: resume.partialFile)
+        }
         var st = stat()
-        guard lstat(resume.partialFile, &st) == 0, st.st_mode & S_IFMT == S_IFREG, Int64(st.st_size) >= resume.bytesReceived else {
-            throw TransferFailure(code: TransferFailure.cannotOpenFile, message: "stale resume data: its partial data \(resume.partialFile) is gone or short (resume data is single-use)", subject: resume.partialFile)
+        guard lstat(partial, &st) == 0, st.st_mode & S_IFMT == S_IFREG, Int64(st.st_size) >= resume.bytesReceived else {
+            throw TransferFailure(code: TransferFailure.cannotOpenFile, message: "stale resume data: its partial data \(partial) is gone or short (resume data is single-use)", subject: partial)
         }
         let destination = partialPath(record.taskIdentifier)
         do { try DurableFile.makeDirectory(directory.path) } catch {
             throw TransferFailure(code: TransferFailure.cannotCreateFile, message: "\(error)", subject: directory.path)
         }
-        guard rename(resume.partialFile, destination) == 0 else {
-            throw TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot take the partial data \(resume.partialFile): errno \(errno)", subject: resume.partialFile)
+        guard rename(partial, destination) == 0 else {
+            throw TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot take the partial data \(partial): errno \(errno)", subject: partial)
         }
         truncate(destination, off_t(resume.bytesReceived))
         record.originalRequest = RequestRecord(url: resume.url, httpMethod: resume.httpMethod, headers: resume.requestHeaders)
