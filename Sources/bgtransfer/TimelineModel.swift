@@ -65,6 +65,8 @@ struct TimelineWait {
     enum Kind: String {
         case earliestBeginDate, backoff, retryAfter = "retry-after", rateLimiter = "rate-limiter"
         case conditions, discretionary, suspended, daemonDown = "daemon-down", delivery, authentication, other
+        /// Delivered to a process that has not acknowledged it (yet).
+        case unacknowledged
 
         /// The kind of a `TaskHold` description (what `inspect` prints, or a "paused: …" line).
         init(hold: String) {
@@ -228,10 +230,14 @@ struct TimelineBuilder {
         let pendingEvents = Dictionary(sessions.flatMap { s in s.pendingEvents.map { (TimelineTaskKey(session: s.identifier, task: $0.taskIdentifier), $0) } }, uniquingKeysWith: { a, _ in a })
         let waitingNow = Dictionary(sessions.flatMap { s in s.waiting.compactMap { k, v in Int(k).map { (TimelineTaskKey(session: s.identifier, task: $0), v) } } }, uniquingKeysWith: { a, _ in a })
         let lastLogTime = entries.last?.time
+        var factsByTask: [TimelineTaskKey: [(LogEntry, TimelineFact)]] = [:]
+        for (entry, fact) in zip(entries, facts) {
+            if let session = entry.session, let task = entry.task { factsByTask[TimelineTaskKey(session: session, task: task), default: []].append((entry, fact)) }
+        }
         for key in keys.sorted() {
             let records = journal[key.session]?[key.task] ?? []
             let record = snapshotTasks[key] ?? records.last
-            let mine = zip(entries, facts).filter { $0.0.session == key.session && $0.0.task == key.task }
+            let mine = factsByTask[key] ?? []
             var task = TimelineTask(key: key, kind: record?.kind.rawValue ?? "task", name: "", url: record?.originalRequest.url ?? "",
                                     start: [records.first?.createdAt, mine.first?.0.time].compactMap { $0 }.min() ?? now, end: now, outcome: "", open: false)
             var marks: [TimelineMark] = []
@@ -310,11 +316,14 @@ struct TimelineBuilder {
                 waits.append(TimelineWait(task: key, start: daemon.end, end: resumed?.time ?? next?.start ?? now, kind: .daemonDown, reason: reason, open: resumed == nil && next == nil))
             }
             // What the journal records tell: a begin date, the rate limiter.
+            // (Drawn up to now at most: the page shows what has happened, and says until when.)
             if let begin = records.compactMap(\.earliestBeginDate).last ?? record?.earliestBeginDate, begin > task.start {
-                waits.append(TimelineWait(task: key, start: task.start, end: begin, kind: .earliestBeginDate, reason: "earliestBeginDate \(ISO8601Format.string(from: begin)): nothing is sent before it"))
+                waits.append(TimelineWait(task: key, start: task.start, end: min(begin, now), kind: .earliestBeginDate,
+                                          reason: "earliestBeginDate \(Self.clock(begin)): nothing is sent before it", open: begin > now))
             }
             if let until = records.compactMap(\.rateLimitedUntil).last ?? record?.rateLimitedUntil, until > task.start {
-                waits.append(TimelineWait(task: key, start: task.start, end: until, kind: .rateLimiter, reason: "created in the background: waits out the app's resume rate limiter until \(ISO8601Format.string(from: until))"))
+                waits.append(TimelineWait(task: key, start: task.start, end: min(until, now), kind: .rateLimiter,
+                                          reason: "created in the background: waits out the app's resume rate limiter until \(Self.clock(until))", open: until > now))
             }
             // After the end: the completion event until it is delivered and acknowledged.
             let acknowledgement = (acknowledgements[key.session] ?? []).first { $0.0 >= (deliveredAt ?? finishedAt ?? .distantFuture) }
@@ -340,7 +349,7 @@ struct TimelineBuilder {
                     task.open = true
                     let why = findingsForSession(key.session, snapshot: snapshot).joined(separator: "; ")
                     let start = deliveredAt ?? relaunch?.0 ?? finishedAt
-                    waits.append(TimelineWait(task: key, start: start, end: now, kind: .delivery, reason: "event \(stillPending.number) not yet acknowledged: \(why)", open: true))
+                    waits.append(TimelineWait(task: key, start: start, end: now, kind: deliveredAt == nil ? .delivery : .unacknowledged, reason: "event \(stillPending.number) not yet acknowledged: \(why)", open: true))
                     task.outcome = "\(task.outcome.isEmpty ? "completed" : task.outcome); event \(stillPending.number) waiting for delivery"
                 } else {
                     task.end = max(deliveredAt ?? finishedAt, finishedAt)
@@ -355,8 +364,13 @@ struct TimelineBuilder {
                 task.open = true
                 closeWait(at: now)
                 if let hold = waitingNow[key] {
-                    let from = max(marks.last?.time ?? task.start, task.start)
-                    waits.append(TimelineWait(task: key, start: from, end: now, kind: TimelineWait.Kind(hold: hold), reason: "waiting now: \(hold)", open: true))
+                    let kind = TimelineWait.Kind(hold: hold)
+                    if let same = waits.firstIndex(where: { $0.kind == kind && $0.open }) {
+                        waits[same].reason = "waiting now: \(hold)"
+                    } else {
+                        let from = max(marks.last?.time ?? task.start, task.start)
+                        waits.append(TimelineWait(task: key, start: from, end: now, kind: kind, reason: "waiting now: \(hold)", open: true))
+                    }
                     task.outcome = "\(record.state.name), \(hold)"
                 } else {
                     task.outcome = record.state == .running ? "running (transferring, or next when a connection is free)" : record.state.name
@@ -379,7 +393,7 @@ struct TimelineBuilder {
         for session in sessions {
             if session.pendingEvents.isEmpty { continue }
             let reasons = findingsForSession(session.identifier, snapshot: snapshot)
-            timeline.findings.append("\(session.identifier): \(session.pendingEvents.count) event\(session.pendingEvents.count == 1 ? "" : "s") waiting for delivery: \(reasons.joined(separator: "; "))")
+            timeline.findings.append("\(session.identifier): \(session.pendingEvents.count) event\(session.pendingEvents.count == 1 ? "" : "s") not yet acknowledged: \(reasons.joined(separator: "; "))")
         }
         if hasLog, !allEntries.contains(where: { $0.level < .notice }) {
             timeline.notes.append("The log holds no info lines (the default level is notice): task creation, transfer starts and resumes and the daemon's acknowledgements are missing. Run the processes with BGTRANSFER_LOG_LEVEL=info to see them.")
@@ -475,7 +489,7 @@ struct TimelineBuilder {
                 }
             } else if launchedFor != nil {
                 lane.kind = .relaunchedApp
-                lane.title = "\(first.process) [\(first.pid)] · relaunched for events"
+                lane.title = "\(first.process) [\(first.pid)] · relaunched"
                 lane.ending = "for \(launchedFor!)"
             } else if kinds[first.process] == "extension" || (kinds[first.process] == nil && first.process.contains("extension")) {
                 lane.kind = .appExtension

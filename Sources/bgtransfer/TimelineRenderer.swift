@@ -73,7 +73,7 @@ struct TimelineRenderer {
         for piece in scale.pieces where piece.isBreak {
             let gap = piece.to.timeIntervalSince(piece.from)
             out += "<g class=\"break\"><rect x=\"\(Self.n(piece.x0))\" y=\"\(Self.n(axisY))\" width=\"\(Self.n(piece.x1 - piece.x0))\" height=\"\(Self.n(height - axisY - 10))\" fill=\"url(#break)\" opacity=\"0.6\"/>"
-            out += "<text x=\"\(Self.n((piece.x0 + piece.x1) / 2))\" y=\"\(Self.n(axisY - 9))\" text-anchor=\"middle\" fill=\"#868e96\">⋯</text>"
+            out += "<text x=\"\(Self.n((piece.x0 + piece.x1) / 2))\" y=\"\(Self.n(axisY + 14))\" text-anchor=\"middle\" fill=\"#868e96\">⋯</text>"
             out += "<title>\(Self.escape("\(Self.duration(gap)) with nothing logged, shortened (\(TimelineBuilder.clock(piece.from)) → \(TimelineBuilder.clock(piece.to)))"))</title></g>\n"
         }
         out += "</g>\n"
@@ -87,6 +87,13 @@ struct TimelineRenderer {
             let x = scale.x(mark.time)
             let color = mark.kind == .relaunch ? "#ae3ec9" : "#e03131"
             out += "<line class=\"guide\" data-kind=\"\(mark.kind.rawValue)\" x1=\"\(Self.n(x))\" y1=\"\(Self.n(lanesTop - 4))\" x2=\"\(Self.n(x))\" y2=\"\(Self.n(height - 10))\" stroke=\"\(color)\" stroke-dasharray=\"4 3\" opacity=\"0.55\"><title>\(Self.escape(mark.detail))</title></line>\n"
+        }
+
+        // Now, when something is still pending: the picture's right edge is not the end of the story.
+        if timeline.tasks.contains(where: \.open) || timeline.lanes.contains(where: \.stillRunning) {
+            let x = scale.x(timeline.generated)
+            out += "<g class=\"now\"><line x1=\"\(Self.n(x))\" y1=\"\(Self.n(axisY))\" x2=\"\(Self.n(x))\" y2=\"\(Self.n(height - 10))\" stroke=\"#212529\" stroke-dasharray=\"2 3\"/>"
+            out += "<text class=\"tick\" x=\"\(Self.n(x - 4))\" y=\"\(Self.n(lanesTop - 10))\" text-anchor=\"end\" font-weight=\"bold\">now</text><title>\(Self.escape("the page was made at \(TimelineBuilder.clock(timeline.generated))"))</title></g>\n"
         }
 
         // Lanes.
@@ -150,7 +157,7 @@ struct TimelineRenderer {
         for mark in ranked where !mark.label.isEmpty {
             let x = scale.x(mark.time)
             let w = Self.textWidth(mark.label, size: 10)
-            let span = (x - w / 2 - 3, x + w / 2 + 3)
+            let span = (x - w / 2 - 5, x + w / 2 + 5)
             guard span.0 >= Self.gutter - 2 || x > Self.gutter + 4 else { continue }
             for tier in 0..<tiers.count where !tiers[tier].contains(where: { $0.0 < span.1 && span.0 < $0.1 }) {
                 tiers[tier].append(span)
@@ -183,7 +190,7 @@ struct TimelineRenderer {
     }
 
     /// An estimate of a label's width (DejaVu/Liberation Sans average about 0.6 em).
-    static func textWidth(_ text: String, size: Double) -> Double { Double(text.count) * size * 0.6 }
+    static func textWidth(_ text: String, size: Double) -> Double { Double(text.count) * size * 0.64 }
 
     private static func priority(_ kind: TimelineMark.Kind) -> Int {
         switch kind {
@@ -226,6 +233,7 @@ struct TimelineRenderer {
         case .suspended: "suspended"
         case .daemonDown: "daemon lost"
         case .delivery: "awaiting delivery"
+        case .unacknowledged: "not acknowledged"
         case .authentication: "credentials"
         case .other: "waiting"
         }
@@ -242,6 +250,7 @@ struct TimelineRenderer {
         case .suspended: "#dee2e6"
         case .daemonDown: "url(#killed)"
         case .delivery: "#e5dbff"
+        case .unacknowledged: "#f3d9fa"
         case .authentication: "#ffc9c9"
         case .other: "#e9ecef"
         }
@@ -250,7 +259,7 @@ struct TimelineRenderer {
     static func waitStroke(_ kind: TimelineWait.Kind) -> String {
         switch kind {
         case .daemonDown: "#e03131"
-        case .delivery: "#9c36b5"
+        case .delivery, .unacknowledged: "#9c36b5"
         default: "#868e96"
         }
     }
@@ -318,7 +327,7 @@ struct TimelineRenderer {
             items.append(swatch(laneColor(kind) + "59", laneColor(kind)) + " " + name)
         }
         items.append(swatch("#bac8ff", "#4263eb") + " task, created → acknowledged")
-        for kind in [TimelineWait.Kind.earliestBeginDate, .backoff, .retryAfter, .rateLimiter, .conditions, .discretionary, .daemonDown, .delivery] {
+        for kind in [TimelineWait.Kind.earliestBeginDate, .backoff, .retryAfter, .rateLimiter, .conditions, .discretionary, .daemonDown, .delivery, .unacknowledged] {
             let fill = kind == .daemonDown ? "#ffa8a8" : waitFill(kind)
             items.append(swatch(fill, waitStroke(kind)) + " " + escape(waitName(kind)))
         }
@@ -353,7 +362,7 @@ struct TimelineRenderer {
     #findings{background:#f3f0ff;border-left:4px solid #9c36b5;padding:4px 12px;font-size:13px}
     .legend{display:flex;flex-wrap:wrap;gap:4px 14px;font-size:12px;margin:8px 0}.legend span{display:inline-flex;align-items:center;gap:4px}
     .chart{overflow-x:auto}.section{font-weight:bold;font-size:13px;fill:#495057}.tick,.axis-origin{fill:#495057;font-size:11px}
-    table{border-collapse:collapse;font-size:12px}td,th{border-bottom:1px solid #e9ecef;padding:2px 8px;text-align:left;vertical-align:top}
+    table{border-collapse:collapse;font-size:12px}td,th{border-bottom:1px solid #e9ecef;padding:2px 8px;text-align:left;vertical-align:top}td:nth-child(-n+3),th{white-space:nowrap}
     .wait-row td{color:#5f3dc4}
     """
 
@@ -363,6 +372,19 @@ struct TimelineRenderer {
       var svg = document.getElementById('timeline');
       var out = {svg: !!svg, noLog: !!document.getElementById('no-log'), lanes: [], bars: [], marks: [], labels: {visible: 0, clipped: 0, overlapping: 0}};
       if (svg) {
+        // The labels were placed with estimated text widths; with the real ones, a label that
+        // would cover a more telling one of its row (they come most telling first) is hidden:
+        // its mark keeps its tooltip, and the event list says it in words.
+        var hidden = 0;
+        svg.querySelectorAll('g.lane, g.task').forEach(function (g) {
+          var kept = [];
+          g.querySelectorAll('text.label').forEach(function (t) {
+            var r = t.getBoundingClientRect();
+            var covers = kept.some(function (k) { return r.left < k.right + 2 && k.left < r.right + 2 && r.top < k.bottom && k.top < r.bottom; });
+            if (covers) { t.setAttribute('visibility', 'hidden'); hidden++; } else { kept.push(r); }
+          });
+        });
+        out.labelsHiddenForRoom = hidden;
         var box = svg.getBoundingClientRect();
         out.width = box.width; out.height = box.height;
         var inside = function (b) { return b.width > 0 && b.height > 0 && b.left >= box.left - 1 && b.right <= box.right + 1 && b.top >= box.top - 1 && b.bottom <= box.bottom + 1; };
@@ -380,7 +402,7 @@ struct TimelineRenderer {
           var b = m.getBoundingClientRect();
           out.marks.push({kind: m.dataset.kind, task: m.dataset.task || null, lane: m.dataset.lane || null, time: m.dataset.time, x: b.left + b.width / 2 - box.left, drawn: inside(b)});
         });
-        var texts = Array.prototype.slice.call(svg.querySelectorAll('text.label, text.name, text.tick, text.wait-label'));
+        var texts = Array.prototype.slice.call(svg.querySelectorAll('text.label, text.name, text.tick, text.wait-label')).filter(function (t) { return t.getAttribute('visibility') !== 'hidden'; });
         var rects = texts.map(function (t) { return t.getBoundingClientRect(); });
         rects.forEach(function (r, i) {
           if (inside(r)) { out.labels.visible++; } else { out.labels.clipped++; }
