@@ -30,7 +30,7 @@ enum TimelineCommand {
             Tool.fail("timeline: no session \(session) in the container \(layout.root.path) (neither its log nor Sessions/ name it)", status: 1)
         }
         let builder = TimelineBuilder(layout: layout, sessionFilter: session)
-        let timeline = builder.build(entries: entries, hasLog: hasLog, snapshot: snapshot, journal: TimelineBuilder.journalTasks(layout))
+        let timeline = builder.build(entries: entries, hasLog: hasLog, snapshot: snapshot, journal: .read(layout))
         let page = Data(TimelineRenderer(timeline: timeline).html().utf8)
         guard let output else {
             FileHandle.standardOutput.write(page)
