@@ -161,7 +161,8 @@ struct TimelineRenderer {
             guard span.0 >= Self.gutter - 2 || x > Self.gutter + 4 else { continue }
             for tier in 0..<tiers.count where !tiers[tier].contains(where: { $0.0 < span.1 && span.0 < $0.1 }) {
                 tiers[tier].append(span)
-                let clampedX = min(max(x, Self.gutter + w / 2), Self.width - Self.rightMargin - w / 2 + 20)
+                // (Kept inside the picture with room to spare: the real text may be wider than estimated.)
+                let clampedX = min(max(x, Self.gutter + w * 0.6), Self.width - 6 - w * 0.6)
                 labels += "<text class=\"label\" data-kind=\"\(mark.kind.rawValue)\" x=\"\(Self.n(clampedX))\" y=\"\(Self.n(labelY + Double(tier) * rowHeight))\" text-anchor=\"middle\" font-size=\"10\" fill=\"\(Self.markColor(mark.kind))\">\(Self.escape(mark.label))</text>"
                 break
             }
