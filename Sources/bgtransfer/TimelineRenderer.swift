@@ -129,11 +129,14 @@ struct TimelineRenderer {
             out += Self.gutterText("task \(task.key.task) · \(task.name)", second: task.key.session, y: y + 17, color: "#212529")
             let summary = "task \(task.key.task) of \(task.key.session): \(task.kind) \(task.url)\n\(TimelineBuilder.clock(task.start)) → \(task.open ? "now" : TimelineBuilder.clock(task.end)): \(task.outcome)"
             out += "<rect class=\"bar\" x=\"\(Self.n(xs))\" y=\"\(Self.n(y + 8))\" width=\"\(Self.n(xe - xs))\" height=\"16\" rx=\"3\" fill=\"#bac8ff\" stroke=\"#4263eb\"><title>\(Self.escape(summary))</title></rect>\n"
+            let markXs = timeline.marks.filter { $0.task == task.key }.map { scale.x($0.time) }
             for wait in timeline.waits where wait.task == task.key {
                 let ws = scale.x(wait.start), we = max(scale.x(wait.end), ws + 2)
                 out += "<rect class=\"wait\" data-kind=\"\(wait.kind.rawValue)\" x=\"\(Self.n(ws))\" y=\"\(Self.n(y + 8))\" width=\"\(Self.n(we - ws))\" height=\"16\" fill=\"\(Self.waitFill(wait.kind))\" stroke=\"\(Self.waitStroke(wait.kind))\" stroke-width=\"0.8\"><title>\(Self.escape("\(Self.waitName(wait.kind)) \(TimelineBuilder.clock(wait.start)) → \(wait.open ? "now" : TimelineBuilder.clock(wait.end)) (\(Self.duration(wait.end.timeIntervalSince(wait.start)))): \(wait.reason)"))</title></rect>"
                 let name = Self.waitName(wait.kind)
-                if we - ws > Self.textWidth(name, size: 10) + 8 {
+                // Named inside when it fits and no mark's glyph sits on the name.
+                let half = Self.textWidth(name, size: 10) / 2 + 8
+                if we - ws > 2 * half, !markXs.contains(where: { abs($0 - (ws + we) / 2) < half }) {
                     out += "<text class=\"wait-label\" x=\"\(Self.n((ws + we) / 2))\" y=\"\(Self.n(y + 20))\" text-anchor=\"middle\" font-size=\"10\" fill=\"#212529\" pointer-events=\"none\">\(Self.escape(name))</text>"
                 }
                 out += "\n"
@@ -371,7 +374,8 @@ struct TimelineRenderer {
     static let measuringScript = """
     (function () {
       var svg = document.getElementById('timeline');
-      var out = {svg: !!svg, noLog: !!document.getElementById('no-log'), lanes: [], bars: [], marks: [], labels: {visible: 0, clipped: 0, overlapping: 0}};
+      var out = {svg: !!svg, noLog: !!document.getElementById('no-log'), lanes: [], bars: [], marks: [], labels: {visible: 0, clipped: 0, overlapping: 0}, now: null,
+                 findings: Array.prototype.map.call(document.querySelectorAll('#findings li'), function (li) { return li.textContent; })};
       if (svg) {
         // The labels were placed with estimated text widths; with the real ones, a label that
         // would cover a more telling one of its row (they come most telling first) is hidden:
@@ -388,6 +392,8 @@ struct TimelineRenderer {
         out.labelsHiddenForRoom = hidden;
         var box = svg.getBoundingClientRect();
         out.width = box.width; out.height = box.height;
+        var now = svg.querySelector('g.now line');
+        if (now) { out.now = now.getBoundingClientRect().left - box.left; }
         var inside = function (b) { return b.width > 0 && b.height > 0 && b.left >= box.left - 1 && b.right <= box.right + 1 && b.top >= box.top - 1 && b.bottom <= box.bottom + 1; };
         svg.querySelectorAll('g.lane').forEach(function (g) {
           var b = g.querySelector('rect.span').getBoundingClientRect();

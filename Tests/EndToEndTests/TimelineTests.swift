@@ -101,6 +101,56 @@ struct TimelineTests {
         #expect(one.stdout.hasPrefix("<!DOCTYPE html>") && one.stdout.contains("data-task=\"\(task)\""))
     }
 
+    @Test("What is still pending, and why the app has not been woken: the rate limiter, the network, a begin date")
+    func pendingAndWhyNotWoken() throws {
+        try Self.requireBrowser()
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        for name in ["a", "b", "c", "d"] { server.serve("/\(name).bin", data: testPayload(size: 64 << 10)) }
+        let info = ["BGTRANSFER_LOG_LEVEL": "info"]
+        _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "60"], environment: info)
+        func download(_ name: String, _ options: [String] = []) throws {
+            let outcome = try Executable.fetchExtension.start(["download", server.url(for: "/\(name).bin").absoluteString] + options, in: container, environment: info).wait(timeout: 30)
+            try #require(outcome.status == 0, "fetch-extension: \(outcome.stderr)")
+        }
+        // The first relaunch comes at once; the second event waits for the resume rate limiter.
+        try download("a")
+        try #require(container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil, "no first relaunch")
+        try download("b")
+        try #require(container.waitForLog { $0.task == 2 && $0.message.hasPrefix("finished") } != nil, "task 2 did not finish")
+        let offline = try Executable.bgtransfer.run(["conditions", "--network", "offline"], in: container)
+        try #require(offline.status == 0, "\(offline.stderr)")
+        // Two more in a session of their own (opening the first again would take its event).
+        let waiting = "com.example.host.fetch.waiting"
+        try download("c", ["--session", waiting])
+        try download("d", ["--session", waiting, "--begin-after", "600"])
+
+        let page = container.layout.root.appendingPathComponent("pending.html")
+        let made = try Executable.bgtransfer.run(["timeline", "--output", page.path], in: container)
+        try #require(made.status == 0, "bgtransfer timeline: \(made.stderr)")
+        let drawn = try Self.render(page, in: container)
+        try #require(drawn.svg)
+
+        let why = drawn.findings.joined(separator: "\n")
+        #expect(why.contains(Self.fetchSession) && why.contains("resume rate limiter holds the next relaunch of com.example.host until"), "the findings name the rate limiter: \(why)")
+        #expect(!why.contains(waiting), "the other session has no event waiting: \(why)")
+        let now = try #require(drawn.now, "a line marks now")
+        func bar(_ task: Int) -> Drawn.Bar? {
+            drawn.bars.first { $0.task == (task <= 2 ? "\(Self.fetchSession)#\(task)" : "\(waiting)#\(task - 2)") }
+        }
+        #expect(bar(1).map { !$0.open } == true, "task 1 was delivered and acknowledged")
+        #expect(drawn.marks.contains { $0.task == "\(Self.fetchSession)#1" && $0.kind == "acknowledged" })
+        for (task, kinds) in [(2, ["delivery", "unacknowledged"]), (3, ["conditions"]), (4, ["earliestBeginDate"])] {
+            let drawnBar = bar(task)
+            #expect(drawnBar?.open == true && drawnBar.map { $0.drawn && $0.width > 0 } == true, "task \(task) is drawn as pending: \(String(describing: drawnBar))")
+            let wait = drawnBar?.waits.last { kinds.contains($0.kind) }
+            #expect(wait.map { $0.width > 0 && abs($0.x + $0.width - now) < 2 } == true, "task \(task) waits (\(kinds)) up to now (\(now)): \(String(describing: drawnBar?.waits))")
+        }
+        #expect(bar(3)?.waits.contains { $0.reason.contains("no network") } == true, "the reason is the one inspect gives: \(String(describing: bar(3)?.waits))")
+    }
+
     @Test("A container without a log gives a page that says so; bad arguments and paths exit non-zero naming them")
     func emptyContainerAndErrors() throws {
         try Self.requireBrowser()
@@ -139,6 +189,8 @@ struct TimelineTests {
         var bars: [Bar]
         var marks: [Mark]
         var labels: Labels
+        var now: Double?
+        var findings: [String]
         var description: String { "svg \(svg), noLog \(noLog), \(lanes.count) lanes, \(bars.count) bars, \(marks.count) marks, labels \(labels)" }
     }
 
