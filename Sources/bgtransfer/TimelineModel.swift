@@ -403,7 +403,17 @@ struct TimelineBuilder {
             let deliveryStart = finishedAt
             let deliveryEnd = deliveredAt ?? relaunch?.0 ?? acknowledgement?.0
             if let deliveryEnd, deliveryEnd.timeIntervalSince(deliveryStart) > 0 {
-                let why = relaunch.map { r in "completion event waiting for delivery: no process held the session; the daemon relaunched \(r.1) \(String(format: "%.2f", r.0.timeIntervalSince(deliveryStart))) s after the task ended (the log does not say what held the relaunch back this long: the resume rate limiter, another task still running, or the app's executable unknown until then)" }
+                let why = relaunch.map { r in
+                    let after = r.0.timeIntervalSince(deliveryStart)
+                    var text = "completion event waiting for delivery: no process held the session; the daemon relaunched \(r.1) \(String(format: "%.2f", after)) s after the task ended"
+                    guard after > 1 else { return text }
+                    text += " (the log does not say what held the relaunch back: the resume rate limiter, another task of the session still running, or the app's executable not yet known"
+                    // The limiter spaces an app's relaunches (any session of it) by a delay that doubles each time.
+                    if let previous = relaunches.values.joined().filter({ $0.1 == r.1 && $0.0 < r.0 }).map(\.0).max() {
+                        text += "; the previous relaunch of \(r.1) was \(String(format: "%.1f", r.0.timeIntervalSince(previous))) s before this one, so most likely the rate limiter"
+                    }
+                    return text + ")"
+                }
                     ?? "completion event waiting for delivery to the process holding the session"
                 waits.append(TimelineWait(task: key, start: deliveryStart, end: deliveryEnd, kind: .delivery, reason: why))
             }
