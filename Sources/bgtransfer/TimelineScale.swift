@@ -70,13 +70,14 @@ struct TimelineScale {
     /// Tick times on the linear pieces, about every 90 pixels at a round step.
     func ticks() -> [Date] {
         var result: [Date] = []
-        for piece in pieces where !piece.isBreak {
+        for (index, piece) in pieces.enumerated() where !piece.isBreak {
             let step = Self.roundStep(atLeast: 90 * piece.secondsPerPixel)
             let offset = piece.from.timeIntervalSince(origin)
             var t = (offset / step).rounded(.up) * step
             while t <= piece.to.timeIntervalSince(origin) + 1e-9 {
                 let date = origin.addingTimeInterval(t)
-                if piece.x1 - x(date) > 20 || piece === pieces.last { result.append(date) }
+                // (Not right against a break, where its label would run into the next piece's.)
+                if piece.x1 - x(date) > 20 || index == pieces.count - 1 { result.append(date) }
                 t += step
             }
         }
@@ -99,9 +100,4 @@ struct TimelineScale {
         let steps: [Double] = [0.05, 0.1, 0.2, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400]
         return steps.first { $0 >= seconds } ?? 86400 * ((seconds / 86400).rounded(.up))
     }
-}
-
-private func === (a: TimelineScale.Piece, b: TimelineScale.Piece?) -> Bool {
-    guard let b else { return false }
-    return a.from == b.from && a.to == b.to
 }
