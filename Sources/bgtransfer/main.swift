@@ -5,6 +5,7 @@ import TransferContainer
 //   bgtransfer [--container PATH] inspect [--json] [--session ID]
 //   bgtransfer [--container PATH] watch [--session ID] [--once]
 //   bgtransfer [--container PATH] conditions [--network …] [--power …] …
+//   bgtransfer [--container PATH] timeline [--session ID] [--output FILE]
 //   bgtransfer [--container PATH] demo
 
 let usage = """
@@ -18,6 +19,9 @@ usage: bgtransfer [--container PATH] <command>
              [--power charging|battery] [--low-power on|off]
                                     the simulated device conditions (printed without options);
                                     a running daemon obeys them at once
+  timeline [--session ID] [--output FILE]
+                                    one self-contained HTML page: every process, task, wait
+                                    (and why), relaunch and acknowledgement (stdout by default)
   demo                              a background download from an extension, end to end
   force-quit BUNDLE_ID              the user's force quit: cancel the app's transfers, no relaunch
                                     until the user launches it again (S4.2)
@@ -42,6 +46,8 @@ case "watch":
     Watch.run(layout: layout, arguments: Array(arguments.dropFirst()))
 case "conditions":
     ConditionsCommand.run(layout: layout, arguments: Array(arguments.dropFirst()))
+case "timeline":
+    TimelineCommand.run(layout: layout, arguments: Array(arguments.dropFirst()))
 case "demo":
     guard arguments.count == 1 else { Tool.fail("demo takes no arguments (got \(arguments.dropFirst().joined(separator: " ")))\n\(usage)", status: 64) }
     exit(Demo(layout: layout).run())
