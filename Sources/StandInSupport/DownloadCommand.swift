@@ -99,7 +99,7 @@ public enum StandInProgram {
         task.resume()
         session.waitUntilDurable() // the printed identifier means the daemon has the task
         print(task.taskIdentifier)
-        if wait { delegate.showProgress(on: WaitProgressBar.onTerminal()) }
+        if wait { delegate.showProgress(on: WaitProgressBar.onTerminal(), of: task.taskIdentifier) }
         AppEnvironment.log.notice("app", note, session: session.configuration.identifier, task: task.taskIdentifier)
     }
 
@@ -132,9 +132,9 @@ public enum StandInProgram {
         }
         guard let started else { exit(2) }
         if started.wait {
-            let outcome = delegate.waitForCompletion(of: started.task.taskIdentifier, timeout: 600)
+            let status = delegate.exitStatus(waitingFor: started.task, timeout: 600)
             started.session.waitForDeliveries() // acknowledged: the app is not launched for it
-            exit(outcome.finished && outcome.error == nil ? 0 : 1)
+            exit(status)
         }
         // Extensions exit as soon as their work is handed over.
         exit(0)

@@ -164,9 +164,9 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
                 exit(invalidated ? 0 : 1)
             }
             if command.wait {
-                let outcome = delegate.waitForCompletion(of: task.taskIdentifier, timeout: 600)
+                let status = delegate.exitStatus(waitingFor: task, timeout: 600)
                 session.waitForDeliveries() // acknowledged: the app is not launched for it
-                exit(outcome.finished && outcome.error == nil ? 0 : 1)
+                exit(status)
             }
             exit(0)
         } catch {

@@ -13,33 +13,46 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
     /// Called after `urlSessionDidFinishEvents` (the app then calls its completion handler).
     public var onFinishEvents: (@Sendable () -> Void)?
     public let echo: Bool
-    private let progressBar = Locked<WaitProgressBar?>(nil)
+    /// The bar of the task waited for (`--wait`), and that task: other tasks of the session
+    /// report progress too, and must not move its bar or its rate.
+    private let progressBar = Locked<(bar: WaitProgressBar, task: Int)?>(nil)
 
     public init(echo: Bool) {
         self.echo = echo
     }
 
-    /// Shows `bar` (nil: none) for the progress reported from now on.
-    public func showProgress(on bar: WaitProgressBar?) {
-        progressBar.withLock { $0 = bar }
+    /// Shows the progress of task `taskIdentifier` from now on on `bar` (nil: none).
+    public func showProgress(on bar: WaitProgressBar?, of taskIdentifier: Int) {
+        progressBar.withLock { $0 = bar.map { ($0, taskIdentifier) } }
+    }
+
+    /// The bar, if `task` is the one it shows.
+    private func bar(for task: URLSessionTask) -> WaitProgressBar? {
+        progressBar.withLock { shown in shown.flatMap { $0.task == task.taskIdentifier ? $0.bar : nil } }
     }
 
     private func say(_ text: String, session: URLSession, task: Int? = nil) {
         AppEnvironment.log.notice("delegate", text, session: session.configuration.identifier, task: task)
-        progressBar.withLock { $0 }?.clear()
+        progressBar.withLock { $0?.bar }?.clear()
         if echo { print(text) }
     }
 
     public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
-        progressBar.withLock { $0 }?.update(downloadTask, done: totalBytesWritten, expected: totalBytesExpectedToWrite)
+        bar(for: downloadTask)?.update(downloadTask, done: totalBytesWritten, expected: totalBytesExpectedToWrite)
     }
 
     public func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
-        progressBar.withLock { $0 }?.update(task, done: totalBytesSent, expected: totalBytesExpectedToSend)
+        bar(for: task)?.update(task, done: totalBytesSent, expected: totalBytesExpectedToSend)
     }
 
     public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
         let http = downloadTask.response as? HTTPURLResponse
+        // An app checks the status: an error page must not replace a good file in Downloads/
+        // (the library hands it over, as Apple's does, S2.5).
+        if let status = http?.statusCode, !(200..<300).contains(status) {
+            say("didFinishDownloadingTo: task \(downloadTask.taskIdentifier) answered HTTP \(status): the server's answer is not saved", session: session, task: downloadTask.taskIdentifier)
+            return
+        }
         // Foundation answers "Unknown" when the server suggests nothing: only a Content-Disposition counts.
         let suggested = http?.value(forHTTPHeaderField: "Content-Disposition") != nil ? http?.suggestedFilename : nil
         let name = DownloadsFolder.fileName(suggested: suggested, url: downloadTask.originalRequest?.url)
@@ -110,6 +123,24 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
             if !completedCondition.wait(until: deadline) { break }
         }
         return invalidated
+    }
+
+    /// Waits for `task` (a stand-in's `--wait`) and says how it ended, as the stand-in's exit
+    /// status: 0 when it succeeded with a 2xx answer; 1, with a line on stderr naming the
+    /// status or the wait, when the server answered otherwise or the task did not finish
+    /// (a failure is already on stdout).
+    public func exitStatus(waitingFor task: URLSessionTask, timeout: TimeInterval) -> Int32 {
+        let outcome = waitForCompletion(of: task.taskIdentifier, timeout: timeout)
+        guard outcome.finished else {
+            StandInProgram.complain("task \(task.taskIdentifier) did not finish within \(Int(timeout)) s")
+            return 1
+        }
+        guard outcome.error == nil else { return 1 }
+        if let status = (task.response as? HTTPURLResponse)?.statusCode, !(200..<300).contains(status) {
+            StandInProgram.complain("task \(task.taskIdentifier) ended with HTTP \(status): the server's answer was not saved")
+            return 1
+        }
+        return 0
     }
 
     /// Waits until the task has completed; returns its error (nil for success) or times out.

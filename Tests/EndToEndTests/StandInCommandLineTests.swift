@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+import LoopbackServer
+import TransferContainer
+
+/// The stand-ins as apps that check what they get (issue "command lines a developer
+/// trusts"): an error page never replaces a good file, and `--wait` shows its own task.
+@Suite(.timeLimit(.minutes(2)))
+struct StandInCommandLineTests {
+    @Test("A 404 does not replace a good file in Downloads/: --wait exits 1 naming the status, and the good file stays")
+    func errorPageIsNotSaved() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let payload = testPayload(size: 256 << 10, seed: 404)
+        server.serve("/sub/big.bin", data: payload)
+        _ = try DaemonUnderTest.start(container)
+        let url = server.url(for: "/sub/big.bin").absoluteString
+
+        let good = try Executable.fetchExtension.run(["download", url, "--wait"], in: container)
+        try #require(good.status == 0, "\(good.stderr)")
+        let saved = container.downloads.appendingPathComponent("big.bin")
+        #expect(try SHA256.hexDigest(ofFile: saved.path) == SHA256.hexDigest(of: payload))
+
+        var missing = RouteOptions()
+        missing.status = 404
+        server.serve("/sub/big.bin", data: Data(), options: missing)
+        let failed = try Executable.fetchExtension.run(["download", url, "--wait"], in: container)
+        #expect(failed.status == 1, "status \(failed.status ?? -1)")
+        #expect(failed.stderr.contains("fetch-extension") && failed.stderr.contains("HTTP 404"), "\(failed.stderr)")
+        #expect(try SHA256.hexDigest(ofFile: saved.path) == SHA256.hexDigest(of: payload), "the good file is still there")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: container.downloads.path)) ?? []) == ["big.bin"], "no error page beside it")
+    }
+
+    @Test("--wait's progress bar (on a terminal) follows the task waited for, not another task of the session")
+    func barFollowsItsTask() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        var slow = RouteOptions()
+        slow.bytesPerSecond = 128 << 10
+        server.serve("/slow.bin", data: testPayload(size: 8 << 20, seed: 1), options: slow)
+        server.serve("/fast.bin", data: testPayload(size: 4 << 20, seed: 2))
+        _ = try DaemonUnderTest.start(container)
+        let started = try Executable.hostApp.run(["download", server.url(for: "/slow.bin").absoluteString], in: container)
+        try #require(started.status == 0, "\(started.stderr)")
+        #expect(waitUntil { server.requests.contains { $0.path == "/slow.bin" } }, "the slow task runs")
+
+        // script(1) gives the stand-in a terminal, so that it draws its bar.
+        let command = "\(Executable.hostApp.path) --container \(container.root) download \(server.url(for: "/fast.bin").absoluteString) --wait"
+        let waited = try Executable(name: "script", path: "/usr/bin/script").start(["-qec", command, "/dev/null"], in: container, passContainer: false).wait(timeout: 60)
+        #expect(waited.status == 0, "\(waited.stdout)")
+        #expect(waited.stdout.contains("fast.bin"), "the bar shows the waited-for task: \(waited.stdout.suffix(400))")
+        #expect(!waited.stdout.contains("slow.bin"), "the other task's progress does not move the bar: \(waited.stdout.suffix(400))")
+    }
+}
