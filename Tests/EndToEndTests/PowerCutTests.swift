@@ -1,0 +1,473 @@
+import Foundation
+import Testing
+import LoopbackServer
+import TransferContainer
+
+/// Power cuts, not just SIGKILL: a SIGKILL keeps the page cache, a power cut does not. The
+/// container lies on `powercutfs` (Tests/PowerCut/powercutfs.c), which passes everything
+/// through but, when told to cut, keeps only what fsync/fdatasync made durable (file data,
+/// and names made durable through their folder), as CrashMonkey and ALICE model a disk.
+///
+/// Each round mounts the file system over what the last cut left, starts transferd, drives
+/// downloads, uploads, relaunches and acknowledgements through the stand-in processes (one
+/// session's journal passes 4,096 lines and is compacted again and again), cuts the power at
+/// a random instant, kills every process, and checks what survived: no accepted task lost, no
+/// journal unreadable, no delivered or finished file corrupt, no event a delegate saw whose
+/// acknowledgement was durable handed to a delegate again. At the end the survivors run to
+/// completion without cuts, and every accepted task must have completed, each file whole.
+///
+/// CI runs `BGTRANSFER_POWERCUT_CUTS` (default 110) cuts with a fixed seed; by hand:
+/// `BGTRANSFER_POWERCUT_CUTS=1000 BGTRANSFER_POWERCUT_SEED=N swift test --filter PowerCut`.
+/// Skipped only where /dev/fuse is absent.
+@Suite(.serialized, .timeLimit(.minutes(60)))
+struct PowerCutTests {
+    static let sessions = (fetch: "com.example.host.fetch.background", share: "com.example.host.share.background", host: "com.example.host.background")
+
+    @Test("Power cuts at random instants lose no accepted task, corrupt no file or journal, and never repeat an acknowledged event",
+          .enabled(if: PowerCutFileSystem.unavailableReason == nil, "skipped: /dev/fuse is absent (the power-cut test needs FUSE)"))
+    func powerCuts() throws {
+        let environment = ProcessInfo.processInfo.environment
+        let seed = environment["BGTRANSFER_POWERCUT_SEED"].flatMap(UInt64.init) ?? 20_261_123
+        let cuts = environment["BGTRANSFER_POWERCUT_CUTS"].flatMap(Int.init) ?? 110
+        print("power-cut seed \(seed), \(cuts) cuts (BGTRANSFER_POWERCUT_SEED, BGTRANSFER_POWERCUT_CUTS)")
+        var random = SeededRandom(seed: seed)
+        let began = Date()
+
+        let container = try TestContainer()
+        let base = container.parent
+        var fileSystem: PowerCutFileSystem?
+        defer {
+            for pid in container.processesNamingContainer() where pid != fileSystem?.process.pid { kill(pid, SIGKILL) }
+            fileSystem?.end()
+            container.tearDown()
+        }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let executable = try PowerCutFileSystem.build(into: base, container: container)
+
+        // The prepared container is the first backing folder; its own path becomes the mount point.
+        var backing = base.appendingPathComponent("backing-0")
+        try FileManager.default.moveItem(atPath: container.root, toPath: backing.path)
+        try FileManager.default.createDirectory(atPath: container.root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let uploadSources = base.appendingPathComponent("upload-sources")
+        try FileManager.default.createDirectory(at: uploadSources, withIntermediateDirectories: true)
+
+        var ledger = PowerCutLedger(containerRoot: container.root)
+        var summaries: [String] = []
+
+        for round in 0..<cuts {
+            let survivors = base.appendingPathComponent("backing-\(round + 1)")
+            let marker = base.appendingPathComponent("cut-\(round).done")
+            ledger.beginRound(round, backing: backing)
+            let mounted = try PowerCutFileSystem.mount(executable: executable, backing: backing, at: container.root, survivors: survivors, marker: marker, container: container)
+            fileSystem = mounted
+            let roundStart = Date()
+            let workload = PowerCutWorkload(round: round, seed: random.next(), container: container, server: server, uploadSources: uploadSources)
+            // A third of the cuts come while the daemon starts and recovers; the rest while work goes on.
+            let window = random.chance(0.3) ? Double(random.next(below: 400)) / 1000 : 0.2 + Double(random.next(below: 1_600)) / 1000
+            let daemonStarted = workload.startDaemon()
+            if daemonStarted { workload.start() }
+            usleep(UInt32(window * 1_000_000)) // the instant of the cut, not a wait for anything
+            workload.stop()
+            let summary = try mounted.cut()
+            // Everything dies with the power.
+            for pid in container.processesNamingContainer() where pid != mounted.process.pid { kill(pid, SIGKILL) }
+            try #require(workload.waitUntilEnded(timeout: 30), "round \(round): the workload's processes did not end")
+            mounted.end()
+            fileSystem = nil
+            summaries.append(summary)
+            ledger.endRound(round, preCut: backing, survivors: survivors, started: workload.started, lost: mounted.lost, since: roundStart, server: server)
+            if !daemonStarted { ledger.problems.append("round \(round): transferd did not start on the survivors of the previous cut: \(workload.daemonError ?? "")") }
+            if environment["BGTRANSFER_KEEP_TEST_CONTAINERS"] == nil { try? FileManager.default.removeItem(at: backing) }
+            backing = survivors
+            if !ledger.problems.isEmpty && environment["BGTRANSFER_POWERCUT_KEEP_GOING"] == nil { break }
+        }
+
+        // No more cuts: the survivors run to the end, and every accepted task must complete.
+        let drained = try drain(backing: backing, container: container, server: server, ledger: &ledger, executable: executable, fileSystem: &fileSystem)
+
+        let seconds = Date().timeIntervalSince(began)
+        print(ledger.report(seconds: seconds, cuts: summaries.count, seed: seed))
+        #expect(summaries.count >= min(cuts, 100) || !ledger.problems.isEmpty, "only \(summaries.count) cuts ran")
+        #expect(drained, "the survivors did not run to completion (seed \(seed))")
+        let problems = ledger.problems.prefix(40).joined(separator: "\n")
+        #expect(ledger.problems.isEmpty, "seed \(seed):\n\(problems)")
+        #expect(ledger.compactions > 0, "no journal was compacted: the test did not reach \(4096) lines in a session")
+    }
+
+    /// Mounts the last survivors (no cut), runs the daemon and opens the app until every
+    /// accepted task has been completed for a delegate and no event waits.
+    private func drain(backing: URL, container: TestContainer, server: LoopbackServer, ledger: inout PowerCutLedger, executable: String, fileSystem: inout PowerCutFileSystem?) throws -> Bool {
+        let round = ledger.round + 1
+        ledger.beginRound(round, backing: backing)
+        let mounted = try PowerCutFileSystem.mount(executable: executable, backing: backing, at: container.root, survivors: container.parent.appendingPathComponent("final"),
+                                                   marker: container.parent.appendingPathComponent("final.done"), container: container)
+        fileSystem = mounted
+        let start = Date()
+        _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.05"])
+        let deadline = Date().addingTimeInterval(120)
+        var done = false
+        while Date() < deadline {
+            ledger.observe(log: container.layout, since: start, round: round)
+            let journals = ledger.journals(root: URL(fileURLWithPath: container.root))
+            let pending = journals.values.reduce(0) { $0 + $1.events.count + $1.tasks.count }
+            if ledger.unfinishedAccepted.isEmpty && pending == 0 { done = true; break }
+            _ = try Executable.hostApp.run([], in: container, timeout: 60)
+            _ = waitUntil(timeout: 1) { false } // the relaunched app and the transfers go on meanwhile
+        }
+        ledger.observe(log: container.layout, since: start, round: round)
+        ledger.checkFiles(root: URL(fileURLWithPath: container.root), label: "after the last round")
+        ledger.checkUploads(server: server)
+        for key in ledger.unfinishedAccepted.sorted() {
+            ledger.problems.append("after the last round: accepted task \(key) (\(ledger.accepted[key]!.name)) never completed for a delegate")
+        }
+        for pid in container.processesNamingContainer() where pid != mounted.process.pid { kill(pid, SIGKILL) }
+        mounted.end()
+        fileSystem = nil
+        return done
+    }
+}
+
+/// One round's clients: two threads, each starting stand-in processes one after another
+/// (an extension's session admits one process at a time) until the cut.
+final class PowerCutWorkload: @unchecked Sendable {
+    enum Kind: String { case download, upload, userLaunch }
+
+    struct Started {
+        var process: RunningProcess
+        var executable: String
+        var session: String
+        var name: String
+        var kind: Kind
+    }
+
+    let round: Int
+    let container: TestContainer
+    let server: LoopbackServer
+    let uploadSources: URL
+    private let lock = NSLock()
+    private var stopping = false
+    private var random: SeededRandom
+    private var _started: [Started] = []
+    private var counter = 0
+    private let ended = DispatchGroup()
+    private(set) var daemonError: String?
+
+    init(round: Int, seed: UInt64, container: TestContainer, server: LoopbackServer, uploadSources: URL) {
+        self.round = round
+        self.random = SeededRandom(seed: seed)
+        self.container = container
+        self.server = server
+        self.uploadSources = uploadSources
+    }
+
+    var started: [Started] { lock.withLock { _started } }
+
+    func startDaemon() -> Bool {
+        do {
+            _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.05"])
+            return true
+        } catch {
+            daemonError = "\(error)"
+            return false
+        }
+    }
+
+    func start() {
+        for lane in 0..<2 {
+            ended.enter()
+            let thread = Thread { [self] in
+                defer { ended.leave() }
+                while !isStopping {
+                    runOne(lane: lane)
+                }
+            }
+            thread.start()
+        }
+    }
+
+    var isStopping: Bool { lock.withLock { stopping } }
+
+    func stop() { lock.withLock { stopping = true } }
+
+    func waitUntilEnded(timeout: TimeInterval) -> Bool {
+        ended.wait(timeout: .now() + timeout) == .success
+    }
+
+    private func next(below bound: UInt64) -> UInt64 { lock.withLock { random.next(below: bound) } }
+    private func nextNumber() -> Int { lock.withLock { counter += 1; return counter } }
+
+    /// A download size: mostly small, some large enough to be cut part-way.
+    private func downloadSize() -> Int {
+        let pick = next(below: 100)
+        if pick < 80 { return 1 + Int(next(below: 48 << 10)) }
+        if pick < 95 { return 256 << 10 }
+        return 2 << 20
+    }
+
+    private func runOne(lane: Int) {
+        let pick = next(below: 100)
+        let number = nextNumber()
+        var arguments: [String]
+        let executable: Executable
+        let session: String
+        var name = ""
+        let kind: Kind
+        if lane == 0 || pick < 30 {
+            // Downloads in the fetch extension's session: its journal grows past 4,096 lines.
+            let size = downloadSize()
+            name = "d-\(round)-\(lane)-\(number)-\(size).bin"
+            server.serve("/pc/\(name)", data: PowerCutLedger.payload(name: name))
+            executable = lane == 0 ? .fetchExtension : .hostApp
+            session = lane == 0 ? PowerCutTests.sessions.fetch : PowerCutTests.sessions.host
+            arguments = ["download", server.url(for: "/pc/\(name)").absoluteString]
+            if next(below: 100) < 65 { arguments.append("--wait") }
+            kind = .download
+        } else if pick < 85 {
+            let size = next(below: 10) == 0 ? 512 << 10 : 1 + Int(next(below: 64 << 10))
+            name = "u-\(round)-\(number)-\(size).bin"
+            let source = uploadSources.appendingPathComponent(name)
+            try? PowerCutLedger.payload(name: name).write(to: source)
+            var options = UploadOptions()
+            if next(below: 2) == 0 { options.resumable = [6] }
+            server.acceptUploads(at: "/up/\(name)", options: options)
+            executable = .shareExtension
+            session = PowerCutTests.sessions.share
+            arguments = ["upload", source.path, server.url(for: "/up/\(name)").absoluteString]
+            if next(below: 100) < 50 { arguments.append("--wait") }
+            kind = .upload
+        } else {
+            executable = .hostApp
+            session = PowerCutTests.sessions.host
+            arguments = []
+            kind = .userLaunch
+        }
+        guard !isStopping, let process = try? executable.start(arguments, in: container) else { return }
+        lock.withLock { _started.append(Started(process: process, executable: executable.name, session: session, name: name, kind: kind)) }
+        _ = process.wait(timeout: 30)
+    }
+}
+
+/// What the rounds saw and what the cuts left, and every problem found.
+struct PowerCutLedger {
+    struct Accepted {
+        var name: String
+        var kind: PowerCutWorkload.Kind
+        var round: Int
+    }
+
+    let containerRoot: String
+    var round = 0
+    var problems: [String] = []
+    /// "session#task" → what the client was told the daemon had.
+    var accepted: [String: Accepted] = [:]
+    /// Completions a delegate saw, by "session#task": how many times in all.
+    var completionsSeen: [String: Int] = [:]
+    /// Events pending in the journals when the round began.
+    var pendingAtStart: Set<String> = []
+    var linesAtStart: [String: Int] = [:]
+    var compactions = 0
+    var cutsDuringCompaction = 0
+    var maxLines = 0
+    var deliveredFiles = 0
+    var redeliveredAfterCut = 0
+    var lostByKind: [String: Int] = [:]
+    private var checkedFiles: [String: String] = [:]
+
+    init(containerRoot: String) {
+        self.containerRoot = containerRoot
+    }
+
+    /// Deterministic bytes for a file name ("d-…-SIZE.bin", "u-…-SIZE.bin").
+    static func payload(name: String) -> Data {
+        let size = Int(name.split(separator: "-").last?.split(separator: ".").first ?? "") ?? 0
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return testPayload(size: size, seed: hash)
+    }
+
+    var unfinishedAccepted: Set<String> {
+        Set(accepted.keys).subtracting(completionsSeen.keys)
+    }
+
+    /// Every session's journal under `root` (a container, or a backing folder standing for one).
+    func journals(root: URL) -> [String: JournalContents] {
+        let sessions = root.appendingPathComponent("Sessions")
+        var result: [String: JournalContents] = [:]
+        for family in (try? FileManager.default.contentsOfDirectory(atPath: sessions.path)) ?? [] {
+            for session in (try? FileManager.default.contentsOfDirectory(atPath: sessions.appendingPathComponent(family).path)) ?? [] {
+                let directory = sessions.appendingPathComponent(family).appendingPathComponent(session)
+                if let contents = try? JournalContents.read(session: directory) { result[session] = contents }
+            }
+        }
+        return result
+    }
+
+    mutating func beginRound(_ round: Int, backing: URL) {
+        self.round = round
+        let journals = journals(root: backing)
+        pendingAtStart = Set(journals.flatMap { session, contents in contents.events.values.map { "\(session)#\($0.task.taskIdentifier)" } })
+        linesAtStart = journals.mapValues(\.lineCount)
+    }
+
+    mutating func endRound(_ round: Int, preCut: URL, survivors: URL, started: [PowerCutWorkload.Started], lost: [String], since: Date, server: LoopbackServer) {
+        // What the clients were told: an identifier printed once the daemon had the task on disk.
+        for process in started where process.kind != .userLaunch {
+            guard let line = process.process.stdout.split(separator: "\n").first, let task = Int(line) else { continue }
+            let key = "\(process.session)#\(task)"
+            if let earlier = accepted[key] {
+                problems.append("round \(round): task identifier \(key) handed out again (\(process.name), before \(earlier.name) in round \(earlier.round))")
+            }
+            accepted[key] = Accepted(name: process.name, kind: process.kind, round: round)
+        }
+        // What delegates saw before the cut: the complete log, as the processes wrote it.
+        observe(log: ContainerLayout(root: preCut), since: since, round: round)
+
+        // Journals: readable (a torn last line is allowed), nothing set aside.
+        let after = journals(root: survivors)
+        let sessionsDirectory = survivors.appendingPathComponent("Sessions")
+        for family in (try? FileManager.default.contentsOfDirectory(atPath: sessionsDirectory.path)) ?? [] {
+            for session in (try? FileManager.default.contentsOfDirectory(atPath: sessionsDirectory.appendingPathComponent(family).path)) ?? [] {
+                let directory = sessionsDirectory.appendingPathComponent(family).appendingPathComponent(session)
+                do {
+                    let contents = try JournalContents.read(session: directory)
+                    for bad in contents.unreadable {
+                        problems.append("round \(round): \(session) journal line \(bad.line) unreadable after the cut: \(bad.reason)")
+                    }
+                } catch {
+                    problems.append("round \(round): \(session) journal unreadable after the cut: \(error)")
+                }
+                if FileManager.default.fileExists(atPath: directory.appendingPathComponent("journal.corrupt").path) {
+                    problems.append("round \(round): \(session) has a journal.corrupt")
+                }
+                let record = directory.appendingPathComponent("session.json")
+                if FileManager.default.fileExists(atPath: record.path), (try? JSONSerialization.jsonObject(with: Data(contentsOf: record))) == nil {
+                    problems.append("round \(round): \(session)/session.json unreadable after the cut")
+                }
+            }
+        }
+        // Compactions: a journal shorter before the cut than at the start of the round was rewritten.
+        let before = journals(root: preCut)
+        for (session, contents) in before {
+            maxLines = max(maxLines, contents.lineCount)
+            if let start = linesAtStart[session], contents.lineCount < start { compactions += 1 }
+        }
+        for path in lost where path.hasPrefix("entry Sessions/") && path.contains("/.journal.jsonl.") { cutsDuringCompaction += 1 }
+
+        // No accepted task lost: it is unfinished, its event waits, or a delegate has had it.
+        for (key, task) in accepted where completionsSeen[key] == nil {
+            let parts = key.split(separator: "#")
+            let session = String(parts[0]), identifier = Int(parts[1])!
+            let journal = after[session]
+            if journal?.tasks[identifier] == nil && !(journal?.events.values.contains { $0.task.taskIdentifier == identifier } ?? false) {
+                problems.append("round \(round): accepted task \(key) (\(task.name), accepted in round \(task.round)) lost by the cut")
+            }
+        }
+        // Files: finished files waiting for their event and delivered files, whole.
+        for (session, contents) in after {
+            for event in contents.events.values {
+                guard let file = event.downloadedFile, event.error == nil else { continue }
+                let name = URL(string: event.task.originalRequest.url)?.lastPathComponent ?? "?"
+                let local = survivors.path + file.dropFirst(containerRoot.count)
+                check(file: local, expected: name, label: "round \(round): finished file of \(session)#\(event.task.taskIdentifier) (event \(event.number)) after the cut")
+            }
+        }
+        checkFiles(root: preCut, label: "round \(round): before the cut")
+        checkFiles(root: survivors, label: "round \(round): after the cut")
+        checkUploads(server: server)
+
+        for line in lost {
+            let pattern = line.split(separator: " ").prefix(2).joined(separator: " ").replacingOccurrences(of: #"[0-9]+"#, with: "N", options: .regularExpression)
+                .replacingOccurrences(of: #"[0-9A-F]{8}-[0-9A-F-]{27}"#, with: "UUID", options: .regularExpression)
+            lostByKind[pattern, default: 0] += 1
+        }
+    }
+
+    /// Delegate calls in a container's log since `since`: a completion is seen at most once in
+    /// a round, and again in a later round only if its event was still pending when that round
+    /// began (its acknowledgement was not durable).
+    mutating func observe(log layout: ContainerLayout, since: Date, round: Int) {
+        var thisRound: [String: Int] = [:]
+        var failures: [String: String] = [:]
+        for entry in TransferLog.entries(layout: layout) where entry.time >= since && entry.category == "delegate" {
+            guard let session = entry.session, let task = entry.task else { continue }
+            let key = "\(session)#\(task)"
+            if entry.message.hasPrefix("didCompleteWithError") {
+                thisRound[key, default: 0] += 1
+                if entry.message.contains("failed:") { failures[key] = entry.message }
+            }
+        }
+        if round != observedRound {
+            observedRound = round
+            observedInRound = [:]
+        }
+        for (key, count) in thisRound {
+            // The drain reads its log again and again: only what is new since the last look counts.
+            let new = count - (observedInRound[key] ?? 0)
+            guard new > 0 else { continue }
+            let already = completionsSeen[key] ?? 0
+            observedInRound[key] = count
+            if let failure = failures[key] {
+                problems.append("round \(round): accepted task \(key) (\(accepted[key]?.name ?? "?")) failed: \(failure)")
+            }
+            if count > 1 {
+                problems.append("round \(round): \(key) (\(accepted[key]?.name ?? "?")) completed for a delegate \(count) times in one round")
+            } else if already > 0 {
+                if pendingAtStart.contains(key) {
+                    redeliveredAfterCut += 1
+                } else {
+                    problems.append("round \(round): \(key) (\(accepted[key]?.name ?? "?")) completed for a delegate again although its acknowledgement was durable")
+                }
+            }
+            completionsSeen[key] = already + new
+        }
+    }
+    private var observedInRound: [String: Int] = [:]
+    private var observedRound = -1
+
+    /// Every file in the app group's Downloads/ (under a container or backing folder) holds
+    /// exactly what the server served under its name.
+    mutating func checkFiles(root: URL, label: String) {
+        let downloads = root.appendingPathComponent("AppGroups/group.com.example.transfers/Downloads")
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: downloads.path)) ?? [] where name.hasPrefix("d-") {
+            check(file: downloads.appendingPathComponent(name).path, expected: name, label: "\(label): Downloads/\(name)")
+        }
+    }
+
+    private mutating func check(file path: String, expected name: String, label: String) {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            problems.append("\(label): missing")
+            return
+        }
+        let digest = SHA256.hexDigest(of: data)
+        if checkedFiles[name] == digest { return }
+        let expected = Self.payload(name: name)
+        if data == expected {
+            checkedFiles[name] = digest
+            deliveredFiles += 1
+        } else {
+            let firstDifference = zip(data, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(data.count, expected.count)
+            problems.append("\(label): corrupt: \(data.count) bytes, expected \(expected.count); first difference at byte \(firstDifference)")
+        }
+    }
+
+    /// Every upload the server received whole carried the file's bytes.
+    mutating func checkUploads(server: LoopbackServer) {
+        for (key, accepted) in accepted where accepted.kind == .upload {
+            for upload in server.receivedUploads(at: "/up/\(accepted.name)") {
+                let expected = Self.payload(name: accepted.name)
+                if upload.byteCount != Int64(expected.count) || upload.sha256 != SHA256.hexDigest(of: expected) {
+                    let problem = "upload \(key) (\(accepted.name)) reached the server corrupt: \(upload.byteCount) bytes, expected \(expected.count)"
+                    if !problems.contains(problem) { problems.append(problem) }
+                }
+            }
+        }
+    }
+
+    func report(seconds: TimeInterval, cuts: Int, seed: UInt64) -> String {
+        var lines = ["power-cut seed \(seed): \(cuts) cuts in \(Int(seconds)) s; \(accepted.count) tasks accepted (\(accepted.values.filter { $0.kind == .download }.count) downloads, \(accepted.values.filter { $0.kind == .upload }.count) uploads), \(completionsSeen.count) completed for a delegate, \(redeliveredAfterCut) redelivered after a cut lost their acknowledgement; \(deliveredFiles) files checked whole; journals up to \(maxLines) lines, \(compactions) compactions seen, \(cutsDuringCompaction) cuts during one; \(problems.count) problems"]
+        lines.append("what the cuts threw away (entries not made durable in their folder, data not synced), by kind:")
+        for (pattern, count) in lostByKind.sorted(by: { $0.value > $1.value }).prefix(30) { lines.append("  \(count) × \(pattern)") }
+        return lines.joined(separator: "\n")
+    }
+}
