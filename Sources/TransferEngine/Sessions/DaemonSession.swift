@@ -172,6 +172,11 @@ final class DaemonSession {
         filesToSync.append((file, path))
     }
 
+    /// Makes the names in `directory` durable before the next commit's lines, which name them.
+    func syncBeforeCommit(directory: String) {
+        directoriesToSync.insert(directory)
+    }
+
     // MARK: Events
 
     var pendingEvents: [EventRecord] { events.values.sorted { $0.number < $1.number } }
