@@ -58,13 +58,19 @@ struct PowerCutTests {
         for round in 0..<cuts {
             let survivors = base.appendingPathComponent("backing-\(round + 1)")
             let marker = base.appendingPathComponent("cut-\(round).done")
+            // Every few rounds the fetch session's journal is brought near the compaction floor
+            // (DaemonSession.compactionFloor, 4,096 lines) with stale lines, as thousands of
+            // finished tasks would leave it, so that compactions happen, and cuts during them.
+            let padded = round % 5 == 1 && PowerCutLedger.padJournal(backing: backing, session: Self.sessions.fetch, to: 4_090)
             ledger.beginRound(round, backing: backing)
             let mounted = try PowerCutFileSystem.mount(executable: executable, backing: backing, at: container.root, survivors: survivors, marker: marker, container: container)
             fileSystem = mounted
             let roundStart = Date()
             let workload = PowerCutWorkload(round: round, seed: random.next(), container: container, server: server, uploadSources: uploadSources)
             // A third of the cuts come while the daemon starts and recovers; the rest while work goes on.
-            let window = random.chance(0.3) ? Double(random.next(below: 400)) / 1000 : 0.2 + Double(random.next(below: 1_600)) / 1000
+            // After padding, soon after the compaction starts.
+            let window = padded ? 0.05 + Double(random.next(below: 700)) / 1000
+                : random.chance(0.3) ? Double(random.next(below: 400)) / 1000 : 0.2 + Double(random.next(below: 1_600)) / 1000
             let daemonStarted = workload.startDaemon()
             if daemonStarted { workload.start() }
             usleep(UInt32(window * 1_000_000)) // the instant of the cut, not a wait for anything
@@ -76,8 +82,18 @@ struct PowerCutTests {
             mounted.end()
             fileSystem = nil
             summaries.append(summary)
+            let problemsBefore = ledger.problems.count
             ledger.endRound(round, preCut: backing, survivors: survivors, started: workload.started, lost: mounted.lost, since: roundStart, server: server)
             if !daemonStarted { ledger.problems.append("round \(round): transferd did not start on the survivors of the previous cut: \(workload.daemonError ?? "")") }
+            if let evidence = environment["BGTRANSFER_POWERCUT_EVIDENCE"], ledger.problems.count > problemsBefore {
+                // The folders before and after the cut, kept where no test's clean-up goes.
+                let folder = URL(fileURLWithPath: evidence).appendingPathComponent("round-\(round)")
+                try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+                _ = try? Executable(name: "cp", path: "/bin/cp").start(["-a", backing.path, folder.appendingPathComponent("before-cut").path], in: container, passContainer: false).wait(timeout: 60)
+                _ = try? Executable(name: "cp", path: "/bin/cp").start(["-a", survivors.path, folder.appendingPathComponent("after-cut").path], in: container, passContainer: false).wait(timeout: 60)
+                try? (ledger.problems[problemsBefore...].joined(separator: "\n") + "\n").write(to: folder.appendingPathComponent("problems.txt"), atomically: true, encoding: .utf8)
+                for process in workload.started { try? FileManager.default.copyItem(at: process.process.stdoutPath, to: folder.appendingPathComponent(process.process.stdoutPath.lastPathComponent)) }
+            }
             if environment["BGTRANSFER_KEEP_TEST_CONTAINERS"] == nil { try? FileManager.default.removeItem(at: backing) }
             backing = survivors
             if !ledger.problems.isEmpty && environment["BGTRANSFER_POWERCUT_KEEP_GOING"] == nil { break }
@@ -109,13 +125,19 @@ struct PowerCutTests {
         var done = false
         while Date() < deadline {
             ledger.observe(log: container.layout, since: start, round: round)
+            // Tasks nobody was told of may stay suspended (created, then killed before resume()).
             let journals = ledger.journals(root: URL(fileURLWithPath: container.root))
-            let pending = journals.values.reduce(0) { $0 + $1.events.count + $1.tasks.count }
+            let pending = journals.values.reduce(0) { $0 + $1.events.count }
             if ledger.unfinishedAccepted.isEmpty && pending == 0 { done = true; break }
             _ = try Executable.hostApp.run([], in: container, timeout: 60)
             _ = waitUntil(timeout: 1) { false } // the relaunched app and the transfers go on meanwhile
         }
         ledger.observe(log: container.layout, since: start, round: round)
+        if !done {
+            for (session, journal) in ledger.journals(root: URL(fileURLWithPath: container.root)) {
+                print("after the last round: \(session): events pending \(journal.events.keys.sorted()), unfinished tasks \(journal.tasks.values.map { "\($0.taskIdentifier) state \($0.state.rawValue)" }.sorted())")
+            }
+        }
         ledger.checkFiles(root: URL(fileURLWithPath: container.root), label: "after the last round")
         ledger.checkUploads(server: server)
         for key in ledger.unfinishedAccepted.sorted() {
@@ -273,6 +295,9 @@ struct PowerCutLedger {
     var redeliveredAfterCut = 0
     var lostByKind: [String: Int] = [:]
     private var checkedFiles: [String: String] = [:]
+    private var reportedLost: Set<String> = []
+    /// Downloads a delegate took, by "session#task": the name it moved the file to in Downloads/.
+    var finishedSeen: [String: String] = [:]
 
     init(containerRoot: String) {
         self.containerRoot = containerRoot
@@ -284,6 +309,20 @@ struct PowerCutLedger {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in name.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         return testPayload(size: size, seed: hash)
+    }
+
+    /// Appends `{"acknowledgedThrough":0}` lines (valid and stale: they change nothing) to a
+    /// session's journal in a backing folder until it has `lines` lines. Only a journal that
+    /// ends with a whole line is padded. Returns whether it was.
+    static func padJournal(backing: URL, session: String, to lines: Int) -> Bool {
+        let path = backing.appendingPathComponent("Sessions/com.example.host/\(session)/journal.jsonl").path
+        guard let data = FileManager.default.contents(atPath: path), data.last == UInt8(ascii: "\n") else { return false }
+        let count = data.reduce(0) { $0 + ($1 == UInt8(ascii: "\n") ? 1 : 0) }
+        guard count < lines, let handle = FileHandle(forWritingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        handle.seekToEndOfFile()
+        handle.write(Data(String(repeating: "{\"acknowledgedThrough\":0}\n", count: lines - count).utf8))
+        return true
     }
 
     var unfinishedAccepted: Set<String> {
@@ -359,8 +398,10 @@ struct PowerCutLedger {
             let parts = key.split(separator: "#")
             let session = String(parts[0]), identifier = Int(parts[1])!
             let journal = after[session]
-            if journal?.tasks[identifier] == nil && !(journal?.events.values.contains { $0.task.taskIdentifier == identifier } ?? false) {
-                problems.append("round \(round): accepted task \(key) (\(task.name), accepted in round \(task.round)) lost by the cut")
+            if journal?.tasks[identifier] == nil && !(journal?.events.values.contains { $0.task.taskIdentifier == identifier } ?? false), reportedLost.insert(key).inserted {
+                let before = journals(root: preCut)[session]
+                let where_ = before?.tasks[identifier] != nil ? "unfinished" : (before?.events.values.contains { $0.task.taskIdentifier == identifier } ?? false) ? "its event pending" : "absent"
+                problems.append("round \(round): accepted task \(key) (\(task.name), accepted in round \(task.round)) lost by the cut (before the cut: \(where_))")
             }
         }
         // Files: finished files waiting for their event and delivered files, whole.
@@ -369,7 +410,15 @@ struct PowerCutLedger {
                 guard let file = event.downloadedFile, event.error == nil else { continue }
                 let name = URL(string: event.task.originalRequest.url)?.lastPathComponent ?? "?"
                 let local = survivors.path + file.dropFirst(containerRoot.count)
-                check(file: local, expected: name, label: "round \(round): finished file of \(session)#\(event.task.taskIdentifier) (event \(event.number)) after the cut")
+                let key = "\(session)#\(event.task.taskIdentifier)"
+                if !FileManager.default.fileExists(atPath: local), let moved = finishedSeen[key] {
+                    // A delegate took the file before the cut and the acknowledgement was not
+                    // durable: the app's copy must be.
+                    check(file: survivors.appendingPathComponent("AppGroups/group.com.example.transfers/Downloads/\(moved)").path, expected: name,
+                          label: "round \(round): \(key) (event \(event.number) pending) was moved into Downloads/ before the cut; the app's copy after the cut")
+                    continue
+                }
+                check(file: local, expected: name, label: "round \(round): finished file of \(key) (event \(event.number)) after the cut")
             }
         }
         checkFiles(root: preCut, label: "round \(round): before the cut")
@@ -377,8 +426,9 @@ struct PowerCutLedger {
         checkUploads(server: server)
 
         for line in lost {
-            let pattern = line.split(separator: " ").prefix(2).joined(separator: " ").replacingOccurrences(of: #"[0-9]+"#, with: "N", options: .regularExpression)
+            let pattern = line.split(separator: " ").prefix(2).joined(separator: " ")
                 .replacingOccurrences(of: #"[0-9A-F]{8}-[0-9A-F-]{27}"#, with: "UUID", options: .regularExpression)
+                .replacingOccurrences(of: #"[0-9]+"#, with: "N", options: .regularExpression)
             lostByKind[pattern, default: 0] += 1
         }
     }
@@ -392,6 +442,9 @@ struct PowerCutLedger {
         for entry in TransferLog.entries(layout: layout) where entry.time >= since && entry.category == "delegate" {
             guard let session = entry.session, let task = entry.task else { continue }
             let key = "\(session)#\(task)"
+            if entry.message.hasPrefix("didFinishDownloadingTo"), let range = entry.message.range(of: "moved to Downloads/") {
+                finishedSeen[key] = String(entry.message[range.upperBound...])
+            }
             if entry.message.hasPrefix("didCompleteWithError") {
                 thisRound[key, default: 0] += 1
                 if entry.message.contains("failed:") { failures[key] = entry.message }
