@@ -19,7 +19,8 @@
 // into MARKER.lost, and MARKER is created (its first line "ok ..." or "error ...").
 //
 // Usage: powercutfs BACKING SURVIVORS MARKER MOUNTPOINT [FUSE options]
-//   runs in the foreground, single-threaded (-f -s are added).
+//   runs in the foreground, single-threaded (-f -s are added). With POWERCUT_AT=OP:TEXT:N in
+//   the environment it also cuts by itself right after the N-th such operation (see after()).
 // Build: gcc -O2 -Wall powercutfs.c $(pkg-config --cflags --libs fuse3) -o powercutfs
 //
 // Not a SwiftPM target: the power-cut test compiles it at run time, so that nobody else
@@ -65,6 +66,8 @@ struct node {
     char *target;
     // while dumping
     char *dumped;
+    // the last name it was made, opened or renamed under (for POWERCUT_AT)
+    char *path;
 };
 
 struct dent {
@@ -105,6 +108,12 @@ static void map_set(ino_t ino, struct node *node) {
     e->node = node;
     e->next = *head;
     *head = e;
+}
+
+static void set_path(struct node *n, const char *path) {
+    if (!n || !path) return;
+    free(n->path);
+    n->path = strdup(path);
 }
 
 static void *xrealloc(void *p, size_t n) {
@@ -364,9 +373,9 @@ static void write_marker(const char *text) {
     free(tmp);
 }
 
-static void cut_power(void) {
-    pthread_mutex_lock(&big_lock);
-    if (power_cut) { pthread_mutex_unlock(&big_lock); return; }
+// The cut itself; the caller holds big_lock. `cause` says what set it off.
+static void cut_locked(const char *cause) {
+    if (power_cut) return;
     power_cut = 1; // from here on every operation fails with EIO
     char *lost_path;
     if (asprintf(&lost_path, "%s.lost", marker_path) >= 0) {
@@ -377,19 +386,49 @@ static void cut_power(void) {
         }
         free(lost_path);
     }
-    char text[512];
+    char text[1024];
     int r = mkdir(survivors_path, 0700);
     if (r != 0 && errno != EEXIST) r = -errno; else r = dump(root_node, survivors_path);
     if (r) {
         snprintf(text, sizeof text, "error writing the survivors: %s\n", strerror(-r));
     } else {
-        snprintf(text, sizeof text, "ok files %lu directories %lu links %lu; since mount: writes %lu (%llu bytes), fsyncs %lu (%llu bytes made durable), directory fsyncs %lu, creates %lu, mkdirs %lu, renames %lu, links %lu, unlinks %lu\n",
+        snprintf(text, sizeof text, "ok files %lu directories %lu links %lu; since mount: writes %lu (%llu bytes), fsyncs %lu (%llu bytes made durable), directory fsyncs %lu, creates %lu, mkdirs %lu, renames %lu, links %lu, unlinks %lu; cut by %s\n",
                  dumped_files, dumped_dirs, dumped_links, stats.writes, stats.bytes_written, stats.fsyncs, stats.bytes_synced, stats.fsyncdirs,
-                 stats.creates, stats.mkdirs, stats.renames, stats.links, stats.unlinks);
+                 stats.creates, stats.mkdirs, stats.renames, stats.links, stats.unlinks, cause);
     }
     write_marker(text);
     fputs(text, stderr);
+}
+
+static void cut_power(void) {
+    pthread_mutex_lock(&big_lock);
+    cut_locked("a signal");
     pthread_mutex_unlock(&big_lock);
+}
+
+// POWERCUT_AT="OP:TEXT:N": cut right after the N-th successful OP (create, mkdir, write,
+// truncate, fsync, fsyncdir, rename, link, unlink) on a path containing TEXT (for rename
+// and link, the new name). A cut at a chosen instant, where a random one rarely lands.
+static char trigger_op[32], trigger_text[256];
+static int trigger_n, trigger_count;
+
+static void parse_trigger(void) {
+    const char *spec = getenv("POWERCUT_AT");
+    if (!spec || !*spec) return;
+    const char *a = strchr(spec, ':'), *b = a ? strrchr(spec, ':') : NULL;
+    if (!a || b == a) { fprintf(stderr, "powercutfs: POWERCUT_AT must be OP:TEXT:N\n"); exit(64); }
+    snprintf(trigger_op, sizeof trigger_op, "%.*s", (int)(a - spec), spec);
+    snprintf(trigger_text, sizeof trigger_text, "%.*s", (int)(b - a - 1), a + 1);
+    trigger_n = atoi(b + 1);
+    if (trigger_n < 1) trigger_n = 1;
+}
+
+static void after(const char *op, const char *path) {
+    if (!trigger_op[0] || power_cut || !path || strcmp(op, trigger_op) || !strstr(path, trigger_text)) return;
+    if (++trigger_count < trigger_n) return;
+    char cause[512];
+    snprintf(cause, sizeof cause, "%s %s", op, path);
+    cut_locked(cause);
 }
 
 static void on_sigusr1(int sig) {
@@ -418,7 +457,7 @@ static void *cut_thread(void *arg) {
 // After a name was made: a new node for the new file.
 static void made(const char *path) {
     struct stat st;
-    if (fstatat(backing_fd, rel(path), &st, AT_SYMLINK_NOFOLLOW) == 0) new_node(&st);
+    if (fstatat(backing_fd, rel(path), &st, AT_SYMLINK_NOFOLLOW) == 0) set_path(new_node(&st), path);
 }
 
 static void *pc_init(struct fuse_conn_info *conn, struct fuse_config *cfg) {
@@ -457,6 +496,7 @@ static int pc_mknod(const char *path, mode_t mode, dev_t rdev) {
     if (mknodat(backing_fd, rel(path), mode, rdev) != 0) LEAVE(-errno);
     made(path);
     stats.creates++;
+    after("create", path);
     LEAVE(0);
 }
 
@@ -465,6 +505,7 @@ static int pc_mkdir(const char *path, mode_t mode) {
     if (mkdirat(backing_fd, rel(path), mode) != 0) LEAVE(-errno);
     made(path);
     stats.mkdirs++;
+    after("mkdir", path);
     LEAVE(0);
 }
 
@@ -480,7 +521,9 @@ static int pc_symlink(const char *target, const char *path) {
 static int pc_unlink(const char *path) {
     ENTER();
     stats.unlinks++;
-    LEAVE(unlinkat(backing_fd, rel(path), 0) ? -errno : 0);
+    if (unlinkat(backing_fd, rel(path), 0) != 0) LEAVE(-errno);
+    after("unlink", path);
+    LEAVE(0);
 }
 
 static int pc_rmdir(const char *path) {
@@ -491,14 +534,19 @@ static int pc_rmdir(const char *path) {
 static int pc_rename(const char *from, const char *to, unsigned int flags) {
     ENTER();
     stats.renames++;
-    long r = syscall(SYS_renameat2, backing_fd, rel(from), backing_fd, rel(to), flags);
-    LEAVE(r ? -errno : 0);
+    if (syscall(SYS_renameat2, backing_fd, rel(from), backing_fd, rel(to), flags) != 0) LEAVE(-errno);
+    struct stat st;
+    if (fstatat(backing_fd, rel(to), &st, AT_SYMLINK_NOFOLLOW) == 0) set_path(map_get(st.st_ino), to);
+    after("rename", to);
+    LEAVE(0);
 }
 
 static int pc_link(const char *from, const char *to) {
     ENTER();
     stats.links++;
-    LEAVE(linkat(backing_fd, rel(from), backing_fd, rel(to), 0) ? -errno : 0);
+    if (linkat(backing_fd, rel(from), backing_fd, rel(to), 0) != 0) LEAVE(-errno);
+    after("link", to);
+    LEAVE(0);
 }
 
 static int pc_chmod(const char *path, mode_t mode, struct fuse_file_info *fi) {
@@ -522,11 +570,10 @@ static int pc_truncate(const char *path, off_t size, struct fuse_file_info *fi) 
     int fd = fi ? (int)fi->fh : openat(backing_fd, rel(path), O_WRONLY);
     if (fd < 0) LEAVE(-errno);
     int r = ftruncate(fd, size) ? -errno : 0;
-    if (!r) {
-        struct node *n = node_for_fd(fd);
-        if (n) mark_dirty(n, size, INF_OFF);
-    }
+    struct node *n = r ? NULL : node_for_fd(fd);
+    if (n) mark_dirty(n, size, INF_OFF);
     if (!fi) close(fd);
+    if (n) after("truncate", n->path);
     LEAVE(r);
 }
 
@@ -545,11 +592,13 @@ static int open_common(const char *path, struct fuse_file_info *fi, int creating
     fi->fh = (uint64_t)fd;
     if (creating && !existed) {
         struct stat st;
-        if (fstat(fd, &st) == 0) new_node(&st);
+        if (fstat(fd, &st) == 0) set_path(new_node(&st), path);
         stats.creates++;
-    } else if (fi->flags & O_TRUNC) {
+        after("create", path);
+    } else {
         struct node *n = node_for_fd(fd);
-        if (n) mark_dirty(n, 0, INF_OFF);
+        set_path(n, path);
+        if (n && (fi->flags & O_TRUNC)) mark_dirty(n, 0, INF_OFF);
     }
     return 0;
 }
@@ -586,6 +635,7 @@ static int pc_write(const char *path, const char *buf, size_t size, off_t off, s
     if (n) mark_dirty(n, off, off + r);
     stats.writes++;
     stats.bytes_written += (unsigned long long)r;
+    if (n) after("write", n->path);
     LEAVE((int)r);
 }
 
@@ -624,8 +674,9 @@ static int pc_fsync(const char *path, int datasync, struct fuse_file_info *fi) {
     struct node *n = node_for_fd(fd);
     if (!n) LEAVE(-EIO);
     stats.fsyncs++;
-    if (S_ISDIR(n->mode)) LEAVE(sync_dir(n, fd)); // fsync of a directory opened with open(2)
-    LEAVE(sync_file(n, fd));
+    int r = S_ISDIR(n->mode) ? sync_dir(n, fd) : sync_file(n, fd); // a directory opened with open(2) too
+    if (!r) after(S_ISDIR(n->mode) ? "fsyncdir" : "fsync", n->path);
+    LEAVE(r);
 }
 
 static int pc_opendir(const char *path, struct fuse_file_info *fi) {
@@ -633,6 +684,7 @@ static int pc_opendir(const char *path, struct fuse_file_info *fi) {
     int fd = openat(backing_fd, rel(path), O_RDONLY | O_DIRECTORY);
     if (fd < 0) LEAVE(-errno);
     fi->fh = (uint64_t)fd;
+    set_path(node_for_fd(fd), path);
     LEAVE(0);
 }
 
@@ -669,7 +721,9 @@ static int pc_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi
     struct node *n = node_for_fd(fd);
     if (!n) LEAVE(-EIO);
     stats.fsyncdirs++;
-    LEAVE(sync_dir(n, fd));
+    int r = sync_dir(n, fd);
+    if (!r) after("fsyncdir", n->path);
+    LEAVE(r);
 }
 
 static const struct fuse_operations operations = {
@@ -712,6 +766,7 @@ int main(int argc, char *argv[]) {
     backing_path = argv[1];
     survivors_path = argv[2];
     marker_path = argv[3];
+    parse_trigger();
     backing_fd = open(backing_path, O_RDONLY | O_DIRECTORY);
     if (backing_fd < 0) { perror(backing_path); return 66; }
     struct stat st;

@@ -34,9 +34,12 @@ struct PowerCutFileSystem {
     }
 
     /// Mounts `backing` at `mountPoint`; a cut writes what survives into `survivors`.
-    static func mount(executable: String, backing: URL, at mountPoint: String, survivors: URL, marker: URL, container: TestContainer) throws -> PowerCutFileSystem {
+    /// With `cutAt` ("OP:TEXT:N", see `POWERCUT_AT` in the source) it also cuts by itself
+    /// right after the N-th such operation.
+    static func mount(executable: String, backing: URL, at mountPoint: String, survivors: URL, marker: URL, container: TestContainer, cutAt: String? = nil) throws -> PowerCutFileSystem {
         let process = try Executable(name: "powercutfs", path: executable)
-            .start([backing.path, survivors.path, marker.path, mountPoint, "-o", "default_permissions,auto_unmount,fsname=powercutfs"], in: container, passContainer: false)
+            .start([backing.path, survivors.path, marker.path, mountPoint, "-o", "default_permissions,auto_unmount,fsname=powercutfs"], in: container,
+                   environment: ["POWERCUT_AT": cutAt ?? ""], passContainer: false)
         let fileSystem = PowerCutFileSystem(process: process, mountPoint: mountPoint, survivors: survivors, marker: marker, container: container)
         guard waitUntil(timeout: 10, { fileSystem.isMounted || !process.process.isRunning }), fileSystem.isMounted else {
             fileSystem.end()
@@ -50,10 +53,13 @@ struct PowerCutFileSystem {
         return mounts.split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == mountPoint }
     }
 
-    /// Cuts the power and waits until the survivors are written; returns the file system's
-    /// summary ("ok files … fsyncs …").
+    /// Whether the power is already off (a cut at a chosen operation).
+    var hasCut: Bool { FileManager.default.fileExists(atPath: marker.path) }
+
+    /// Cuts the power (unless it is off already) and waits until the survivors are written;
+    /// returns the file system's summary ("ok files … fsyncs …; cut by …").
     func cut() throws -> String {
-        sendSignal(process.pid, SIGUSR1)
+        if !hasCut { sendSignal(process.pid, SIGUSR1) }
         guard waitUntil(timeout: 60, { FileManager.default.fileExists(atPath: marker.path) }) else {
             throw TestFailure("powercutfs did not write the survivors within 60 s: \(process.stderr)")
         }
