@@ -98,6 +98,7 @@ struct PowerCutTests {
             // Everything dies with the power.
             for pid in container.processesNamingContainer() where pid != mounted.process.pid { kill(pid, SIGKILL) }
             try #require(workload.waitUntilEnded(timeout: 30), "round \(round): the workload's processes did not end")
+            for pid in container.processesNamingContainer() where pid != mounted.process.pid { kill(pid, SIGKILL) } // an app launched meanwhile
             mounted.end()
             fileSystem = nil
             summaries.append(summary)
@@ -163,6 +164,16 @@ struct PowerCutTests {
             }
         }
         ledger.checkFiles(root: URL(fileURLWithPath: container.root), label: "after the last round")
+        // Not a loss, but disk space: files of tasks and events nobody names any more (an
+        // unlink after an acknowledgement that a cut undid, a partial file of a forgotten task).
+        let caches = URL(fileURLWithPath: container.root).appendingPathComponent("AppGroups/group.com.example.transfers/Library/Caches/BackgroundTransfer")
+        let named = Set(ledger.journals(root: URL(fileURLWithPath: container.root)).values.flatMap { journal in
+            journal.events.values.compactMap(\.downloadedFile) + journal.tasks.values.compactMap(\.uploadFile)
+        })
+        let leftovers = ((FileManager.default.enumerator(atPath: caches.path)?.allObjects as? [String]) ?? [])
+            .filter { ["CFNetworkDownload_", "task-"].contains(where: ($0 as NSString).lastPathComponent.hasPrefix) && !named.contains(caches.appendingPathComponent($0).path) }
+        ledger.leftovers = leftovers.count
+        print("after the last round: \(leftovers.count) files in the sessions' caches named by no task or event, e.g. \(leftovers.sorted().prefix(5))")
         ledger.checkUploads(server: server)
         for key in ledger.unfinishedAccepted.sorted() {
             ledger.problems.append("after the last round: accepted task \(key) (\(ledger.accepted[key]!.name)) never completed for a delegate")
@@ -288,9 +299,14 @@ final class PowerCutWorkload: @unchecked Sendable {
             arguments = []
             kind = .userLaunch
         }
-        guard !isStopping, let process = try? executable.start(arguments, in: container) else { return }
-        lock.withLock { _started.append(Started(process: process, executable: executable.name, session: session, name: name, kind: kind)) }
-        _ = process.wait(timeout: 30)
+        // Started under the lock that stop() takes: after stop() no new process starts, so the
+        // kill that follows the cut finds every one.
+        let process = lock.withLock { () -> RunningProcess? in
+            guard !stopping, let process = try? executable.start(arguments, in: container) else { return nil }
+            _started.append(Started(process: process, executable: executable.name, session: session, name: name, kind: kind))
+            return process
+        }
+        _ = process?.wait(timeout: 30)
     }
 }
 
@@ -315,6 +331,7 @@ struct PowerCutLedger {
     var compactions = 0
     var cutsDuringCompaction = 0
     var cutCauses: [String: Int] = [:]
+    var leftovers = 0
     var maxLines = 0
     var deliveredFiles = 0
     var redeliveredAfterCut = 0
@@ -322,6 +339,7 @@ struct PowerCutLedger {
     private var checkedFiles: Set<String> = []
     private var uploadDigests: [String: String] = [:]
     private var reportedLost: Set<String> = []
+    private var reportedCorrupt: Set<String> = []
     /// Downloads a delegate took, by "session#task": the name it moved the file to in Downloads/.
     var finishedSeen: [String: String] = [:]
     /// Events the library found interrupted in didFinishDownloadingTo by the death of a holder.
@@ -550,13 +568,13 @@ struct PowerCutLedger {
 
     private mutating func check(file path: String, expected name: String, label: String) {
         guard let data = FileManager.default.contents(atPath: path) else {
-            problems.append("\(label): missing")
+            if reportedCorrupt.insert(name).inserted { problems.append("\(label): missing") }
             return
         }
         let expected = Self.payload(name: name)
         if data == expected {
             if checkedFiles.insert(name).inserted { deliveredFiles += 1 }
-        } else {
+        } else if reportedCorrupt.insert(name).inserted { // once per file, not in every round after
             let firstDifference = zip(data, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(data.count, expected.count)
             problems.append("\(label): corrupt: \(data.count) bytes, expected \(expected.count); first difference at byte \(firstDifference)")
         }
@@ -579,7 +597,7 @@ struct PowerCutLedger {
     }
 
     func report(seconds: TimeInterval, cuts: Int, seed: UInt64) -> String {
-        var lines = ["power-cut seed \(seed): \(cuts) cuts in \(Int(seconds)) s; \(accepted.count) tasks accepted (\(accepted.values.filter { $0.kind == .download }.count) downloads, \(accepted.values.filter { $0.kind == .upload }.count) uploads), \(completionsSeen.count) completed for a delegate, \(redeliveredAfterCut) redelivered after a cut lost their acknowledgement, \(diedWhileMoving.count) moved into Downloads/ by a holder that died before syncing it (the cut took the move), \(cutShort.count) completions cut short by a holder's death inside didCompleteWithError (not repeated); \(deliveredFiles) files checked whole; journals up to \(maxLines) lines, \(compactions) compactions seen, \(cutsDuringCompaction) cuts during one; \(problems.count) problems"]
+        var lines = ["power-cut seed \(seed): \(cuts) cuts in \(Int(seconds)) s; \(accepted.count) tasks accepted (\(accepted.values.filter { $0.kind == .download }.count) downloads, \(accepted.values.filter { $0.kind == .upload }.count) uploads), \(completionsSeen.count) completed for a delegate, \(redeliveredAfterCut) redelivered after a cut lost their acknowledgement, \(diedWhileMoving.count) moved into Downloads/ by a holder that died before syncing it (the cut took the move), \(cutShort.count) completions cut short by a holder's death inside didCompleteWithError (not repeated); \(deliveredFiles) files checked whole; journals up to \(maxLines) lines, \(compactions) compactions seen, \(cutsDuringCompaction) cuts during one; \(leftovers) files left in the caches named by nothing; \(problems.count) problems"]
         lines.append("cuts: " + cutCauses.sorted { $0.value > $1.value }.map { "\($0.value) at \($0.key)" }.joined(separator: ", "))
         lines.append("what the cuts threw away (entries not made durable in their folder, data not synced), by kind:")
         for (pattern, count) in lostByKind.sorted(by: { $0.value > $1.value }).prefix(30) { lines.append("  \(count) × \(pattern)") }

@@ -25,10 +25,14 @@ struct PowerCutFileSystem {
     /// Compiles the file system into `directory`; returns the executable's path.
     static func build(into directory: URL, container: TestContainer) throws -> String {
         let output = directory.appendingPathComponent("powercutfs").path
-        let command = "gcc -O2 -Wall -o '\(output)' '\(source.path)' $(pkg-config --cflags --libs fuse3)"
+        // $CC, else gcc or cc, else the clang that comes with the Swift toolchain.
+        let toolchainClang = ((ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map { "\($0)/clang" }
+            .first { FileManager.default.isExecutableFile(atPath: $0) }) ?? "clang"
+        let command = "for c in \"${CC:-}\" gcc cc '\(toolchainClang)'; do [ -n \"$c\" ] && command -v \"$c\" >/dev/null && break; done; "
+            + "\"$c\" -O2 -Wall -o '\(output)' '\(source.path)' $(pkg-config --cflags --libs fuse3)"
         let outcome = try Executable(name: "sh", path: "/bin/sh").start(["-c", command], in: container, passContainer: false).wait(timeout: 120)
         guard outcome.status == 0 else {
-            throw TestFailure("cannot compile \(source.path) (needs gcc, pkg-config and libfuse3-dev): \(outcome.stderr)")
+            throw TestFailure("cannot compile \(source.path) (needs a C compiler, pkg-config and libfuse3-dev; fusermount3 from fuse3 to mount): \(outcome.stderr)")
         }
         return output
     }
