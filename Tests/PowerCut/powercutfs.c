@@ -283,7 +283,37 @@ static int load_tree(int dirfd, struct node *dir) {
 
 // ---- the cut ----------------------------------------------------------------------------
 
-static unsigned long dumped_files, dumped_dirs, dumped_links;
+static unsigned long dumped_files, dumped_dirs, dumped_links, torn_files;
+
+// POWERCUT_TORN=prefix|zeros (default off: nothing unsynced survives). Some disks keep part
+// of what was appended since the last sync: "prefix" keeps a random part of it (a torn
+// tail), "zeros" keeps the new size but not the data (ext4 data=writeback, XFS). Only for
+// files appended to since their last sync, still open under their last name.
+static const char *torn_mode;
+static uint64_t torn_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t torn_random(void) {
+    torn_state ^= torn_state >> 12; torn_state ^= torn_state << 25; torn_state ^= torn_state >> 27;
+    return torn_state * 2685821657736338717ull;
+}
+
+static void tear(struct node *n, int out) {
+    if (!torn_mode || n->dirty_lo >= n->dirty_hi || n->dirty_lo < (int64_t)n->dur_len || !n->path) return;
+    struct stat st;
+    if (fstatat(backing_fd, rel(n->path), &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_ino != n->ino || map_get(st.st_ino) != n) return;
+    if ((size_t)st.st_size <= n->dur_len || torn_random() % 2) return;
+    size_t keep = n->dur_len + 1 + (size_t)(torn_random() % ((size_t)st.st_size - n->dur_len));
+    unsigned char *extra = calloc(1, keep - n->dur_len);
+    if (!extra) return;
+    if (!strcmp(torn_mode, "prefix")) {
+        int in = openat(backing_fd, rel(n->path), O_RDONLY);
+        if (in < 0) { free(extra); return; }
+        read_fully(in, extra, keep - n->dur_len, (off_t)n->dur_len);
+        close(in);
+    }
+    if (pwrite(out, extra, keep - n->dur_len, (off_t)n->dur_len) > 0) torn_files++;
+    free(extra);
+}
 
 static int dump(struct node *dir, const char *out) {
     for (size_t i = 0; i < dir->ndents; i++) {
@@ -314,6 +344,7 @@ static int dump(struct node *dir, const char *out) {
                 if (w < 0) { int e = errno; close(fd); free(path); return -e; }
                 done += (size_t)w;
             }
+            tear(n, fd);
             close(fd);
             n->dumped = path;
             dumped_files++;
@@ -392,8 +423,8 @@ static void cut_locked(const char *cause) {
     if (r) {
         snprintf(text, sizeof text, "error writing the survivors: %s\n", strerror(-r));
     } else {
-        snprintf(text, sizeof text, "ok files %lu directories %lu links %lu; since mount: writes %lu (%llu bytes), fsyncs %lu (%llu bytes made durable), directory fsyncs %lu, creates %lu, mkdirs %lu, renames %lu, links %lu, unlinks %lu; cut by %s\n",
-                 dumped_files, dumped_dirs, dumped_links, stats.writes, stats.bytes_written, stats.fsyncs, stats.bytes_synced, stats.fsyncdirs,
+        snprintf(text, sizeof text, "ok files %lu directories %lu links %lu torn %lu; since mount: writes %lu (%llu bytes), fsyncs %lu (%llu bytes made durable), directory fsyncs %lu, creates %lu, mkdirs %lu, renames %lu, links %lu, unlinks %lu; cut by %s\n",
+                 dumped_files, dumped_dirs, dumped_links, torn_files, stats.writes, stats.bytes_written, stats.fsyncs, stats.bytes_synced, stats.fsyncdirs,
                  stats.creates, stats.mkdirs, stats.renames, stats.links, stats.unlinks, cause);
     }
     write_marker(text);
@@ -767,6 +798,9 @@ int main(int argc, char *argv[]) {
     survivors_path = argv[2];
     marker_path = argv[3];
     parse_trigger();
+    torn_mode = getenv("POWERCUT_TORN");
+    if (torn_mode && !*torn_mode) torn_mode = NULL;
+    if (getenv("POWERCUT_SEED")) torn_state ^= strtoull(getenv("POWERCUT_SEED"), NULL, 10) * 0x100000001b3ull;
     backing_fd = open(backing_path, O_RDONLY | O_DIRECTORY);
     if (backing_fd < 0) { perror(backing_path); return 66; }
     struct stat st;

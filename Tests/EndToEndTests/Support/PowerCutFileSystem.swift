@@ -40,10 +40,13 @@ struct PowerCutFileSystem {
     /// Mounts `backing` at `mountPoint`; a cut writes what survives into `survivors`.
     /// With `cutAt` ("OP:TEXT:N", see `POWERCUT_AT` in the source) it also cuts by itself
     /// right after the N-th such operation.
-    static func mount(executable: String, backing: URL, at mountPoint: String, survivors: URL, marker: URL, container: TestContainer, cutAt: String? = nil) throws -> PowerCutFileSystem {
+    /// With `torn` ("prefix" or "zeros", see `POWERCUT_TORN`) part of what was appended since
+    /// the last sync survives, as some disks keep it.
+    static func mount(executable: String, backing: URL, at mountPoint: String, survivors: URL, marker: URL, container: TestContainer, cutAt: String? = nil,
+                      torn: String? = nil, seed: UInt64 = 0) throws -> PowerCutFileSystem {
         let process = try Executable(name: "powercutfs", path: executable)
             .start([backing.path, survivors.path, marker.path, mountPoint, "-o", "default_permissions,auto_unmount,fsname=powercutfs"], in: container,
-                   environment: ["POWERCUT_AT": cutAt ?? ""], passContainer: false)
+                   environment: ["POWERCUT_AT": cutAt ?? "", "POWERCUT_TORN": torn ?? "", "POWERCUT_SEED": "\(seed)"], passContainer: false)
         let fileSystem = PowerCutFileSystem(process: process, mountPoint: mountPoint, survivors: survivors, marker: marker, container: container)
         guard waitUntil(timeout: 10, { fileSystem.isMounted || !process.process.isRunning }), fileSystem.isMounted else {
             fileSystem.end()
