@@ -105,6 +105,7 @@ struct PowerCutTests {
             mounted.end()
             fileSystem = nil
             summaries.append(summary)
+            if let range = summary.range(of: #"torn [0-9]+"#, options: .regularExpression) { ledger.tornFiles += Int(summary[range].dropFirst(5)) ?? 0 }
             if let cause = summary.range(of: "; cut by ").map({ String(summary[$0.upperBound...]) }) {
                 ledger.cutCauses[cause == "a signal" ? "a random instant" : "after " + (cause.split(separator: " ").first.map(String.init) ?? cause), default: 0] += 1
                 if cause.contains("/.journal.jsonl.") || cause.contains("\(fetch)/journal.jsonl") || (padded && cause.hasPrefix("fsyncdir")) { ledger.cutsDuringCompaction += 1 }
@@ -338,6 +339,7 @@ struct PowerCutLedger {
     var cutsDuringCompaction = 0
     var cutCauses: [String: Int] = [:]
     var leftovers = 0
+    var tornFiles = 0
     var maxLines = 0
     var deliveredFiles = 0
     var redeliveredAfterCut = 0
@@ -572,10 +574,12 @@ struct PowerCutLedger {
         }
     }
 
-    /// Removes from Downloads/ under `root` the files already found whole.
+    /// Removes from Downloads/ under `root` the files already found whole, except those whose
+    /// event still waits (a cut took the acknowledgement: the next round checks the copy).
     func removeCheckedDownloads(root: URL) {
         let downloads = root.appendingPathComponent("AppGroups/group.com.example.transfers/Downloads")
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: downloads.path)) ?? [] where checkedFiles.contains(name) {
+        let pending = Set(journals(root: root).values.flatMap { $0.events.values.compactMap { URL(string: $0.task.originalRequest.url)?.lastPathComponent } })
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: downloads.path)) ?? [] where checkedFiles.contains(name) && !pending.contains(name) {
             try? FileManager.default.removeItem(at: downloads.appendingPathComponent(name))
         }
     }
@@ -611,7 +615,7 @@ struct PowerCutLedger {
     }
 
     func report(seconds: TimeInterval, cuts: Int, seed: UInt64) -> String {
-        var lines = ["power-cut seed \(seed): \(cuts) cuts in \(Int(seconds)) s; \(accepted.count) tasks accepted (\(accepted.values.filter { $0.kind == .download }.count) downloads, \(accepted.values.filter { $0.kind == .upload }.count) uploads), \(completionsSeen.count) completed for a delegate, \(redeliveredAfterCut) redelivered after a cut lost their acknowledgement, \(diedWhileMoving.count) moved into Downloads/ by a holder that died before syncing it (the cut took the move), \(cutShort.count) completions cut short by a holder's death inside didCompleteWithError (not repeated); \(deliveredFiles) files checked whole; journals up to \(maxLines) lines, \(compactions) compactions seen, \(cutsDuringCompaction) cuts during one; \(leftovers) files left in the caches named by nothing; \(problems.count) problems"]
+        var lines = ["power-cut seed \(seed): \(cuts) cuts in \(Int(seconds)) s; \(accepted.count) tasks accepted (\(accepted.values.filter { $0.kind == .download }.count) downloads, \(accepted.values.filter { $0.kind == .upload }.count) uploads), \(completionsSeen.count) completed for a delegate, \(redeliveredAfterCut) redelivered after a cut lost their acknowledgement, \(diedWhileMoving.count) moved into Downloads/ by a holder that died before syncing it (the cut took the move), \(cutShort.count) completions cut short by a holder's death inside didCompleteWithError (not repeated); \(deliveredFiles) files checked whole; journals up to \(maxLines) lines, \(compactions) compactions seen, \(cutsDuringCompaction) cuts during one; \(tornFiles) files kept part of their unsynced appends (BGTRANSFER_POWERCUT_TORN); \(leftovers) files left in the caches named by nothing; \(problems.count) problems"]
         lines.append("cuts: " + cutCauses.sorted { $0.value > $1.value }.map { "\($0.value) at \($0.key)" }.joined(separator: ", "))
         lines.append("what the cuts threw away (entries not made durable in their folder, data not synced), by kind:")
         for (pattern, count) in lostByKind.sorted(by: { $0.value > $1.value }).prefix(30) { lines.append("  \(count) × \(pattern)") }
