@@ -30,13 +30,16 @@ public enum DownloadsFolder {
     /// Moves a delivered file into the folder, replacing an earlier file of the same name.
     public static func adopt(_ location: URL, name: String) throws -> URL {
         let folder = url()
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try DurableFile.makeDirectory(folder.path)
         let destination = folder.appendingPathComponent(name)
         guard destination.deletingLastPathComponent().standardizedFileURL.path == folder.standardizedFileURL.path else {
             throw UsageError("download name \"\(name)\" would leave \(folder.path)")
         }
         try? FileManager.default.removeItem(at: destination)
         try FileManager.default.moveItem(at: location, to: destination)
+        // The file is ours now, and the move ours to make durable: once the event is
+        // acknowledged the daemon keeps no copy, and a power cut would forget the new name.
+        try DurableFile.syncDirectory(folder.path)
         return destination
     }
 }

@@ -57,6 +57,10 @@ extension TransferDaemon {
                 // Another file system: a copy is the only way to keep the bytes.
                 try FileManager.default.copyItem(atPath: source, toPath: destination)
             }
+            // The app's bytes may be in the page cache only, and the new name too: both are
+            // made durable before the line that accepts the task (a power cut keeps neither).
+            session.syncBeforeCommit(try FileDescriptor.open(destination, O_RDONLY), path: destination)
+            session.syncBeforeCommit(directory: session.downloadsDirectory)
         } catch {
             return TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot keep the upload body of \(path): \(error)", subject: path)
         }

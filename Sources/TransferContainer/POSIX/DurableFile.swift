@@ -46,16 +46,21 @@ public enum DurableFile {
     }
 
     /// Creates a directory and its parents with mode 0700 (the container is private to the user).
+    /// Each directory made is durable when this returns: its parent is synced, since a power
+    /// cut otherwise forgets the new name, and with it everything made inside since.
     public static func makeDirectory(_ path: String) throws(Errno) {
         var existing = stat()
         if stat(path, &existing) == 0, existing.st_mode & S_IFMT == S_IFDIR { return } // the usual case: one stat
         var partial = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
+            let parent = partial.isEmpty ? "/" : partial
             partial += "/" + component
             if mkdir(partial, 0o700) != 0 {
                 guard errno == EEXIST else { throw .current("mkdir", path: partial) }
                 var st = stat()
                 guard stat(partial, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else { throw Errno(ENOTDIR, "mkdir", path: partial) }
+            } else {
+                try syncDirectory(parent)
             }
         }
     }

@@ -261,6 +261,11 @@ final class DaemonSession {
         layout.resolveRecordPath(stored)
     }
 
+    /// Makes the names in `directory` durable before the next commit's lines, which name them.
+    func syncBeforeCommit(directory: String) {
+        directoriesToSync.insert(directory)
+    }
+
     // MARK: Events
 
     var pendingEvents: [EventRecord] { events.values.sorted { $0.number < $1.number } }
