@@ -14,34 +14,13 @@ extension TransferDaemon {
         session.downloadsPath("CFNetworkDownload_\(task.taskIdentifier).tmp")
     }
 
-    /// After a restart: announces downloads finished before the kill; running tasks start
-    /// again; files of tasks that ended and were acknowledged, whose removal a power cut undid
-    /// (an unlink is not synced), are removed.
+    /// After a restart: announces downloads finished before the kill; running tasks start again.
     func recoverTasks() {
         for session in sessions.values {
             for task in session.unfinishedTasks where FileManager.default.fileExists(atPath: finishedPath(for: task, in: session)) {
                 completeDownload(task, in: session)
             }
-            removeLeftoverFiles(in: session)
         }
-    }
-
-    /// Removes the session's transfer files (`CFNetworkDownload_N.tmp`, `task-N.*`) that no
-    /// unfinished task and no pending event names any more.
-    private func removeLeftoverFiles(in session: DaemonSession) {
-        var named = Set(session.pendingEvents.compactMap { $0.downloadedFile.flatMap(session.resolvedPath) })
-        for task in session.unfinishedTasks {
-            let partial = partialPath(for: task, in: session)
-            named.formUnion([partial, DownloadTransfer.errorBodyPath(partialPath: partial), finishedPath(for: task, in: session),
-                             uploadBodyPath(for: task, in: session), uploadResponsePath(for: task, in: session)])
-        }
-        var removed = 0
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: session.downloadsDirectory)) ?? []
-        where name.hasPrefix("CFNetworkDownload_") || name.hasPrefix("task-") {
-            let path = session.downloadsPath(name)
-            if !named.contains(path) && unlink(path) == 0 { removed += 1 }
-        }
-        if removed > 0 { log.notice("store", "removed \(removed) files of tasks that had ended (left by a power cut, or a crash before their removal)", session: session.key.identifier.rawValue) }
     }
 
     func startDownload(_ task: TaskRecord, in session: DaemonSession) {

@@ -175,7 +175,7 @@ struct PowerCutTests {
         // unlink after an acknowledgement that a cut undid, a partial file of a forgotten task).
         let caches = URL(fileURLWithPath: container.root).appendingPathComponent("AppGroups/group.com.example.transfers/Library/Caches/BackgroundTransfer")
         let named = Set(ledger.journals(root: URL(fileURLWithPath: container.root)).values.flatMap { journal in
-            journal.events.values.compactMap(\.downloadedFile) + journal.tasks.values.compactMap(\.uploadFile)
+            (journal.events.values.compactMap(\.downloadedFile) + journal.tasks.values.compactMap(\.uploadFile)).compactMap(container.layout.resolveRecordPath)
         })
         let leftovers = ((FileManager.default.enumerator(atPath: caches.path)?.allObjects as? [String]) ?? [])
             .filter { ["CFNetworkDownload_", "task-"].contains(where: ($0 as NSString).lastPathComponent.hasPrefix) && !named.contains(caches.appendingPathComponent($0).path) }
@@ -481,7 +481,8 @@ struct PowerCutLedger {
             for event in contents.events.values {
                 guard let file = event.downloadedFile, event.error == nil else { continue }
                 let name = URL(string: event.task.originalRequest.url)?.lastPathComponent ?? "?"
-                let local = survivors.path + file.dropFirst(containerRoot.count)
+                // Records name files relative to the container (absolute in older records).
+                let local = file.hasPrefix("/") ? survivors.path + file.dropFirst(containerRoot.count) : survivors.appendingPathComponent(file).path
                 let key = "\(session)#\(event.task.taskIdentifier)"
                 if !FileManager.default.fileExists(atPath: local), let moved = finishedSeen[key] {
                     // A delegate took the file before the cut and the acknowledgement was not
