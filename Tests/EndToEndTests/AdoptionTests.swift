@@ -102,16 +102,7 @@ final class AdoptionTests: InProcessSuite, @unchecked Sendable {
         let background = fixture.session("handback", delegate: RecordingDelegate())
         let first = background.downloadTask(with: server.url(for: "/handback.bin"))
         first.resume()
-        let deadline = Date().addingTimeInterval(20)
-        while first.countOfBytesReceived < 512 << 10 && Date() < deadline { usleep(20_000) }
-        let done = DispatchSemaphore(value: 0)
-        let box = Locked<Data?>(nil)
-        first.cancel { data in
-            box.withLock { $0 = data }
-            done.signal()
-        }
-        _ = done.wait(timeout: .now() + 10)
-        let data = try #require(box.withLock { $0 })
+        let data = try #require(cancelPartWay(first, after: 512 << 10).data)
         server.serve("/handback.bin", data: payload) // full speed now
 
         let delegate = RecordingDelegate()
@@ -181,16 +172,7 @@ final class AdoptionTests: InProcessSuite, @unchecked Sendable {
         let session = fixture.session("written", delegate: delegate)
         let first = session.downloadTask(with: server.url(for: "/written.bin"))
         first.resume()
-        let deadline = Date().addingTimeInterval(20)
-        while first.countOfBytesReceived < 512 << 10 && Date() < deadline { usleep(20_000) }
-        let done = DispatchSemaphore(value: 0)
-        let box = Locked<Data?>(nil)
-        first.cancel { data in
-            box.withLock { $0 = data }
-            done.signal()
-        }
-        _ = done.wait(timeout: .now() + 10)
-        let data = try #require(box.withLock { $0 })
+        let data = try #require(cancelPartWay(first, after: 512 << 10).data)
         let second = session.downloadTask(withResumeData: data)
         second.resume()
         #expect(delegate.wait { if case .completed(second.taskIdentifier, nil, 206) = $0 { return true } else { return false } }, "\(delegate.calls)")

@@ -10,20 +10,6 @@ extension InProcess {
 final class ResumeDataTests: InProcessSuite, @unchecked Sendable {
 
     /// Cancels a throttled download part-way and returns its resume data.
-    /// Cancels `task` with `cancel(byProducingResumeData:)` once it has `bytes`: whether the
-    /// download got that far, whether the cancellation called back (within 10 s), and the data.
-    func cancelPartWay(_ task: URLSessionDownloadTask, after bytes: Int64) -> (reached: Bool, calledBack: Bool, data: Data?) {
-        let reached = waitUntil(timeout: 20) { task.countOfBytesReceived >= bytes }
-        let done = DispatchSemaphore(value: 0)
-        let box = Locked<Data?>(nil)
-        task.cancel { data in
-            box.withLock { $0 = data }
-            done.signal()
-        }
-        let calledBack = done.wait(timeout: .now() + 10) == .success
-        return (reached, calledBack, box.withLock { $0 })
-    }
-
     @Test("Resume data continues from the bytes on disk with Range/If-Range and didResumeAtOffset; it is single-use")
     func resumeDataRoundTrip() throws {
         let payload = testPayload(size: 3 << 20, seed: 31)
