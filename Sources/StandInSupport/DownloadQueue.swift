@@ -13,9 +13,9 @@ enum DownloadQueue {
 
     /// `host-app enqueue URL`.
     static func append(_ url: String) throws {
-        try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try DurableFile.makeDirectory(file.deletingLastPathComponent().path)
         let lines = (read() + [url]).joined(separator: "\n") + "\n"
-        try Data(lines.utf8).write(to: file, options: .atomic)
+        try DurableFile.write(Data(lines.utf8), to: file.path) // 0600, as every file of the container
     }
 
     /// Takes the first URL off the queue.
@@ -24,7 +24,7 @@ enum DownloadQueue {
         guard !urls.isEmpty else { return nil }
         let first = urls.removeFirst()
         let rest = urls.isEmpty ? "" : urls.joined(separator: "\n") + "\n"
-        try? Data(rest.utf8).write(to: file, options: .atomic)
+        try? DurableFile.write(Data(rest.utf8), to: file.path)
         return first
     }
 

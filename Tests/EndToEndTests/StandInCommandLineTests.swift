@@ -55,4 +55,27 @@ struct StandInCommandLineTests {
         #expect(waited.stdout.contains("fast.bin"), "the bar shows the waited-for task: \(waited.stdout.suffix(400))")
         #expect(!waited.stdout.contains("slow.bin"), "the other task's progress does not move the bar: \(waited.stdout.suffix(400))")
     }
+
+    @Test("Everything in the container is private to the user, as the README says: folders 0700, files and the socket 0600 (Downloads/ and the host's queue included)")
+    func containerIsPrivate() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        server.serve("/private.bin", data: testPayload(size: 32 << 10, seed: 7))
+        _ = try DaemonUnderTest.start(container)
+        #expect(try Executable.fetchExtension.run(["download", server.url(for: "/private.bin").absoluteString, "--wait"], in: container).status == 0)
+        #expect(try Executable.hostApp.run(["enqueue", server.url(for: "/private.bin").absoluteString], in: container).status == 0)
+        var open: [String] = []
+        let root = container.root
+        let enumerator = FileManager.default.enumerator(atPath: root)
+        while let relative = enumerator?.nextObject() as? String {
+            var st = stat()
+            guard lstat(root + "/" + relative, &st) == 0 else { continue }
+            let mode = st.st_mode & 0o777
+            let kind = st.st_mode & S_IFMT
+            if kind == S_IFDIR && mode != 0o700 || kind != S_IFDIR && mode != 0o600 { open.append("\(relative) \(String(mode, radix: 8))") }
+        }
+        #expect(open.isEmpty, "\(open)")
+    }
 }
