@@ -132,7 +132,7 @@ public enum StandInProgram {
         }
         guard let started else { exit(2) }
         if started.wait {
-            let status = delegate.exitStatus(waitingFor: started.task, timeout: 600)
+            let status = delegate.exitStatus(waitingFor: started.task, in: started.session, timeout: 600)
             started.session.waitForDeliveries() // acknowledged: the app is not launched for it
             exit(status)
         }

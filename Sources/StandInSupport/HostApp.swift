@@ -164,7 +164,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
                 exit(invalidated ? 0 : 1)
             }
             if command.wait {
-                let status = delegate.exitStatus(waitingFor: task, timeout: 600)
+                let status = delegate.exitStatus(waitingFor: task, in: session, timeout: 600)
                 session.waitForDeliveries() // acknowledged: the app is not launched for it
                 exit(status)
             }

@@ -129,8 +129,18 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
     /// status: 0 when it succeeded with a 2xx answer; 1, with a line on stderr naming the
     /// status or the wait, when the server answered otherwise or the task did not finish
     /// (a failure is already on stdout).
-    public func exitStatus(waitingFor task: URLSessionTask, timeout: TimeInterval) -> Int32 {
-        let outcome = waitForCompletion(of: task.taskIdentifier, timeout: timeout)
+    /// While it waits, it says on stderr why the task does not run, as the reason changes.
+    public func exitStatus(waitingFor task: URLSessionTask, in session: URLSession, timeout: TimeInterval) -> Int32 {
+        var reporter = WaitReporter(session: session.configuration.identifier ?? "", task: task.taskIdentifier)
+        let deadline = Date().addingTimeInterval(timeout)
+        var outcome = waitForCompletion(of: task.taskIdentifier, timeout: min(1, timeout))
+        while !outcome.finished && Date() < deadline {
+            if let line = reporter.report() {
+                progressBar.withLock { $0?.bar }?.clear()
+                StandInProgram.complain(line)
+            }
+            outcome = waitForCompletion(of: task.taskIdentifier, timeout: min(1, max(0, deadline.timeIntervalSinceNow)))
+        }
         guard outcome.finished else {
             StandInProgram.complain("task \(task.taskIdentifier) did not finish within \(Int(timeout)) s")
             return 1

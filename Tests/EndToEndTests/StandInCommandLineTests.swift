@@ -78,4 +78,22 @@ struct StandInCommandLineTests {
         }
         #expect(open.isEmpty, "\(open)")
     }
+
+    @Test("--wait says why it waits, as the reason changes: a refused connection and the time of the next retry, then the device conditions")
+    func waitSaysWhy() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        _ = try DaemonUnderTest.start(container)
+        // A port nobody listens on: the daemon retries with backoff, for days.
+        let refused = try LoopbackServer()
+        let port = refused.port
+        refused.stop()
+        let waiting = try Executable.fetchExtension.start(["download", "http://127.0.0.1:\(port)/late", "--wait"], in: container)
+        defer { waiting.kill() }
+        #expect(waitUntil(timeout: 20) { waiting.stderr.contains("retrying in") }, "stderr: \(waiting.stderr)")
+        #expect(waiting.stderr.contains("fetch-extension: task 1:") && waiting.stderr.lowercased().contains("connect"), "the line names the program, the task and the error: \(waiting.stderr)")
+        let conditions = try Executable.bgtransfer.run(["conditions", "--network", "offline"], in: container)
+        try #require(conditions.status == 0, "\(conditions.stderr)")
+        #expect(waitUntil(timeout: 20) { waiting.stderr.contains("waiting for connectivity") }, "the new reason is said: \(waiting.stderr)")
+    }
 }
