@@ -52,6 +52,38 @@ public struct UsageError: Error, CustomStringConvertible {
 
 /// What the stand-in executables do; each `main.swift` calls one of these.
 public enum StandInProgram {
+    /// This executable's name, as it was run.
+    static var name: String { (CommandLine.arguments.first.map { ($0 as NSString).lastPathComponent }) ?? "stand-in" }
+
+    /// An extension's command line (`fetch-extension`, `share-extension`).
+    static var extensionUsage: CommandLineUsage {
+        CommandLineUsage(program: name, forms: ["[--container PATH] \(DownloadCommand.usage)", "[--container PATH] \(UploadCommand.usage)"], details: """
+            SUBCOMMANDS:
+              download URL      start a background download in the extension's session and exit at once
+                                (--wait: until it completes, saying why it waits; exit 1 unless a 2xx answer)
+              upload FILE URL   start a background upload of FILE, likewise
+
+            SCHEDULING: \(SchedulingOptions.usage)
+            """)
+    }
+
+    /// The containing app's command line (`host-app`).
+    static var hostUsage: CommandLineUsage {
+        CommandLineUsage(program: name, forms: ["[--container PATH]", "[--container PATH] \(DownloadCommand.usage)", "[--container PATH] enqueue URL",
+                                                "[--container PATH] remember-password REALM USER PASSWORD", "[--container PATH] --handle-events-for-background-session ID"], details: """
+            SUBCOMMANDS:
+              (none)                          a user launch: take pending events, print the session's tasks
+              download URL                    a download in the host's own session (--foreground: in-process first)
+              enqueue URL                     started the next time the host is launched in the background
+              remember-password REALM USER PASSWORD
+                                              the host's keychain, for authentication challenges
+              --handle-events-for-background-session ID
+                                              the relaunch entry point (transferd launches the host so)
+
+            SCHEDULING: \(SchedulingOptions.usage)
+            """)
+    }
+
     /// Prints to stderr with the program's name.
     public static func complain(_ text: String) {
         let name = (CommandLine.arguments.first.map { ($0 as NSString).lastPathComponent }) ?? "stand-in"
@@ -106,10 +138,11 @@ public enum StandInProgram {
     /// An extension: `download URL` or `upload FILE URL` starts a transfer in its own session
     /// and exits at once.
     public static func runExtension(entitlements: String) -> Never {
+        let usage = extensionUsage
+        usage.helpIfAsked(Array(CommandLine.arguments.dropFirst()))
         let application: BackgroundApplication
         do { application = try BackgroundApplication(entitlements: entitlements) } catch {
-            complain("\(error)")
-            exit(64)
+            usage.usageError("\(error)")
         }
         let arguments = application.arguments
         let delegate = StandInDelegate(echo: true)
@@ -122,13 +155,13 @@ public enum StandInProgram {
             case "upload":
                 let command = try UploadCommand(arguments: Array(arguments.dropFirst()))
                 started = startUpload(command, delegate: delegate).map { ($0.0, $0.1, command.wait) }
-            default:
-                complain("usage: \(DownloadCommand.usage) | \(UploadCommand.usage)")
-                exit(64)
+            case let other?:
+                usage.usageError(CommandLineUsage.unknown(other))
+            case nil:
+                usage.usageError("missing subcommand: download or upload")
             }
         } catch {
-            complain("\(error); usage: \(DownloadCommand.usage) | \(UploadCommand.usage)")
-            exit(64)
+            usage.usageError("\(error)")
         }
         guard let started else { exit(2) }
         if started.wait {

@@ -18,10 +18,11 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
 
     /// Runs the app whose executable declares `entitlements` (see `Entitlements`).
     public static func main(entitlements: String) -> Never {
+        let usage = StandInProgram.hostUsage
+        usage.helpIfAsked(Array(CommandLine.arguments.dropFirst()))
         let application: BackgroundApplication
         do { application = try BackgroundApplication(entitlements: entitlements) } catch {
-            StandInProgram.complain("\(error)")
-            exit(64)
+            usage.usageError("\(error)")
         }
         let app = HostApp(application: application)
         if application.isLaunchedForBackgroundEvents {
@@ -36,24 +37,27 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
         if arguments.first == "download" {
             app.download(Array(arguments.dropFirst()))
         }
-        if arguments.first == "remember-password", arguments.count == 4 {
+        if arguments.first == "remember-password" {
+            guard arguments.count == 4 else { usage.usageError("remember-password needs REALM USER PASSWORD") }
             do { try Keychain.remember(realm: arguments[1], user: arguments[2], password: arguments[3]) } catch {
                 StandInProgram.complain("cannot write \(Keychain.file.path): \(error)")
                 exit(1)
             }
             exit(0)
         }
-        if arguments.first == "enqueue", arguments.count == 2 {
+        if arguments.first == "enqueue" {
+            guard arguments.count == 2 else { usage.usageError("enqueue needs one URL") }
+            // Checked now: a URL refused later, in the background, would be dropped unseen.
+            guard let url = URL(string: arguments[1]), ["http", "https"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false else {
+                usage.usageError("enqueue: \"\(arguments[1])\" is not an http or https URL")
+            }
             do { try DownloadQueue.append(arguments[1]) } catch {
                 StandInProgram.complain("cannot write \(DownloadQueue.file.path): \(error.localizedDescription)")
                 exit(1)
             }
             exit(0)
         }
-        guard arguments.isEmpty else {
-            StandInProgram.complain("usage: host-app [\(DownloadCommand.usage)] | enqueue URL | remember-password REALM USER PASSWORD | --handle-events-for-background-session IDENTIFIER")
-            exit(64)
-        }
+        if let other = arguments.first { usage.usageError(CommandLineUsage.unknown(other)) }
         app.userLaunch()
     }
 
@@ -170,8 +174,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
             }
             exit(0)
         } catch {
-            StandInProgram.complain("\(error); usage: host-app \(DownloadCommand.usage)")
-            exit(64)
+            StandInProgram.hostUsage.usageError("\(error)")
         }
     }
 

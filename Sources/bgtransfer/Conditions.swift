@@ -17,14 +17,14 @@ enum ConditionsCommand {
         var rest = arguments[...]
         var changed = false
         while let option = rest.popFirst() {
-            guard let value = rest.popFirst() else { Tool.fail("\(option) needs a value\n\(usage)", status: 64) }
+            guard let value = rest.popFirst() else { Tool.fail("\(option) needs a value", status: 64) }
             switch option {
             case "--network": conditions.network = choice(value, for: option)
             case "--power": conditions.power = choice(value, for: option)
             case "--expensive": conditions.expensive = onOff(value, for: option)
             case "--constrained": conditions.constrained = onOff(value, for: option)
             case "--low-power": conditions.lowPowerMode = onOff(value, for: option)
-            default: Tool.fail("conditions: unknown option \(option)\n\(usage)", status: 64)
+            default: Tool.fail("conditions: unknown option \(option)", status: 64)
             }
             changed = true
         }

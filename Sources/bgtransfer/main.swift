@@ -8,8 +8,8 @@ import TransferContainer
 //   bgtransfer [--container PATH] timeline [--session ID] [--output FILE]
 //   bgtransfer [--container PATH] demo
 
-let usage = """
-usage: bgtransfer [--container PATH] <command>
+let commands = """
+COMMANDS:
   inspect [--json] [--session ID]   show the daemon, apps, sessions, tasks, pending events and files
   log [--follow] [--session ID] [--level debug|info|notice|error]
                                     the log lines of every process (daemon, apps, extensions)
@@ -26,6 +26,8 @@ usage: bgtransfer [--container PATH] <command>
   force-quit BUNDLE_ID              the user's force quit: cancel the app's transfers, no relaunch
                                     until the user launches it again (S4.2)
 """
+let usage = CommandLineUsage(program: "bgtransfer", forms: ["[--container PATH] <command> [options]"], details: commands)
+usage.helpIfAsked(Array(CommandLine.arguments.dropFirst()))
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 let layout: ContainerLayout
@@ -33,11 +35,12 @@ do { layout = try ContainerLayout.resolve(arguments: &arguments) } catch { Tool.
 
 // Every command but the demo (which makes the embedded container) reads a container that
 // exists: a path that is missing, or not a folder, is an error naming it, not "(none)".
-if let command = arguments.first, !["demo", "help", "--help", "-h"].contains(command) {
-    Tool.requireContainer(layout)
-}
+let commandNames = ["inspect", "log", "watch", "conditions", "timeline", "demo", "force-quit"]
+guard let command = arguments.first else { Tool.fail("missing command: \(commandNames.joined(separator: ", "))", status: 64) }
+guard commandNames.contains(command) else { Tool.fail(CommandLineUsage.unknown(command, what: "command"), status: 64) }
+if command != "demo" { Tool.requireContainer(layout) }
 
-switch arguments.first {
+switch command {
 case "inspect":
     Inspect.run(layout: layout, arguments: Array(arguments.dropFirst()))
 case "log":
@@ -49,10 +52,10 @@ case "conditions":
 case "timeline":
     TimelineCommand.run(layout: layout, arguments: Array(arguments.dropFirst()))
 case "demo":
-    guard arguments.count == 1 else { Tool.fail("demo takes no arguments (got \(arguments.dropFirst().joined(separator: " ")))\n\(usage)", status: 64) }
+    guard arguments.count == 1 else { Tool.fail("demo takes no arguments (got \(arguments.dropFirst().joined(separator: " ")))", status: 64) }
     exit(Demo(layout: layout).run())
 case "force-quit":
-    guard arguments.count == 2 else { Tool.fail("usage: bgtransfer force-quit BUNDLE_ID", status: 64) }
+    guard arguments.count == 2 else { Tool.fail("force-quit needs one BUNDLE_ID", status: 64) }
     let bundle: BundleIdentifier
     do { bundle = try BundleIdentifier(arguments[1]) } catch { Tool.fail("\(error)", status: 64) }
     // Only an app that has used this container can be force-quit: a typo must not look done.
@@ -67,17 +70,17 @@ case "force-quit":
     } catch {
         Tool.fail("force-quit failed: \(error)", status: 1)
     }
-case "help", "--help", "-h":
-    print(usage)
 default:
-    Tool.fail("unknown command\n\(usage)", status: 64)
+    Tool.fail(CommandLineUsage.unknown(command, what: "command"), status: 64)
 }
 
 /// Shared helpers of the tool's commands.
 enum Tool {
+    /// Ends the tool: status 64 is a command line it cannot understand (one line naming what,
+    /// and a pointer to --help); any other, a failure naming the path or identifier at fault.
     static func fail(_ text: String, status: Int32) -> Never {
-        FileHandle.standardError.write(Data("bgtransfer: \(text)\n".utf8))
-        exit(status)
+        if status == 64 { usage.usageError(text) }
+        usage.fail(text, status: status)
     }
 
     // What this executable is entitled to: a developer tool's identity. The daemon reads this

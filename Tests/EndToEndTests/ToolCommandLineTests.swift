@@ -87,4 +87,39 @@ struct ToolCommandLineTests {
         defer { follower.kill() }
         #expect(waitUntil(timeout: 10) { follower.stdout.contains(last.message) }, "the newest line so far appears at once: \(follower.stdout.suffix(300))")
     }
+
+    /// One executable's command line as a test sees it.
+    struct Program: Sendable, CustomTestStringConvertible {
+        var executable: String
+        var subcommands: [String]
+        var missing: [String]
+        var missingNamed: String
+        var testDescription: String { executable }
+    }
+
+    @Test("Every executable: --help exits 0 naming the program, its subcommands and --container; an unknown option or a missing argument exits 64 with one line naming it and a pointer to --help", arguments: [
+        Program(executable: "transferd", subcommands: ["--relaunch-delay", "--free-space-reserve"], missing: ["--relaunch-delay"], missingNamed: "--relaunch-delay"),
+        Program(executable: "bgtransfer", subcommands: ["inspect", "log", "watch", "conditions", "timeline", "demo", "force-quit"], missing: ["force-quit"], missingNamed: "force-quit"),
+        Program(executable: "host-app", subcommands: ["download", "enqueue", "remember-password", "--handle-events-for-background-session"], missing: ["download"], missingNamed: "URL"),
+        Program(executable: "fetch-extension", subcommands: ["download", "upload"], missing: ["download"], missingNamed: "URL"),
+        Program(executable: "share-extension", subcommands: ["download", "upload"], missing: ["upload"], missingNamed: "FILE"),
+    ])
+    func usageOfEveryExecutable(_ program: Program) throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let executable = Executable(name: program.executable)
+        for help in ["--help", "-h"] {
+            let outcome = try executable.start([help], in: container, passContainer: false).wait(timeout: 30)
+            #expect(outcome.status == 0, "\(help): \(outcome.stderr)")
+            #expect(outcome.stdout.contains("USAGE:") && outcome.stdout.contains("\(program.executable) ") && outcome.stdout.contains("--container"), "\(outcome.stdout)")
+            for subcommand in program.subcommands { #expect(outcome.stdout.contains(subcommand), "\(help) names \(subcommand): \(outcome.stdout)") }
+        }
+        for (arguments, named) in [(["--frobnicate"] + (program.executable.hasSuffix("extension") ? ["download", "http://127.0.0.1:9/x"] : []), "--frobnicate"), (program.missing, program.missingNamed)] {
+            let outcome = try executable.run(arguments, in: container)
+            let lines = outcome.stderr.split(separator: "\n")
+            #expect(outcome.status == 64, "\(arguments): status \(outcome.status ?? -1), \(outcome.stderr)")
+            #expect(lines.count == 2 && lines[0].hasPrefix("\(program.executable): ") && lines[0].contains(named), "\(arguments): \(outcome.stderr)")
+            #expect(lines.last == "See '\(program.executable) --help'.", "\(arguments): \(outcome.stderr)")
+        }
+    }
 }

@@ -1,0 +1,61 @@
+import Foundation
+
+/// How every executable of the project answers its command line, after swift-argument-parser's
+/// conventions: `--help` or `-h` prints the whole usage (program, subcommands, options,
+/// `--container`) on stdout and exits 0; a command line that cannot be understood exits 64
+/// (EX_USAGE) with one line naming what is wrong and a pointer to `--help`; any other failure
+/// exits with its own status and one line naming the path or identifier at fault. A value;
+/// each executable makes one at start.
+public struct CommandLineUsage: Sendable {
+    public let program: String
+    /// The forms of the command line, one a line, without the program's name.
+    public let forms: [String]
+    /// What comes after the forms: subcommands and options, as the program explains them.
+    public let details: String
+    /// What `--container` defaults to, for the options' text.
+    public let defaultContainer: String
+
+    public init(program: String, forms: [String], details: String, defaultContainer: String = "./SharedContainer") {
+        self.program = program
+        self.forms = forms
+        self.details = details
+        self.defaultContainer = defaultContainer
+    }
+
+    /// The whole usage, as `--help` prints it.
+    public var text: String {
+        var lines = ["USAGE:"]
+        lines += forms.map { "  \(program) \($0)" }
+        if !details.isEmpty { lines += ["", details] }
+        lines += ["", "OPTIONS:",
+                  "  --container PATH   the container, the device's file system (default: $BGTRANSFER_CONTAINER, else \(defaultContainer))",
+                  "  -h, --help         show this help"]
+        return lines.joined(separator: "\n")
+    }
+
+    /// Prints the usage and exits 0 when `arguments` ask for help (`--help`, `-h`, or `help`
+    /// as the first word).
+    public func helpIfAsked(_ arguments: [String]) {
+        guard arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" else { return }
+        print(text)
+        exit(0)
+    }
+
+    /// A command line that cannot be understood: one line naming `problem`, a pointer to
+    /// `--help`, status 64.
+    public func usageError(_ problem: String) -> Never {
+        FileHandle.standardError.write(Data("\(program): \(problem)\nSee '\(program) --help'.\n".utf8))
+        exit(64)
+    }
+
+    /// Any other failure: one line naming it, `status`.
+    public func fail(_ problem: String, status: Int32) -> Never {
+        FileHandle.standardError.write(Data("\(program): \(problem)\n".utf8))
+        exit(status)
+    }
+
+    /// What an argument that matches nothing is called in an error: an option or a word.
+    public static func unknown(_ argument: String, what: String = "subcommand") -> String {
+        argument.hasPrefix("-") ? "unknown option \(argument)" : "unknown \(what) \(argument)"
+    }
+}
