@@ -15,7 +15,12 @@ struct ChaosTests {
     }
 
     @Test("30 downloads, random 503s and dropped connections, at least 15 SIGKILLs of transferd, host-app and extensions")
-    func chaos() throws {
+    func chaos() async throws {
+        // Minutes of blocking waits: on a thread of its own, not one of the test runner's few.
+        try await onOwnThread { try self.runChaos() }
+    }
+
+    func runChaos() throws {
         let seed = replayableSeed("BGTRANSFER_CHAOS_SEED", label: "chaos")
         var random = SeededRandom(seed: seed)
         let container = try TestContainer()

@@ -57,7 +57,12 @@ struct ReaderExampleTests {
     }
 
     @Test("reader-widget starts a download and exits; transferd (found beside it) relaunches reader-app, which files it in the app group's Downloads/")
-    func widgetDownloadRelaunchesTheApp() throws {
+    func widgetDownloadRelaunchesTheApp() async throws {
+        // Minutes of blocking waits: on a thread of its own, not one of the test runner's few.
+        try await onOwnThread { try self.runWidgetDownload() }
+    }
+
+    func runWidgetDownload() throws {
         let widget = try Self.executable("reader-widget")
         let container = try TestContainer()
         defer { container.tearDown() }
@@ -89,7 +94,12 @@ struct ReaderExampleTests {
     }
 
     @Test("Just a program: fetch-later, with no entitlements, starts a download and exits; it is relaunched as itself and files it in its own Documents/")
-    func plainProgramIsRelaunched() throws {
+    func plainProgramIsRelaunched() async throws {
+        // Minutes of blocking waits: on a thread of its own, not one of the test runner's few.
+        try await onOwnThread { try self.runPlainProgram() }
+    }
+
+    func runPlainProgram() throws {
         let program = try Self.executable("fetch-later")
         let container = try TestContainer()
         defer { container.tearDown() }
