@@ -169,9 +169,7 @@ public enum StandInProgram {
             started.session.waitForDeliveries() // acknowledged: the app is not launched for it
             exit(status)
         }
-        // Extensions exit as soon as their work is handed over, but not inside a delegate
-        // call: an event replayed when the session opened may be moving a file into Downloads/.
-        started.session.waitForDeliveries()
+        // Extensions exit as soon as their work is handed over.
         exit(0)
     }
 }

@@ -13,45 +13,37 @@ final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
 
     @Test("A daemon that crashes twice on the same task fails that task with an error saying so at its next start, and then stays up")
     func crashOnTheSameTaskTwice() throws {
-        // Every daemon of this process crashes on a response carrying the header: the one the
-        // test starts and those the library starts again on demand, as on a device where
-        // every restart meets the same server. Only this test's route sends the header.
+        // Each daemon this test starts crashes on a response carrying the header, as on a
+        // device where every restart meets the same server. Only this route sends it.
         let fault = ["BGTRANSFER_FAULT_CRASH_ON_RESPONSE_HEADER": "X-Crash-Daemon"]
-        setenv("BGTRANSFER_FAULT_CRASH_ON_RESPONSE_HEADER", "X-Crash-Daemon", 1)
         var options = RouteOptions()
         options.extraHeaders = [("X-Crash-Daemon", "1")]
         server.serve("/crash", data: Data("boom".utf8), options: options)
-        let healthy = testPayload(size: 32 << 10, seed: 3)
-        server.serve("/healthy.bin", data: healthy)
+        server.serve("/healthy.bin", data: testPayload(size: 32 << 10, seed: 3))
 
-        let first = try DaemonUnderTest.start(container, environment: fault)
-        let delegate = RecordingDelegate()
-        let session = fixture.session("crash-loop", delegate: delegate)
-        let task = session.downloadTask(with: server.url(for: "/crash"))
-        task.resume()
-        let ended = first.process.wait(timeout: 20)
-        #expect(!ended.timedOut && ended.stderr.contains("Fatal error"), "the first daemon crashed on the response: \(ended.stderr.prefix(300))")
-        // Each daemon that dies is followed by another (this test's, or one the library starts
-        // on demand): the second retries once (crash 1) and crashes, the third fails the task
-        // (crash 2) before it would try it a third time.
-        let failed: (RecordingDelegate.Call) -> Bool = { if case .completed(task.taskIdentifier, -1, _) = $0 { return true } else { return false } }
+        // The host starts the download and exits; a daemon it starts again on demand (it may
+        // still be connected at the first crash) is told to crash likewise.
+        _ = try DaemonUnderTest.start(container, environment: fault)
+        let created = try Executable.hostApp.start(["download", server.url(for: "/crash").absoluteString], in: container, environment: fault).wait(timeout: 60)
+        try #require(created.status == 0, "\(created.stderr)")
+        // Whenever no daemon runs, one is started (by this test, or by the host on demand): the
+        // second retries the task once and crashes; the third fails it before a third try, and
+        // the host, launched for the event, hears why.
+        var failed: LogEntry?
         let deadline = Date().addingTimeInterval(90)
-        while !delegate.calls.contains(where: failed) && Date() < deadline {
+        while failed == nil && Date() < deadline {
             if container.processesNamingContainer(executable: "transferd").isEmpty { _ = try? DaemonUnderTest.start(container, environment: fault) }
-            _ = delegate.wait(timeout: 0.1, for: failed)
+            failed = container.waitForLog(timeout: 0.2) { $0.process == "host-app" && $0.message.contains("task 1 failed") }
         }
-        #expect(delegate.calls.contains(where: failed), "\(delegate.calls)")
-        let message = (delegate.errors[task.taskIdentifier] as NSError?)?.localizedDescription ?? ""
-        #expect(message.contains("crashed 2 times"), "the error says why: \(message)")
+        #expect(failed?.message.contains("crashed 2 times") == true, "\(String(describing: failed?.message))")
         #expect(server.requests.filter { $0.path == "/crash" }.count == 2, "tried once per crash, not a third time")
         #expect(container.logEntries(process: "transferd", category: "daemon").filter { $0.message.contains("crashed while working on this task") }.count == 1)
+        #expect(container.crashReports().count >= 1, "the daemons trapped (their output says so)")
 
-        // The daemon is up and serves the session's other work.
-        let other = session.downloadTask(with: server.url(for: "/healthy.bin"))
-        other.resume()
-        #expect(delegate.wait { $0 == .completed(task: other.taskIdentifier, code: nil, status: 200) }, "\(delegate.calls)")
+        // The daemon is up and serves other work.
+        let healthy = try Executable.hostApp.run(["download", server.url(for: "/healthy.bin").absoluteString, "--wait"], in: container)
+        #expect(healthy.status == 0, "\(healthy.stderr)")
         #expect(container.processesNamingContainer(executable: "transferd").count == 1)
-        session.invalidateAndCancel()
     }
 
     @Test("A download that would leave less than the reserve free stops with -3002 and resume data, instead of filling the disk")
