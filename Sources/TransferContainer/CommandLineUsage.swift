@@ -15,7 +15,7 @@ public struct CommandLineUsage: Sendable {
     /// What `--container` defaults to, for the options' text.
     public let defaultContainer: String
 
-    public init(program: String, forms: [String], details: String, defaultContainer: String = "./SharedContainer") {
+    public init(program: String, forms: [String], details: String, defaultContainer: String = "the first SharedContainer/ from the working directory upward") {
         self.program = program
         self.forms = forms
         self.details = details

@@ -31,8 +31,25 @@ public struct ContainerLayout: Sendable, Equatable {
         }
         let path = chosen ?? defaultPath
         guard !path.isEmpty else { throw .missingArgument("the container path is empty") }
-        let url = path.hasPrefix("/") ? URL(fileURLWithPath: path) : URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(path)
-        return ContainerLayout(root: url)
+        if path.hasPrefix("/") { return ContainerLayout(root: URL(fileURLWithPath: path)) }
+        let here = FileManager.default.currentDirectoryPath
+        // The default is found upward, as git finds `.git`: from a folder inside the repository
+        // the executables use its `SharedContainer/`, not a new one beside the working directory.
+        if chosen == nil, let found = findUpward(path, from: here) { return ContainerLayout(root: URL(fileURLWithPath: found)) }
+        return ContainerLayout(root: URL(fileURLWithPath: here).appendingPathComponent(path))
+    }
+
+    /// The first folder named `name` in `directory` or one of its parents.
+    static func findUpward(_ name: String, from directory: String) -> String? {
+        var current = (directory as NSString).standardizingPath
+        while true {
+            var isDirectory: ObjCBool = false
+            let candidate = (current as NSString).appendingPathComponent(name)
+            if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), isDirectory.boolValue { return candidate }
+            let parent = (current as NSString).deletingLastPathComponent
+            guard parent != current, !parent.isEmpty else { return nil }
+            current = parent
+        }
     }
 
     /// The container of apps built on the library (`BackgroundApplication.main`) when neither

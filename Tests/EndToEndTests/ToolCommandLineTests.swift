@@ -122,4 +122,21 @@ struct ToolCommandLineTests {
             #expect(lines.last == "See '\(program.executable) --help'.", "\(arguments): \(outcome.stderr)")
         }
     }
+
+    @Test("Without --container the default SharedContainer/ is found upward from the working directory, as git finds .git")
+    func defaultContainerFoundUpward() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let top = container.parent.appendingPathComponent("repository")
+        let shared = top.appendingPathComponent("SharedContainer")
+        try ContainerLayout(root: shared).prepare()
+        let deep = top.appendingPathComponent("Sources/deeper")
+        try FileManager.default.createDirectory(at: deep, withIntermediateDirectories: true)
+        let outcome = try Executable(name: "sh", path: "/bin/sh").start(["-c", "cd '\(deep.path)' && exec '\(Executable.bgtransfer.path)' inspect --json", container.root], in: container,
+                                                                       environment: ["BGTRANSFER_CONTAINER": ""], passContainer: false).wait(timeout: 30)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let object = try JSONSerialization.jsonObject(with: Data(outcome.stdout.utf8)) as? [String: Any]
+        #expect((object?["container"] as? String).map { URL(fileURLWithPath: $0).standardizedFileURL.path } == shared.standardizedFileURL.path, "\(outcome.stdout.prefix(200))")
+        #expect(!FileManager.default.fileExists(atPath: deep.appendingPathComponent("SharedContainer").path), "no container was made beside the working directory")
+    }
 }
