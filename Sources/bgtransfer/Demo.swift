@@ -73,9 +73,13 @@ struct Demo {
         step("fetch-extension exited with status \(process.terminationStatus), having printed task identifier \(taskLine)")
         guard process.terminationStatus == 0 else { return 1 }
 
-        // 3. Follow the timeline until the relaunched host has called its completion handler.
-        let deadline = Date().addingTimeInterval(60)
+        // 3. Follow the timeline until the relaunched host has called its completion handler,
+        //    saying why the wait goes on whenever that changes (on a used container the
+        //    resume rate limiter may hold the relaunch back: then it is waited out).
+        var deadline = Date().addingTimeInterval(60)
         var acknowledged = false
+        var lastWait: String?
+        var lastLook = Date.distantPast
         while Date() < deadline && !acknowledged {
             for entry in follower.next().sorted(by: { $0.time < $1.time }) where entry.level >= .notice {
                 say(entry.process, entry.pid, entry.message, at: entry.time)
@@ -83,10 +87,21 @@ struct Demo {
                     acknowledged = true
                 }
             }
+            if !acknowledged && Date().timeIntervalSince(lastLook) >= 0.5 {
+                lastLook = Date()
+                let snapshot = ContainerSnapshot.read(layout, sessionFilter: Self.fetchSession)
+                if let wait = snapshot.sessions.first?.deliveryWait, wait != lastWait {
+                    lastWait = wait
+                    say("bgtransfer", me, "the event waits: \(wait)")
+                }
+                if let host = snapshot.apps.first(where: { $0.bundleIdentifier == "com.example.host" }), let delay = host.relaunchDelay, let last = host.lastRelaunch {
+                    deadline = max(deadline, last.addingTimeInterval(delay + 30))
+                }
+            }
             if !acknowledged { usleep(50_000) }
         }
         guard acknowledged else {
-            say("bgtransfer", me, "FAILED: the host was not relaunched and acknowledged within 60 s (see `bgtransfer inspect`)")
+            say("bgtransfer", me, "FAILED: the host was not relaunched and acknowledged in time (see `bgtransfer inspect`)")
             return 1
         }
 

@@ -139,4 +139,16 @@ struct ToolCommandLineTests {
         #expect((object?["container"] as? String).map { URL(fileURLWithPath: $0).standardizedFileURL.path } == shared.standardizedFileURL.path, "\(outcome.stdout.prefix(200))")
         #expect(!FileManager.default.fileExists(atPath: deep.appendingPathComponent("SharedContainer").path), "no container was made beside the working directory")
     }
+
+    @Test("bgtransfer demo on a used container says that the event waits out the resume rate limiter, waits it out, and passes")
+    func demoSaysWhyItWaits() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "3"])
+        let first = try Executable.bgtransfer.run(["demo"], in: container, timeout: 90)
+        #expect(first.status == 0, "\(first.stdout.suffix(500))")
+        let second = try Executable.bgtransfer.run(["demo"], in: container, timeout: 90)
+        #expect(second.status == 0, "\(second.stdout.suffix(500))")
+        #expect(second.stdout.contains("the event waits: waiting out the resume rate limiter"), "\(second.stdout.suffix(800))")
+    }
 }
