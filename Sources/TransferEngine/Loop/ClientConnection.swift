@@ -115,6 +115,11 @@ final class ClientConnection {
                 received = try UnixSocket.receive(descriptor, into: UnsafeMutableRawBufferPointer(rebasing: scratch[0..<min(scratch.count, budget)]))
             } catch {
                 if error.code == EAGAIN || error.code == EWOULDBLOCK { return .idle(more: false) }
+                // A client that exits with pushes it never read resets the connection: the usual
+                // end of a short-lived process, not an error, unless it was in the middle of a request.
+                if error.code == ECONNRESET {
+                    return .closed(reason: decoder.pendingByteCount > 0 ? "reset mid-frame (\(decoder.pendingByteCount) bytes pending)" : nil)
+                }
                 return .closed(reason: error.description)
             }
             if received.byteCount == 0 {
