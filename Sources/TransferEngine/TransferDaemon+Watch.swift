@@ -18,7 +18,12 @@ extension TransferDaemon {
     func startWatching(_ connection: ClientConnection, afterReply: inout [() -> Void]) -> DaemonReply {
         connection.isWatching = true
         log.info("ipc", "\(connection.label) watches the transfers")
-        afterReply.append { [unowned self] in send(transferStatuses(), toWatcher: connection) }
+        // The first list goes right behind the reply (which is still queued: the watcher's
+        // "not read yet" rule must not hold back the list a `watch --once` waits for).
+        afterReply.append { [unowned self] in
+            guard !connection.isClosed, !connection.send(.push(.transfers(transferStatuses()))) else { return }
+            disconnect(connection)
+        }
         return .ok
     }
 
