@@ -76,7 +76,8 @@ extension TransferDaemon {
                     family: session.key.family, session: session.key.identifier, taskIdentifier: task.taskIdentifier,
                     kind: task.kind, state: task.state, url: task.originalRequest.url, taskDescription: task.taskDescription,
                     bytesDone: transfer?.bytesMoved ?? known.done, bytesExpected: known.expected,
-                    isTransferring: transfer != nil, retryCount: task.retryCount))
+                    isTransferring: transfer != nil, retryCount: task.retryCount,
+                    waitingFor: transfer == nil ? task.hold(under: conditions, now: clock.now)?.description : nil))
             }
         }
         return statuses.sorted { ($0.family.rawValue, $0.session.rawValue, $0.taskIdentifier) < ($1.family.rawValue, $1.session.rawValue, $1.taskIdentifier) }

@@ -23,7 +23,10 @@ final class WatchTranscript: WatchDisplay {
     /// The title, `<done> / <expected>`, and why it waits if it does.
     static func line(_ status: TransferStatus) -> String {
         var text = "\(title(status)) \(ProgressFormat.bytes(status.bytesDone)) / \(ProgressFormat.bytes(status.bytesExpected))"
-        if !status.isTransferring { text += status.retryCount > 0 ? " waiting (retry \(status.retryCount))" : " waiting" }
+        if !status.isTransferring {
+            text += status.retryCount > 0 ? " waiting (retry \(status.retryCount))" : " waiting"
+            if let reason = status.waitingFor { text += ": \(reason)" }
+        }
         return text
     }
 

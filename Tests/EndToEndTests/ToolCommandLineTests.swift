@@ -154,4 +154,18 @@ struct ToolCommandLineTests {
         let resets = container.logEntries(process: "transferd").filter { $0.level >= .error && $0.message.contains("Connection reset") }
         #expect(resets.isEmpty, "\(resets.map(\.message))")
     }
+
+    @Test("watch --once says why a task waits and when it next tries; with nothing running it answers at once")
+    func watchSaysWhy() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        _ = try DaemonUnderTest.start(container)
+        let idle = try Executable.bgtransfer.run(["watch", "--once"], in: container, timeout: 10)
+        #expect(idle.status == 0, "answers with nothing running: \(idle.stderr)")
+        let created = try Executable.hostApp.run(["download", "http://127.0.0.1:9/never"], in: container)
+        try #require(created.status == 0, "\(created.stderr)")
+        #expect(waitUntil { container.logEntries(process: "transferd").contains { $0.message.contains("retry 1") } })
+        let listed = try Executable.bgtransfer.run(["watch", "--once"], in: container, timeout: 10)
+        #expect(listed.status == 0 && listed.stdout.contains("waiting to retry at") && listed.stdout.contains("after:"), "\(listed.stdout)")
+    }
 }

@@ -20,9 +20,13 @@ public struct TransferStatus: Codable, Sendable, Equatable {
     /// Whether a transfer is in flight now; false while the task waits to be (re)started.
     public var isTransferring: Bool
     public var retryCount: Int
+    /// Why a task that is not transferring waits, and until when (`TaskHold`'s words: "waiting
+    /// to retry at … after: …", a begin date, the network, the rate limiter); nil when it only
+    /// waits for a free connection.
+    public var waitingFor: String?
 
     public init(family: BundleIdentifier, session: SessionIdentifier, taskIdentifier: Int, kind: TaskKind, state: TaskState, url: String,
-                taskDescription: String?, bytesDone: Int64, bytesExpected: Int64, isTransferring: Bool, retryCount: Int) {
+                taskDescription: String?, bytesDone: Int64, bytesExpected: Int64, isTransferring: Bool, retryCount: Int, waitingFor: String? = nil) {
         self.family = family
         self.session = session
         self.taskIdentifier = taskIdentifier
@@ -34,6 +38,7 @@ public struct TransferStatus: Codable, Sendable, Equatable {
         self.bytesExpected = bytesExpected
         self.isTransferring = isTransferring
         self.retryCount = retryCount
+        self.waitingFor = waitingFor
     }
 
     /// `<session>/<task>`: how a person names the task.
