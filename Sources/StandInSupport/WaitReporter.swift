@@ -17,11 +17,16 @@ struct WaitReporter {
     }
 
     /// The line to say about the task's reason to wait, if it changed since the last call.
+    /// Reads the session's journal and the conditions only, not the whole container: it runs
+    /// every second of a wait that may last hours.
     mutating func report(now: Date = Date()) -> String? {
-        let snapshot = ContainerSnapshot.read(AppEnvironment.layout, sessionFilter: session)
-        guard let record = snapshot.sessions.first?.tasks.first(where: { $0.taskIdentifier == task }) else { return nil }
+        guard let identifier = try? SessionIdentifier(session) else { return nil }
+        let layout = AppEnvironment.layout
+        let directory = layout.sessionDirectory(family: AppEnvironment.identity.family, identifier: identifier)
+        guard let record = (try? JournalContents.read(session: directory))?.tasks[task] else { return nil }
+        let hold = record.hold(under: (try? DeviceConditions.load(from: layout)) ?? DeviceConditions(), now: now)
         let reason: String
-        switch record.hold(under: snapshot.conditions, now: now) {
+        switch hold {
         case .retry(let date, let error)?:
             reason = "\(error); retrying in \(max(1, Int(date.timeIntervalSince(now).rounded(.up)))) s (retry \(record.retryCount))"
         case let hold?:
@@ -29,8 +34,8 @@ struct WaitReporter {
         case nil:
             reason = record.state == .running ? "running" : record.state.name
         }
-        // A retry's countdown changes every second; its line is said once per retry.
-        let key = record.retryNotBefore.map { "\(reason.prefix(while: { $0 != ";" }))@\($0.timeIntervalSince1970)" } ?? reason
+        // A hold names its time (a retry's, not its countdown): each is said once.
+        let key = hold?.description ?? reason
         guard key != last else { return nil }
         defer { last = key }
         return last != nil || reason != "running" ? "task \(task): \(reason)" : nil

@@ -75,7 +75,7 @@ extension TransferDaemon {
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
             let transfer = try UploadTransfer(session: session.key, task: task, step: step, bodyPath: task.uploadFile.flatMap(session.resolvedPath), responsePath: uploadResponsePath(for: task, in: session),
-                                              configuration: session.record.configuration, credentials: credentials(for: task, in: session), conflicts: conflicts)
+                                              configuration: session.record.configuration, credentials: credentials(for: task, in: session), conflicts: conflicts, retryPolicy: retryPolicy)
             transfer.onResumptionOffered = { [unowned self, unowned session] task in
                 do { try session.update(task) } catch {
                     log.error("store", "cannot record the upload location: \(error)", session: sessionName, task: task.taskIdentifier)

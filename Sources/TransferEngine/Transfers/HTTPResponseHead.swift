@@ -66,16 +66,21 @@ struct HTTPResponseHead {
         guard let range = value("Content-Range"), range.hasPrefix("bytes ") else { return nil }
         let spec = range.dropFirst("bytes ".count)
         guard let dash = spec.firstIndex(of: "-") else { return nil }
-        return Int64(spec[..<dash]).flatMap { CheckedNumbers.check($0, in: 0...CheckedNumbers.byteCounts.upperBound) }
+        return Self.byteCount(spec[..<dash])
     }
 
     /// The full length from `Content-Range: bytes a-b/size`.
     var contentRangeTotal: Int64? {
         guard let range = value("Content-Range"), let slash = range.lastIndex(of: "/") else { return nil }
-        return Int64(range[range.index(after: slash)...]).flatMap { CheckedNumbers.check($0, in: 0...CheckedNumbers.byteCounts.upperBound) }
+        return Self.byteCount(range[range.index(after: slash)...])
     }
 
-    var contentLength: Int64? { value("Content-Length").flatMap { Int64($0) }.flatMap { CheckedNumbers.check($0, in: 0...CheckedNumbers.byteCounts.upperBound) } }
+    var contentLength: Int64? { value("Content-Length").flatMap { Self.byteCount($0[...]) } }
+
+    /// A count of bytes a server sent, within what a file can hold; nil for anything else.
+    private static func byteCount(_ text: Substring) -> Int64? {
+        Int64(text).flatMap { CheckedNumbers.check($0, in: 0...CheckedNumbers.byteCounts.upperBound) }
+    }
 
     /// Seconds a `503` asks the client to wait (`Retry-After`), or nil when it asks nothing
     /// usable. Checked: see `retryAfterSeconds(_:now:)`.

@@ -44,6 +44,8 @@ final class UploadTransfer: Transfer {
     /// 409s in a row so far in this chain of steps (a server that keeps disagreeing gets a
     /// fresh upload rather than an endless loop).
     let conflicts: Int
+    /// Decides when a server that keeps disagreeing about the offset gets a fresh upload.
+    private let retryPolicy: RetryPolicy
     private var body: FileDescriptor?
     private let bodySize: Int64
     /// The body offset this exchange started sending from.
@@ -66,7 +68,7 @@ final class UploadTransfer: Transfer {
 
     /// - Parameter bodyPath: the task's `uploadFile` as an absolute path (nil: it has none,
     ///   or one outside the container).
-    init(session: SessionKey, task: TaskRecord, step: Step, bodyPath: String?, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0) throws {
+    init(session: SessionKey, task: TaskRecord, step: Step, bodyPath: String?, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0, retryPolicy: RetryPolicy = RetryPolicy()) throws {
         guard let path = bodyPath else {
             throw TransferFailure(code: TransferFailure.fileDoesNotExist, message: "upload task \(task.taskIdentifier) has no body file")
         }
@@ -79,6 +81,7 @@ final class UploadTransfer: Transfer {
         self.step = step
         self.responsePath = responsePath
         self.conflicts = conflicts
+        self.retryPolicy = retryPolicy
         self.easy = try CurlEasy()
         let body = try FileDescriptor.open(path, O_RDONLY)
         self.body = body
@@ -228,7 +231,7 @@ final class UploadTransfer: Transfer {
             return .next(.append(from: offset))
         case .append:
             if status == 409 {
-                return RetryPolicy().restartsUpload(afterOffsetConflicts: conflicts + 1) ? .restartFromZero(reason: "the server disagreed about the offset \(conflicts + 1) times") : .next(.retrieveOffset)
+                return retryPolicy.restartsUpload(afterOffsetConflicts: conflicts + 1) ? .restartFromZero(reason: "the server disagreed about the offset \(conflicts + 1) times") : .next(.retrieveOffset)
             }
             if status == 404 || status == 410 { return .restartFromZero(reason: "the server no longer has the upload (HTTP \(status))") }
             if status == 503, let wait = retryAfter { return .retryAfter(wait) }
