@@ -138,7 +138,8 @@ public struct ContainerSnapshot: Codable, Sendable {
                 let lock = directory.appendingPathComponent("session.lock").path
                 let holder = FileLock.isHeld(lock) ? FileLock.holderPID(lock) : nil
                 let app = apps.first { $0.bundleIdentifier == family }
-                let wait = events.isEmpty ? nil : deliveryWait(holder: holder, configuration: record.configuration, tasks: tasks, app: app, now: now)
+                let wait = events.isEmpty ? nil : deliveryHolds(holder: holder, configuration: record.configuration, tasks: tasks, app: app, now: now).first?.text(now: now)
+                    ?? "the app is to be launched for them now"
                 sessions.append(Session(identifier: identifier, family: family, owner: record.owner.rawValue, holderPID: holder, configuration: record.configuration,
                                         tasks: tasks, waiting: waiting, pendingEvents: events, deliveryWait: wait, unreadableRecords: unreadable))
             }
@@ -161,20 +162,42 @@ public struct ContainerSnapshot: Codable, Sendable {
         return ContainerSnapshot(container: layout.root.path, daemon: daemon, conditions: conditions, apps: apps, sessions: sessions, appGroups: groups)
     }
 
-    /// Why a session's pending events wait, as the daemon decides when to launch its app
-    /// (S3.1, S4.2, S6.5).
-    private static func deliveryWait(holder: Int32?, configuration: SessionConfiguration, tasks: [TaskRecord], app: App?, now: Date) -> String {
-        if let holder { return "being delivered to the process holding the session (pid \(holder))" }
-        guard configuration.sessionSendsLaunchEvents else { return "waiting for the app to open the session (sessionSendsLaunchEvents is false: it is not launched for them)" }
-        if app?.forceQuit == true { return "waiting for the user to launch the app: it was force-quit, and is not launched for events until then" }
-        let running = tasks.filter { $0.state == .running }.count
-        if running > 0 { return "waiting for the session's \(running) running tasks to finish: the app is launched once, when all have" }
-        guard let app else { return "waiting for the app's first launch: the daemon does not know its executable yet" }
-        if let delay = app.relaunchDelay, let last = app.lastRelaunch, now < last.addingTimeInterval(delay) {
-            let until = last.addingTimeInterval(delay)
-            return "waiting out the resume rate limiter: the app's next background launch is at \(ISO8601Format.string(from: until)) (in \(Int(until.timeIntervalSince(now).rounded(.up))) s; delay \(String(format: "%.0f", delay)) s, doubling with each launch)"
+    /// What keeps a session's pending events from its app now, as the daemon decides when to
+    /// launch the app (S3.1, S4.2, S6.5): `inspect` and `demo` say the first, the timeline
+    /// all of them.
+    public enum DeliveryHold: Sendable, Equatable {
+        case heldBy(pid: Int32)
+        case noLaunchEvents
+        case forceQuit
+        case tasksRunning(Int)
+        case rateLimiter(lastLaunch: Date, delay: TimeInterval)
+        case executableUnknown
+
+        /// As `inspect` says it.
+        public func text(now: Date) -> String {
+            switch self {
+            case .heldBy(let pid): "being delivered to the process holding the session (pid \(pid))"
+            case .noLaunchEvents: "waiting for the app to open the session (sessionSendsLaunchEvents is false: it is not launched for them)"
+            case .forceQuit: "waiting for the user to launch the app: it was force-quit, and is not launched for events until then"
+            case .tasksRunning(let running): "waiting for the session's \(running) running tasks to finish: the app is launched once, when all have"
+            case .rateLimiter(let last, let delay):
+                "waiting out the resume rate limiter: the app's next background launch is at \(ISO8601Format.string(from: last.addingTimeInterval(delay))) (in \(Int(last.addingTimeInterval(delay).timeIntervalSince(now).rounded(.up))) s; delay \(String(format: "%.0f", delay)) s, doubling with each launch)"
+            case .executableUnknown: "waiting for the app's first launch: the daemon does not know its executable yet"
+            }
         }
-        return "the app is to be launched for them now"
+    }
+
+    /// Every `DeliveryHold` of a session with pending events, in the order the daemon meets them.
+    public static func deliveryHolds(holder: Int32?, configuration: SessionConfiguration, tasks: [TaskRecord], app: App?, now: Date) -> [DeliveryHold] {
+        var holds: [DeliveryHold] = []
+        if let holder { holds.append(.heldBy(pid: holder)) }
+        if !configuration.sessionSendsLaunchEvents { holds.append(.noLaunchEvents) }
+        if app?.forceQuit == true { holds.append(.forceQuit) }
+        let running = tasks.filter { $0.state == .running }.count
+        if running > 0 { holds.append(.tasksRunning(running)) }
+        if let delay = app?.relaunchDelay, let last = app?.lastRelaunch, now < last.addingTimeInterval(delay) { holds.append(.rateLimiter(lastLaunch: last, delay: delay)) }
+        if app?.executable == nil { holds.append(.executableUnknown) }
+        return holds
     }
 
     private static func sortedNames(_ directory: URL) -> [String] {

@@ -466,21 +466,20 @@ struct TimelineBuilder {
     /// What keeps a session's events from its app now, as the daemon decides (`wantsRelaunch`).
     func findingsForSession(_ identifier: String, snapshot: ContainerSnapshot) -> [String] {
         guard let session = snapshot.sessions.first(where: { $0.identifier == identifier }) else { return ["the session's record is gone"] }
-        var reasons: [String] = []
-        if let holder = session.holderPID { reasons.append("pid \(holder) holds the session: the events go to it, nothing is relaunched while it does") }
-        if !snapshot.daemon.running { reasons.append("transferd is not running: nothing is relaunched until a client starts it") }
-        if !session.configuration.sessionSendsLaunchEvents { reasons.append("sessionSendsLaunchEvents is off: the app is never woken for this session") }
         let app = snapshot.apps.first { $0.bundleIdentifier == session.family }
-        if app?.forceQuit == true { reasons.append("\(session.family) was force-quit by the user: no relaunch until the user launches it") }
-        let running = session.tasks.filter { $0.state == .running }.count
-        if running > 0 { reasons.append("\(running) task\(running == 1 ? "" : "s") of the session still run\(running == 1 ? "s" : ""): the app is woken once they are done") }
-        if let delay = app?.relaunchDelay, let last = app?.lastRelaunch {
-            let next = last.addingTimeInterval(delay)
-            if next > now {
-                reasons.append("the resume rate limiter holds the next relaunch of \(session.family) until \(Self.clock(next)) (delay \(String(format: "%.1f", delay)) s after the relaunch at \(Self.clock(last)))")
+        var reasons: [String] = ContainerSnapshot.deliveryHolds(holder: session.holderPID, configuration: session.configuration, tasks: session.tasks, app: app, now: now).map { hold in
+            switch hold {
+            case .heldBy(let pid): "pid \(pid) holds the session: the events go to it, nothing is relaunched while it does"
+            case .noLaunchEvents: "sessionSendsLaunchEvents is off: the app is never woken for this session"
+            case .forceQuit: "\(session.family) was force-quit by the user: no relaunch until the user launches it"
+            case .tasksRunning(let running): "\(running) task\(running == 1 ? "" : "s") of the session still run\(running == 1 ? "s" : ""): the app is woken once they are done"
+            case .rateLimiter(let last, let delay):
+                "the resume rate limiter holds the next relaunch of \(session.family) until \(Self.clock(last.addingTimeInterval(delay))) (delay \(String(format: "%.1f", delay)) s after the relaunch at \(Self.clock(last)))"
+            case .executableUnknown: "the daemon does not know \(session.family)'s executable yet (it learns it from a hello of the app or an extension)"
             }
         }
-        if app == nil || app?.executable == nil { reasons.append("the daemon does not know \(session.family)'s executable yet (it learns it from a hello of the app or an extension)") }
+        // The daemon's own absence holds everything (after a holder, which gets the events anyway).
+        if !snapshot.daemon.running { reasons.insert("transferd is not running: nothing is relaunched until a client starts it", at: session.holderPID == nil ? 0 : 1) }
         if reasons.isEmpty { reasons.append("nothing holds it back: the daemon should relaunch \(session.family) at its next turn") }
         return reasons
     }
