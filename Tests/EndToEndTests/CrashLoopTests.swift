@@ -124,7 +124,7 @@ final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
         daemon = try DaemonUnderTest.start(container)
         let reply = try DaemonEndpoint.request(.ping, layout: container.layout, timeout: 20)
         if case .ok = reply {} else { Issue.record("ping answered \(reply)") }
-        let journal = try JournalContents.read(path: journalPath)
+        let journal = try JournalContents.read(journalPath)
         #expect(journal.tasks[good.taskIdentifier] != nil, "the good task is kept")
         #expect(journal.tasks[counted.taskIdentifier].map { $0.revision < Int.max && $0.retryCount < Int.max && $0.priority == 1 } == true)
         let corrupt = (try? String(contentsOf: container.sessionDirectory("com.example.host.background").appendingPathComponent("journal.corrupt"), encoding: .utf8)) ?? ""
@@ -136,9 +136,4 @@ final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
         #expect(ProcessSpawner.isAlive(daemon.pid))
     }
 }
-}
-
-extension JournalContents {
-    /// Reads the journal at `path`.
-    static func read(path: String) throws -> JournalContents { try read(path) }
 }
