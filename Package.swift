@@ -7,6 +7,7 @@ let package = Package(
         .library(name: "BackgroundTransfer", targets: ["BackgroundTransfer"]),
         .library(name: "TransferContainer", targets: ["TransferContainer"]),
         .library(name: "TransferEngine", targets: ["TransferEngine"]),
+        .library(name: "TransferTransport", targets: ["TransferTransport"]),
         .library(name: "LoopbackServer", targets: ["LoopbackServer"]),
         .executable(name: "transferd", targets: ["transferd"]),
         .executable(name: "host-app", targets: ["host-app"]),
@@ -26,12 +27,16 @@ let package = Package(
         // The few GNU/Linux calls Glibc's Swift module hides (SO_PEERCRED, accept4, O_PATH, setsid spawn).
         .target(name: "CPOSIX"),
         .target(name: "CSHA256"),
-        // The daemon's engine: event loop, socket server, durable task store, scheduler,
-        // libcurl transport, relauncher.
-        .target(name: "TransferEngine", dependencies: ["TransferContainer", "CCurl", "CPOSIX"]),
+        // Transfers and their transport: one download or upload over libcurl, the loop that
+        // drives them, the libcurl → URLError mapping and the retry policy. The daemon and
+        // default (foreground) sessions both run transfers through it.
+        .target(name: "TransferTransport", dependencies: ["TransferContainer", "CCurl"]),
+        // The daemon's engine: socket server, sessions and their durable records, scheduler,
+        // commits, relauncher. Nothing of it is reachable from the client library.
+        .target(name: "TransferEngine", dependencies: ["TransferContainer", "TransferTransport", "CPOSIX"]),
         // The client API with Apple's names (URLSession, URLSessionConfiguration, delegates).
-        // Default (foreground) sessions run the engine's transfers in-process.
-        .target(name: "BackgroundTransfer", dependencies: ["TransferContainer", "TransferEngine"]),
+        // Default (foreground) sessions run transfers in-process through TransferTransport.
+        .target(name: "BackgroundTransfer", dependencies: ["TransferContainer", "TransferTransport"]),
         // A small HTTP/1.1 server on POSIX sockets for tests, the demo and the benchmark.
         .target(name: "LoopbackServer", dependencies: ["TransferContainer"]),
         // What the stand-in app and extensions share: identities, command lines, Downloads/.
@@ -49,6 +54,7 @@ let package = Package(
 
         .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "StandInSupport"]),
         .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer", "TransferContainer"]),
+        .testTarget(name: "TransferTransportTests", dependencies: ["TransferTransport", "LoopbackServer"]),
         .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "LoopbackServer"]),
         // Real processes from the built executables, real sockets, real SIGKILLs.
         .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer", "StandInSupport",

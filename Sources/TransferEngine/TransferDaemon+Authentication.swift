@@ -1,6 +1,7 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferTransport
 
 /// Authentication challenges (S3.1 "…or one needs authentication"): a `401` or `407` that
 /// offers Basic or Digest holds the task and asks the app — the attached process, or the

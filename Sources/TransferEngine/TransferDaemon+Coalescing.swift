@@ -1,6 +1,7 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferTransport
 
 /// Same-URL coalescing (S7.4), for sessions whose configuration asks for it
 /// (`coalescesIdenticalDownloads`): download tasks of one session with the same GET are

@@ -1,6 +1,7 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferTransport
 
 /// Downloads: where their bytes wait, how a finished one is announced.
 extension TransferDaemon {

@@ -1,6 +1,7 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferTransport
 
 /// Running, finishing and retrying transfers (what may start when: `TransferDaemon+Scheduling`).
 extension TransferDaemon {
@@ -71,7 +72,7 @@ extension TransferDaemon {
         var task = task
         task.retryCount += 1
         task.lastError = error.description
-        let code = Self.urlErrorCode(error)
+        let code = error.urlErrorCode
         let decision = retryPolicy.afterTransportFailure(code: code, retry: task.retryCount, createdAt: task.createdAt,
                                                          resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: clock.now)
         switch decision {
@@ -179,23 +180,5 @@ extension TransferDaemon {
         transfer.lastProgressReport = now
         push(.progress(session: session.key.identifier, progress), to: session)
         if let download = transfer as? DownloadTransfer { pushFollowerProgress(of: download, in: session) }
-    }
-
-    /// The `URLError` code Apple uses for a transport failure.
-    static func urlErrorCode(_ error: CurlError) -> Int {
-        switch error.kind {
-        case .couldNotConnect: TransferFailure.cannotConnectToHost
-        case .cannotResolveHost: -1003
-        case .secureConnectionFailed: -1200
-        case .connectionLost: TransferFailure.networkConnectionLost
-        case .timedOut: TransferFailure.timedOut
-        case .aborted: TransferFailure.cancelled
-        case .writeFailed: TransferFailure.cannotWriteToFile
-        case .readFailed: TransferFailure.fileDoesNotExist
-        case .tooManyRedirects: -1007
-        case .badURL: TransferFailure.badURL
-        case .unsupportedProtocol: TransferFailure.unsupportedURL
-        default: TransferFailure.unknown
-        }
     }
 }

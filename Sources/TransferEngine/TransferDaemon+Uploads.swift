@@ -1,6 +1,7 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferTransport
 
 /// Uploads from a file (S2.1, S6.6): taking the app's file at creation, stepping through the
 /// resumable-upload exchanges, and announcing the server's answer.

@@ -142,7 +142,7 @@ public final class LocalTransferRunner: @unchecked Sendable {
                 switch result {
                 case .success: running.callbacks.finished(task, .success(running.transfer.bodyPath))
                 case .failure(let error):
-                    running.callbacks.finished(task, .failure(TransferFailure(code: TransferDaemon.urlErrorCode(error), message: error.description, subject: task.originalRequest.url)))
+                    running.callbacks.finished(task, .failure(TransferFailure(code: error.urlErrorCode, message: error.description, subject: task.originalRequest.url)))
                 }
             }
         }

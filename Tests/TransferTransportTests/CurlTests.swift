@@ -3,7 +3,7 @@ import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import TransferEngine
+@testable import TransferTransport
 
 /// Tests of the libcurl layer (CurlEasy, CurlMulti, CurlError) against a tiny HTTP server on
 /// 127.0.0.1 defined below. Every wait has a deadline; no traffic leaves the loopback interface.

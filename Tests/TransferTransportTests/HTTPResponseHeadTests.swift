@@ -1,7 +1,7 @@
 import Testing
 import Foundation
 import TransferContainer
-@testable import TransferEngine
+@testable import TransferTransport
 
 /// A head made of `lines`, as libcurl reports them.
 private func head(_ lines: [String]) -> HTTPResponseHead {

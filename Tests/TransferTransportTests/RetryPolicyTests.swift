@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import TransferContainer
-@testable import TransferEngine
+@testable import TransferTransport
 
 /// The retry policy (S6.4) on its own, with the time given: no waiting.
 @Suite struct RetryPolicyTests {
@@ -13,6 +13,13 @@ import TransferContainer
         #expect((1...9).map { policy.backoff(beforeRetry: $0) } == [0.25, 0.5, 1, 2, 4, 8, 16, 30, 30])
         #expect(policy.backoff(beforeRetry: Int(Int32.max)) == 30)
         #expect(policy.backoff(beforeRetry: 0) == 0.25 && policy.backoff(beforeRetry: -5) == 0.25)
+    }
+
+    @Test("A client reaching for a restarted daemon waits 50 ms, doubling, and then once a second for good")
+    func reconnectBackoff() {
+        let waits = (1...8).map { RetryPolicy.reconnect.backoff(beforeRetry: $0) }
+        #expect(waits == [0.05, 0.1, 0.2, 0.4, 0.8, 1, 1, 1])
+        #expect(RetryPolicy.reconnect.backoff(beforeRetry: Int.max) == 1)
     }
 
     @Test("Network trouble is retried after the backoff; other failures end the task at once with their own code")

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import TransferContainer
+import TransferTransport
 
 /// This process's connection to `transferd`: one per process and container, shared by all
 /// sessions. Requests wait for their reply; pushes (events, progress) are routed to the
@@ -241,7 +242,6 @@ final class DaemonConnection: @unchecked Sendable {
         defer { state.withLock { $0.reconnecting = false } }
         // As long as a session is open here, try again (at most once a second): a daemon that
         // takes long to come back must not leave the app's sessions detached for good.
-        var delay: UInt32 = 50_000
         var attempts = 0
         while !state.withLock({ $0.subscribers.isEmpty }) {
             do {
@@ -251,8 +251,7 @@ final class DaemonConnection: @unchecked Sendable {
             } catch {
                 attempts += 1
                 if attempts == 40 { log.error("connection", "cannot reach the transfer daemon again (\(error)); trying every second while sessions are open") }
-                usleep(delay)
-                delay = min(delay * 2, 1_000_000)
+                usleep(UInt32(RetryPolicy.reconnect.backoff(beforeRetry: attempts) * 1_000_000))
             }
         }
     }

@@ -267,10 +267,3 @@ final class InputAccount {
         bytes = max(0, bytes - count)
     }
 }
-
-/// A session in the daemon's namespace: the app family and the identifier (S1.1).
-struct SessionKey: Hashable, CustomStringConvertible {
-    var family: BundleIdentifier
-    var identifier: SessionIdentifier
-    var description: String { "\(family)/\(identifier)" }
-}

@@ -1,4 +1,5 @@
 import Foundation
+import TransferContainer
 
 /// The tasks that may start, in the order they should: best priority first, then oldest
 /// (S5.3), kept in one lane per session and host, since each session's

@@ -7,61 +7,67 @@ import TransferContainer
 /// libcurl move bytes, then runs the handlers of descriptors that became ready and the
 /// timers that are due. Everything in the engine runs on this thread; nothing else touches
 /// engine state, so the engine needs no locks.
-final class EventLoop {
+package final class EventLoop {
     /// What the loop does when a descriptor is ready.
-    struct Watch {
+    package struct Watch {
         var wantsWrite: () -> Bool
         var onReadable: () -> Void
         var onWritable: () -> Void
+
+        package init(wantsWrite: @escaping () -> Bool, onReadable: @escaping () -> Void, onWritable: @escaping () -> Void) {
+            self.wantsWrite = wantsWrite
+            self.onReadable = onReadable
+            self.onWritable = onWritable
+        }
     }
 
-    let multi: CurlMulti
+    package let multi: CurlMulti
     private var watches: [Int32: Watch] = [:]
     private var timers: [(due: Date, id: Int, action: () -> Void)] = []
     private var nextTimerID = 0
     private(set) var isStopping = false
     /// Called with each transfer libcurl finished.
-    var onTransferCompleted: ((CurlEasy, Result<Void, CurlError>) -> Void)?
+    package var onTransferCompleted: ((CurlEasy, Result<Void, CurlError>) -> Void)?
     /// Called once per turn, after handlers and timers (housekeeping).
-    var onTurn: (() -> Void)?
+    package var onTurn: (() -> Void)?
     /// Called when libcurl's multi interface fails (a bug in our use of it): the loop keeps
     /// turning so that clients are served, and says so.
-    var onMultiError: ((Error) -> Void)?
+    package var onMultiError: ((Error) -> Void)?
 
-    init() throws {
+    package init() throws {
         multi = try CurlMulti()
     }
 
-    func watch(_ fd: FileDescriptor, _ watch: Watch) {
+    package func watch(_ fd: FileDescriptor, _ watch: Watch) {
         watches[fd.rawValue] = watch
     }
 
-    func unwatch(_ fd: FileDescriptor) {
+    package func unwatch(_ fd: FileDescriptor) {
         watches.removeValue(forKey: fd.rawValue)
     }
 
     /// Runs `action` on the loop after `delay` seconds.
     @discardableResult
-    func schedule(after delay: TimeInterval, _ action: @escaping () -> Void) -> Int {
+    package func schedule(after delay: TimeInterval, _ action: @escaping () -> Void) -> Int {
         nextTimerID += 1
         timers.append((Date().addingTimeInterval(max(0, delay)), nextTimerID, action))
         return nextTimerID
     }
 
-    func stop() {
+    package func stop() {
         isStopping = true
         multi.wakeup()
     }
 
     /// Turns until `stop()`.
-    func run() {
+    package func run() {
         while !isStopping {
             turn(maximumWait: 0.25)
         }
     }
 
     /// One turn: wait (at most `maximumWait`, less if a timer is due), move bytes, dispatch.
-    func turn(maximumWait: TimeInterval) {
+    package func turn(maximumWait: TimeInterval) {
         var requests = watches.map { fd, watch in CurlMulti.PollRequest(fd: fd, wantsRead: true, wantsWrite: watch.wantsWrite()) }
         var wait = maximumWait
         if let soonest = timers.map(\.due).min() { wait = min(wait, max(0, soonest.timeIntervalSinceNow)) }

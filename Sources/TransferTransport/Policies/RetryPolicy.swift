@@ -7,36 +7,47 @@ import TransferContainer
 /// (`timeoutIntervalForResource` from its creation), where the task fails with -1001; other
 /// failures end the task at once. Also how many times a resumable upload's server may
 /// disagree about the offset (409) before the upload starts over. A value; the daemon asks,
-/// the policy answers from the time it is given.
-struct RetryPolicy: Sendable {
+/// the policy answers from the time it is given. The client library's reconnection to a
+/// restarted daemon waits by the same rule (`reconnect`).
+package struct RetryPolicy: Sendable {
     /// Failures that are network trouble (refused, dropped, idle timeout): retried.
-    static let retryableCodes: Set<Int> = [TransferFailure.cannotConnectToHost, TransferFailure.networkConnectionLost, TransferFailure.timedOut]
+    package static let retryableCodes: Set<Int> = [TransferFailure.cannotConnectToHost, TransferFailure.networkConnectionLost, TransferFailure.timedOut]
 
-    var initialBackoff: TimeInterval = 0.25
-    var maximumBackoff: TimeInterval = 30
+    package var initialBackoff: TimeInterval
+    package var maximumBackoff: TimeInterval
     /// 409s in a row after which a resumable upload starts over from zero.
-    var offsetConflictsBeforeRestart = 3
+    package var offsetConflictsBeforeRestart: Int
+
+    package init(initialBackoff: TimeInterval = 0.25, maximumBackoff: TimeInterval = 30, offsetConflictsBeforeRestart: Int = 3) {
+        self.initialBackoff = initialBackoff
+        self.maximumBackoff = maximumBackoff
+        self.offsetConflictsBeforeRestart = offsetConflictsBeforeRestart
+    }
 
     /// What to do after a failed attempt.
-    enum Decision: Equatable {
+    package enum Decision: Equatable {
         /// Try again, not before this time.
         case retry(notBefore: Date)
         /// The task ends with this error code (-1001 when its resource deadline comes first).
         case fail(code: Int)
     }
 
+    /// How a client waits between attempts to reach a daemon that went away: from 50 ms,
+    /// doubling, to once a second, for as long as a session is open.
+    package static let reconnect = RetryPolicy(initialBackoff: 0.05, maximumBackoff: 1)
+
     /// The task's resource deadline.
-    func deadline(createdAt: Date, resourceTimeout: TimeInterval) -> Date {
+    package func deadline(createdAt: Date, resourceTimeout: TimeInterval) -> Date {
         createdAt.addingTimeInterval(resourceTimeout)
     }
 
     /// The wait before retry number `retry` (1 for the first).
-    func backoff(beforeRetry retry: Int) -> TimeInterval {
+    package func backoff(beforeRetry retry: Int) -> TimeInterval {
         min(maximumBackoff, initialBackoff * pow(2, Double(min(max(retry, 1) - 1, 30))))
     }
 
     /// After a transport failure with `code`, the task's `retry`-th.
-    func afterTransportFailure(code: Int, retry: Int, createdAt: Date, resourceTimeout: TimeInterval, now: Date) -> Decision {
+    package func afterTransportFailure(code: Int, retry: Int, createdAt: Date, resourceTimeout: TimeInterval, now: Date) -> Decision {
         guard Self.retryableCodes.contains(code) else { return .fail(code: code) }
         guard now < deadline(createdAt: createdAt, resourceTimeout: resourceTimeout) else { return .fail(code: TransferFailure.timedOut) }
         return .retry(notBefore: now.addingTimeInterval(backoff(beforeRetry: retry)))
@@ -44,7 +55,7 @@ struct RetryPolicy: Sendable {
 
     /// After a server asked to come back in `delay` seconds (`503` + `Retry-After`): a time
     /// past the resource deadline ends the task now, as it would end then.
-    func afterServiceUnavailable(retryAfter delay: TimeInterval, createdAt: Date, resourceTimeout: TimeInterval, now: Date) -> Decision {
+    package func afterServiceUnavailable(retryAfter delay: TimeInterval, createdAt: Date, resourceTimeout: TimeInterval, now: Date) -> Decision {
         let start = now.addingTimeInterval(CheckedNumbers.clamp(delay, to: CheckedNumbers.intervals))
         guard start < deadline(createdAt: createdAt, resourceTimeout: resourceTimeout) else { return .fail(code: TransferFailure.timedOut) }
         return .retry(notBefore: start)
@@ -52,7 +63,7 @@ struct RetryPolicy: Sendable {
 
     /// Whether a resumable upload whose server answered 409 to `conflicts` offset requests
     /// in a row (this one included) starts over instead of asking for the offset again.
-    func restartsUpload(afterOffsetConflicts conflicts: Int) -> Bool {
+    package func restartsUpload(afterOffsetConflicts conflicts: Int) -> Bool {
         conflicts > offsetConflictsBeforeRestart
     }
 }

@@ -1,12 +1,15 @@
 import Foundation
+import TransferContainer
 
 /// Where the daemon's time-based rules read the time: the wall clock in the daemon, a clock a
 /// test sets in unit tests of those rules (retry backoff, resource deadlines).
-protocol TimeSource: Sendable {
+package protocol TimeSource: Sendable {
     var now: Date { get }
 }
 
 /// The wall clock.
-struct SystemTime: TimeSource {
-    var now: Date { Date() }
+package struct SystemTime: TimeSource {
+    package var now: Date { Date() }
+
+    package init() {}
 }

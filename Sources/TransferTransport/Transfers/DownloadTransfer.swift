@@ -9,58 +9,58 @@ import TransferContainer
 /// Resume rules (issue "crash-proof"): the offset is the partial file's size; a `206` whose
 /// range starts there is appended; a `200` (range ignored, or validator changed) restarts
 /// the file from zero — never a mixed file; a resource without a validator restarts from zero.
-final class DownloadTransfer: Transfer {
-    let session: SessionKey
-    private(set) var task: TaskRecord
-    let easy: CurlEasy
-    let partialPath: String
+package final class DownloadTransfer: Transfer {
+    package let session: SessionKey
+    package private(set) var task: TaskRecord
+    package let easy: CurlEasy
+    package let partialPath: String
     private var file: FileDescriptor?
     /// Where an error status's body goes (never into the partial file: a 503 to a resumed
     /// request must not cost the bytes already on disk).
-    var errorBodyPath: String { Self.errorBodyPath(partialPath: partialPath) }
-    static func errorBodyPath(partialPath: String) -> String { partialPath + ".response" }
+    package var errorBodyPath: String { Self.errorBodyPath(partialPath: partialPath) }
+    package static func errorBodyPath(partialPath: String) -> String { partialPath + ".response" }
     /// Whether this attempt's body went to `errorBodyPath`.
-    private(set) var bodyIsErrorResponse = false
+    package private(set) var bodyIsErrorResponse = false
     /// Bytes on disk when this attempt began (the `Range` offset sent).
     private let resumeOffset: Int64
     private var head = HTTPResponseHead()
     private var bodyStarted = false
     private var bytesSinceCheckpoint: Int64 = 0
     /// Set when the body cannot be written; the completion reports it instead of libcurl's abort.
-    private(set) var diskFailure: TransferFailure?
+    package private(set) var diskFailure: TransferFailure?
     /// Set when the server's answer cannot be used at all (a `206` to a request without `Range`).
-    private(set) var protocolFailure: TransferFailure?
+    package private(set) var protocolFailure: TransferFailure?
     /// Set when the server answered a range with something unusable; the engine starts over from zero.
-    private(set) var mustRestartFromZero = false
+    package private(set) var mustRestartFromZero = false
     /// When the transfer last pushed progress; owned by the engine.
-    var lastProgressReport = Date.distantPast
+    package var lastProgressReport = Date.distantPast
     /// Starts at the bytes already on disk: a resumed download's first `didWriteData` counts
     /// only what this attempt wrote.
-    var lastReportedBytes: Int64 = 0
+    package var lastReportedBytes: Int64 = 0
     /// Bytes the container's file system keeps free: the download stops (-3002, resumable)
     /// rather than take them (`transferd --free-space-reserve`).
     private let freeSpaceReserve: Int64
     /// Bytes written since free space was last looked at; it is looked at every
     /// `spaceCheckInterval` bytes, and before the first.
     private var bytesSinceSpaceCheck: Int64 = .max
-    static let spaceCheckInterval: Int64 = 1 << 20
+    package static let spaceCheckInterval: Int64 = 1 << 20
 
     /// Called when the response head is known, before any body byte is written, so the
     /// validator is durable before bytes that depend on it (the engine persists the task).
-    var onResponse: ((TaskRecord) -> Void)?
+    package var onResponse: ((TaskRecord) -> Void)?
     /// Called once, for a task made from resume data, with the offset the body continues at
     /// (0 when the server sent the whole body again).
-    var onResumed: ((TaskRecord, Int64) -> Void)?
+    package var onResumed: ((TaskRecord, Int64) -> Void)?
     /// Called every `checkpointInterval` bytes with the task's current counts.
-    var onCheckpoint: ((TaskRecord) -> Void)?
-    static let checkpointInterval: Int64 = 16 << 20
+    package var onCheckpoint: ((TaskRecord) -> Void)?
+    package static let checkpointInterval: Int64 = 16 << 20
     /// Bytes written between background writebacks, and where the next one starts.
-    static let writebackInterval: Int64 = 8 << 20
+    package static let writebackInterval: Int64 = 8 << 20
     private var writebackStart: Int64 = 0
 
     /// `emptyFile`, when given, is the new empty file at `partialPath`, open for writing;
     /// otherwise the file there is opened, or created.
-    init(session: SessionKey, task: TaskRecord, partialPath: String, emptyFile: FileDescriptor? = nil, configuration: SessionConfiguration,
+    package init(session: SessionKey, task: TaskRecord, partialPath: String, emptyFile: FileDescriptor? = nil, configuration: SessionConfiguration,
          credentials: TransferCredentials, freeSpaceReserve: Int64 = 0) throws {
         self.session = session
         self.freeSpaceReserve = max(0, freeSpaceReserve)
@@ -111,7 +111,7 @@ final class DownloadTransfer: Transfer {
     }
 
     /// Bytes of the whole resource on disk now.
-    var bytesOnDisk: Int64 { task.countOfBytesReceived }
+    package var bytesOnDisk: Int64 { task.countOfBytesReceived }
 
     private func receive(_ bytes: UnsafeRawBufferPointer) -> CurlEasy.BodyDisposition {
         if !bodyStarted {
@@ -242,7 +242,7 @@ final class DownloadTransfer: Transfer {
     /// Called by the engine when libcurl reports the end. On success the file is handed to
     /// `makeDurable`, which syncs and closes it when it suits the engine (the daemon's commit
     /// thread syncs every file finished in a turn together); otherwise it is closed.
-    func finish(success: Bool, makeDurable: (FileDescriptor) -> Void) -> TaskRecord {
+    package func finish(success: Bool, makeDurable: (FileDescriptor) -> Void) -> TaskRecord {
         if !bodyStarted && success {
             // An empty body: the head is all there is.
             bodyStarted = true
@@ -260,26 +260,26 @@ final class DownloadTransfer: Transfer {
     }
 
     /// Stops writing (cancel, suspend, shutdown); the partial file stays.
-    func close() {
+    package func close() {
         file?.close()
         file = nil
     }
 
     /// The file that holds this attempt's body: the partial download or an error page.
-    var bodyPath: String { bodyIsErrorResponse ? errorBodyPath : partialPath }
+    package var bodyPath: String { bodyIsErrorResponse ? errorBodyPath : partialPath }
 
     /// Seconds the server asked us to wait (`503` with `Retry-After`).
-    var retryAfter: TimeInterval? { head.retryAfter }
+    package var retryAfter: TimeInterval? { head.retryAfter }
 
-    var bytesMoved: Int64 { bytesOnDisk }
+    package var bytesMoved: Int64 { bytesOnDisk }
 
-    var progress: TaskProgress {
+    package var progress: TaskProgress {
         TaskProgress(taskIdentifier: task.taskIdentifier, bytesWritten: bytesOnDisk - lastReportedBytes, totalBytesWritten: bytesOnDisk,
                      totalBytesExpectedToWrite: task.countOfBytesExpectedToReceive, state: .running, currentURL: task.currentURL, response: task.response)
     }
 
     /// Whether the resource can be resumed later from the bytes on disk (S6.1).
-    var isResumable: Bool {
+    package var isResumable: Bool {
         task.validator?.ifRangeValue != nil && head.value("Accept-Ranges")?.lowercased() != "none"
     }
 }

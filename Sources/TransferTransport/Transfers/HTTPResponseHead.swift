@@ -3,7 +3,7 @@ import TransferContainer
 
 /// Collects the header lines libcurl reports and keeps the head of the last response
 /// (redirects and 1xx responses come before it). Owned by its transfer.
-struct HTTPResponseHead {
+package struct HTTPResponseHead {
     private(set) var statusCode = 0
     private(set) var fields: [(name: String, value: String)] = []
     /// True once the blank line ending a head was seen.
@@ -11,7 +11,7 @@ struct HTTPResponseHead {
 
     /// Takes one header line (its CR LF already gone). The line is split on its bytes:
     /// this runs for every line of every response.
-    mutating func consume(_ line: String) {
+    package mutating func consume(_ line: String) {
         let bytes = Array(line.utf8)
         let trimmed = Self.trimmed(bytes[...])
         if trimmed.starts(with: "HTTP/".utf8) {
@@ -42,11 +42,11 @@ struct HTTPResponseHead {
     }
 
     /// The last value of the field `name`; names compare without regard to ASCII case.
-    func value(_ name: String) -> String? {
+    package func value(_ name: String) -> String? {
         fields.last { $0.name.isSameHTTPFieldName(as: name) }?.value
     }
 
-    var headerDictionary: [String: String] {
+    package var headerDictionary: [String: String] {
         var result: [String: String] = [:]
         for field in fields {
             if let existing = result[field.name] { result[field.name] = existing + ", " + field.value } else { result[field.name] = field.value }
@@ -54,7 +54,7 @@ struct HTTPResponseHead {
         return result
     }
 
-    var validator: Validator? {
+    package var validator: Validator? {
         let tag = value("ETag")
         let date = value("Last-Modified")
         if tag == nil && date == nil { return nil }
@@ -62,7 +62,7 @@ struct HTTPResponseHead {
     }
 
     /// The first byte of a `206` body (`Content-Range: bytes a-b/size`).
-    var contentRangeStart: Int64? {
+    package var contentRangeStart: Int64? {
         guard let range = value("Content-Range"), range.hasPrefix("bytes ") else { return nil }
         let spec = range.dropFirst("bytes ".count)
         guard let dash = spec.firstIndex(of: "-") else { return nil }
@@ -70,12 +70,12 @@ struct HTTPResponseHead {
     }
 
     /// The full length from `Content-Range: bytes a-b/size`.
-    var contentRangeTotal: Int64? {
+    package var contentRangeTotal: Int64? {
         guard let range = value("Content-Range"), let slash = range.lastIndex(of: "/") else { return nil }
         return Self.byteCount(range[range.index(after: slash)...])
     }
 
-    var contentLength: Int64? { value("Content-Length").flatMap { Self.byteCount($0[...]) } }
+    package var contentLength: Int64? { value("Content-Length").flatMap { Self.byteCount($0[...]) } }
 
     /// A count of bytes a server sent, within what a file can hold; nil for anything else.
     private static func byteCount(_ text: Substring) -> Int64? {
@@ -84,7 +84,7 @@ struct HTTPResponseHead {
 
     /// Seconds a `503` asks the client to wait (`Retry-After`), or nil when it asks nothing
     /// usable. Checked: see `retryAfterSeconds(_:now:)`.
-    var retryAfter: TimeInterval? {
+    package var retryAfter: TimeInterval? {
         guard statusCode == 503, let value = value("Retry-After") else { return nil }
         return Self.retryAfterSeconds(value, now: Date())
     }
@@ -93,7 +93,7 @@ struct HTTPResponseHead {
     /// `CheckedNumbers.intervals`: any count of digits is a number (99999999999999999999 is
     /// the largest interval, not a trap); a date in the past is 0; anything else (a sign,
     /// an exponent, "nan") is nil.
-    static func retryAfterSeconds(_ value: String, now: Date) -> TimeInterval? {
+    package static func retryAfterSeconds(_ value: String, now: Date) -> TimeInterval? {
         let text = value.trimmingCharacters(in: .whitespaces)
         if !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
             let seconds = Double(text) ?? CheckedNumbers.intervals.upperBound // digits only: never nil in practice

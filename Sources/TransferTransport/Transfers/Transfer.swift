@@ -3,7 +3,7 @@ import TransferContainer
 
 /// A transfer in flight as the engine drives it, download or upload: its task, its libcurl
 /// handle and the progress it reports. Owned by the event loop.
-protocol Transfer: AnyObject {
+package protocol Transfer: AnyObject {
     var session: SessionKey { get }
     /// The task as this transfer knows it now (counts, response, validator, upload location).
     var task: TaskRecord { get }
@@ -27,7 +27,7 @@ extension CurlEasy {
     /// connecting capped at 60 s.
     /// Also the session's proxy, and the credentials the engine found for the origin and
     /// the proxy.
-    func apply(_ request: RequestRecord, in configuration: SessionConfiguration, credentials: TransferCredentials, excluding excluded: Set<String> = [], extraHeaders: [String] = []) throws(CurlError) {
+    package func apply(_ request: RequestRecord, in configuration: SessionConfiguration, credentials: TransferCredentials, excluding excluded: Set<String> = [], extraHeaders: [String] = []) throws(CurlError) {
         var headers = (configuration.httpAdditionalHeaders ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
         headers += request.headers.filter { !excluded.contains($0.name.lowercased()) }.map { "\($0.name): \($0.value)" }
         try setHeaders(headers + extraHeaders)
@@ -51,9 +51,14 @@ extension CurlEasy {
 
 /// The credentials an exchange sends, with the spaces they were given for (nil space: the
 /// scheme is not known yet, libcurl picks Basic or Digest from the server's challenge).
-struct TransferCredentials {
-    var server: (credential: CredentialRecord, space: ProtectionSpaceRecord?)?
-    var proxy: (credential: CredentialRecord, space: ProtectionSpaceRecord?)?
+package struct TransferCredentials {
+    package var server: (credential: CredentialRecord, space: ProtectionSpaceRecord?)?
+    package var proxy: (credential: CredentialRecord, space: ProtectionSpaceRecord?)?
 
-    static let none = TransferCredentials()
+    package static let none = TransferCredentials()
+
+    package init(server: (credential: CredentialRecord, space: ProtectionSpaceRecord?)? = nil, proxy: (credential: CredentialRecord, space: ProtectionSpaceRecord?)? = nil) {
+        self.server = server
+        self.proxy = proxy
+    }
 }

@@ -10,9 +10,9 @@ import TransferContainer
 /// HTTP", S6.6): a server that answers `104` with a `Location` keeps what it received, so an
 /// interrupted upload asks it how much it has (`HEAD`) and appends the rest (`PATCH`). A
 /// server that does not answer `104` gets a plain upload, sent again from zero after a failure.
-final class UploadTransfer: Transfer {
+package final class UploadTransfer: Transfer {
     /// Which exchange of the resumable-upload protocol this is.
-    enum Step: Equatable {
+    package enum Step: Equatable {
         /// The app's request with the whole body, offering resumption.
         case create
         /// `HEAD` the upload resource for `Upload-Offset`.
@@ -22,7 +22,7 @@ final class UploadTransfer: Transfer {
     }
 
     /// What the engine does once this step's exchange ended.
-    enum Outcome {
+    package enum Outcome {
         /// The server gave its final answer: the task is done (whatever the status, S2.5).
         case completed
         /// Go on at once with the next exchange.
@@ -35,15 +35,15 @@ final class UploadTransfer: Transfer {
         case transportFailure(CurlError)
     }
 
-    let session: SessionKey
-    private(set) var task: TaskRecord
-    let easy: CurlEasy
-    let step: Step
+    package let session: SessionKey
+    package private(set) var task: TaskRecord
+    package let easy: CurlEasy
+    package let step: Step
     /// Where the server's response body goes.
-    let responsePath: String
+    package let responsePath: String
     /// 409s in a row so far in this chain of steps (a server that keeps disagreeing gets a
     /// fresh upload rather than an endless loop).
-    let conflicts: Int
+    package let conflicts: Int
     /// Decides when a server that keeps disagreeing about the offset gets a fresh upload.
     private let retryPolicy: RetryPolicy
     private var body: FileDescriptor?
@@ -54,21 +54,21 @@ final class UploadTransfer: Transfer {
     private var responseBytes: Int64 = 0
     private var head = HTTPResponseHead()
     private var offeredResumption = false
-    private(set) var diskFailure: TransferFailure?
-    var lastProgressReport = Date.distantPast
-    var lastReportedBytes: Int64 = 0
+    package private(set) var diskFailure: TransferFailure?
+    package var lastProgressReport = Date.distantPast
+    package var lastReportedBytes: Int64 = 0
 
     /// Called when the server offered resumption (`104`), so the location is durable before
     /// more bytes depend on it (the engine persists the task).
-    var onResumptionOffered: ((TaskRecord) -> Void)?
+    package var onResumptionOffered: ((TaskRecord) -> Void)?
 
     /// The largest response body kept for `didReceive data`; the rest is dropped and logged.
-    static let responseBodyLimit: Int64 = 16 << 20
-    static let partialUploadContentType = "application/partial-upload"
+    package static let responseBodyLimit: Int64 = 16 << 20
+    package static let partialUploadContentType = "application/partial-upload"
 
     /// - Parameter bodyPath: the task's `uploadFile` as an absolute path (nil: it has none,
     ///   or one outside the container).
-    init(session: SessionKey, task: TaskRecord, step: Step, bodyPath: String?, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0, retryPolicy: RetryPolicy = RetryPolicy()) throws {
+    package init(session: SessionKey, task: TaskRecord, step: Step, bodyPath: String?, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0, retryPolicy: RetryPolicy = RetryPolicy()) throws {
         guard let path = bodyPath else {
             throw TransferFailure(code: TransferFailure.fileDoesNotExist, message: "upload task \(task.taskIdentifier) has no body file")
         }
@@ -133,7 +133,7 @@ final class UploadTransfer: Transfer {
 
     /// The interop version to offer: the app's own `Upload-Draft-Interop-Version` if it set
     /// one we speak, else the latest.
-    static func requestedVersion(_ request: RequestRecord) -> Int {
+    package static func requestedVersion(_ request: RequestRecord) -> Int {
         let asked = request.headers.last { $0.name.isSameHTTPFieldName(as: "Upload-Draft-Interop-Version") }.flatMap { Int($0.value.trimmingCharacters(in: .whitespaces)) }
         return asked.flatMap { UploadResumption.supportedVersions.contains($0) ? $0 : nil } ?? UploadResumption.defaultVersion
     }
@@ -205,11 +205,11 @@ final class UploadTransfer: Transfer {
     // MARK: The end of the exchange
 
     /// Bytes of the server's answer beyond what was kept.
-    var responseBytesDropped: Int64 { max(0, responseBytes - Self.responseBodyLimit) }
+    package var responseBytesDropped: Int64 { max(0, responseBytes - Self.responseBodyLimit) }
 
     /// Decides what comes next, from libcurl's result and the final response. Records the
     /// response in the task when it is the final one.
-    func finish(_ result: Result<Void, CurlError>) -> Outcome {
+    package func finish(_ result: Result<Void, CurlError>) -> Outcome {
         close()
         if case .failure(let error) = result { return .transportFailure(error) }
         let status = head.statusCode
@@ -256,14 +256,14 @@ final class UploadTransfer: Transfer {
     }
 
     /// The server's answer as delivered to `didReceive data`; nil when it sent no body.
-    func responseBody() -> Data? {
+    package func responseBody() -> Data? {
         guard responseBytes > 0, let fd = try? FileDescriptor.open(responsePath, O_RDONLY) else { return nil }
         defer { fd.close() }
         return try? fd.readToEnd(limit: Int(Self.responseBodyLimit))
     }
 
     /// Stops sending (cancel, suspend, shutdown).
-    func close() {
+    package func close() {
         response?.close()
         response = nil
         body?.close()
@@ -275,9 +275,9 @@ final class UploadTransfer: Transfer {
     /// Seconds the server asked us to wait.
     private var retryAfter: TimeInterval? { head.retryAfter }
 
-    var bytesMoved: Int64 { task.countOfBytesSent }
+    package var bytesMoved: Int64 { task.countOfBytesSent }
 
-    var progress: TaskProgress {
+    package var progress: TaskProgress {
         TaskProgress(taskIdentifier: task.taskIdentifier, bytesSent: task.countOfBytesSent - lastReportedBytes, totalBytesSent: task.countOfBytesSent,
                      totalBytesExpectedToSend: bodySize, state: .running, currentURL: task.currentURL)
     }

@@ -12,9 +12,9 @@ import TransferContainer
 ///
 /// Fixed for every handle (project rules): only http and https, also for redirects; no
 /// signals; libcurl never decompresses, so the body is the server's bytes; no `Expect: 100-continue`.
-final class CurlEasy {
+package final class CurlEasy {
     /// What `onBody` did with the bytes it was offered.
-    enum BodyDisposition {
+    package enum BodyDisposition {
         /// All bytes were taken.
         case consumed
         /// None were taken: libcurl keeps them and offers the *same* bytes again after `resume()`.
@@ -24,7 +24,7 @@ final class CurlEasy {
     }
 
     /// What `onUploadRead` put into the buffer it was given.
-    enum UploadDisposition {
+    package enum UploadDisposition {
         /// This many bytes were written to the start of the buffer; 0 means the body is complete.
         case bytes(Int)
         /// Nothing now: sending pauses until `resume()`, which calls `onUploadRead` again.
@@ -34,7 +34,7 @@ final class CurlEasy {
     }
 
     /// The `CURL *`. Internal only so that `CurlMulti` (this folder) can attach it.
-    let handle: UnsafeMutableRawPointer
+    package let handle: UnsafeMutableRawPointer
     /// libcurl writes a detailed message here on failure (CURLOPT_ERRORBUFFER).
     private let errorBuffer: UnsafeMutablePointer<CChar>
     private var headerList: CurlHeaderList?
@@ -47,7 +47,7 @@ final class CurlEasy {
     private var pendingFailure: UInt32?
 
     /// Whether a `CurlMulti` holds this handle now (one at a time). Set by `CurlMulti` only.
-    var isAttached = false
+    package var isAttached = false
 
     // MARK: Callbacks
 
@@ -57,26 +57,26 @@ final class CurlEasy {
     /// of a chunked body, if a server sends any, come after the body.
     /// Called before each of the callbacks below, for the owner's bookkeeping (the daemon
     /// notes which task it is working on, see `CrashGuard`).
-    var onCallback: (() -> Void)?
-    var onHeaderLine: ((String) -> Void)?
+    package var onCallback: (() -> Void)?
+    package var onHeaderLine: ((String) -> Void)?
     /// Response body bytes; the buffer is valid only during the call. Never called with an
     /// empty buffer, so an empty body means no call at all. Nil consumes everything.
-    var onBody: ((UnsafeRawBufferPointer) -> BodyDisposition)?
+    package var onBody: ((UnsafeRawBufferPointer) -> BodyDisposition)?
     /// Request body bytes: fill the buffer from its start. Nil, or a request without it, sends
     /// no body. Setting it is what makes the request have a body (see `setMethod`).
-    var onUploadRead: ((UnsafeMutableRawBufferPointer) -> UploadDisposition)?
+    package var onUploadRead: ((UnsafeMutableRawBufferPointer) -> UploadDisposition)?
     /// Moves the upload source to this absolute offset (0 = from the start); true on success.
     /// libcurl needs it to send the body again: a 307/308 redirect, or a reused connection that
     /// turned out dead. Nil means "cannot rewind", and such a resend fails with `.readFailed`.
-    var onUploadSeek: ((Int64) -> Bool)?
+    package var onUploadSeek: ((Int64) -> Bool)?
     /// Progress, called often while data moves and about once a second otherwise.
     /// Totals are 0 while unknown. Return false to abort.
-    var onProgress: ((_ downloaded: Int64, _ downloadTotal: Int64,
+    package var onProgress: ((_ downloaded: Int64, _ downloadTotal: Int64,
                       _ uploaded: Int64, _ uploadTotal: Int64) -> Bool)?
 
     // MARK: Life cycle
 
-    init() throws(CurlError) {
+    package init() throws(CurlError) {
         try ensureCurlGlobalInit()
         guard let handle = curl_easy_init() else {
             throw CurlError(transferCode: CURLE_FAILED_INIT.rawValue)
@@ -129,7 +129,7 @@ final class CurlEasy {
     // MARK: Request
 
     /// Sets the URL after checking it parses and is http or https.
-    func setURL(_ url: String) throws(CurlError) {
+    package func setURL(_ url: String) throws(CurlError) {
         guard let parsed = curl_url() else {
             throw CurlError(transferCode: CURLE_OUT_OF_MEMORY.rawValue)
         }
@@ -156,12 +156,12 @@ final class CurlEasy {
     ///   it into GET on a 301/302/303 redirect, as browsers and URLSession do.
     /// - PUT: CURLOPT_UPLOAD (an empty body if `onUploadRead` is nil).
     /// - anything else: CURLOPT_CUSTOMREQUEST, with an upload if `onUploadRead` is set.
-    func setMethod(_ method: String) {
+    package func setMethod(_ method: String) {
         self.method = method.uppercased()
     }
 
     /// Replaces the request header lines ("Name: value"). See `CurlHeaderList` for the rules.
-    func setHeaders(_ lines: [String]) throws(CurlError) {
+    package func setHeaders(_ lines: [String]) throws(CurlError) {
         let list = try CurlHeaderList(lines: lines)
         try check(ccurl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER,
                                           UnsafeMutablePointer<curl_slist>(list.head)))
@@ -173,20 +173,21 @@ final class CurlEasy {
     /// the server answers 200 (e.g. because an If-Range validator no longer matched), while
     /// we want to see that 200 and restart. So check `responseCode` (206 vs 200) in the caller,
     /// which also adds the If-Range header itself.
-    func setRange(from offset: Int64?) {
+    package func setRange(from offset: Int64?) {
         let value = offset.map { "\(max(0, $0))-" }
         _ = ccurl_easy_setopt_string(handle, CURLOPT_RANGE, value)
     }
 
     /// HTTP authentication schemes libcurl may answer a challenge with.
-    struct AuthSchemes: OptionSet {
-        let rawValue: Int
-        static let basic = AuthSchemes(rawValue: 1)   // CURLAUTH_BASIC: sent at once
-        static let digest = AuthSchemes(rawValue: 2)  // CURLAUTH_DIGEST: libcurl answers the nonce itself
+    package struct AuthSchemes: OptionSet {
+        package let rawValue: Int
+        package init(rawValue: Int) { self.rawValue = rawValue }
+        package static let basic = AuthSchemes(rawValue: 1)   // CURLAUTH_BASIC: sent at once
+        package static let digest = AuthSchemes(rawValue: 2)  // CURLAUTH_DIGEST: libcurl answers the nonce itself
     }
 
     /// User and password for the origin (nil: none).
-    func setServerCredential(user: String?, password: String?, schemes: AuthSchemes) {
+    package func setServerCredential(user: String?, password: String?, schemes: AuthSchemes) {
         _ = ccurl_easy_setopt_string(handle, CURLOPT_USERNAME, user)
         _ = ccurl_easy_setopt_string(handle, CURLOPT_PASSWORD, password)
         _ = ccurl_easy_setopt_long(handle, CURLOPT_HTTPAUTH, schemes.rawValue)
@@ -194,7 +195,7 @@ final class CurlEasy {
 
     /// An HTTP proxy ("host:port"; nil: none, whatever the environment says), and user and
     /// password for it.
-    func setProxy(_ proxy: String?, user: String?, password: String?, schemes: AuthSchemes) {
+    package func setProxy(_ proxy: String?, user: String?, password: String?, schemes: AuthSchemes) {
         _ = ccurl_easy_setopt_string(handle, CURLOPT_PROXY, proxy.map { "http://\($0)" } ?? "")
         _ = ccurl_easy_setopt_string(handle, CURLOPT_PROXYUSERNAME, user)
         _ = ccurl_easy_setopt_string(handle, CURLOPT_PROXYPASSWORD, password)
@@ -202,20 +203,20 @@ final class CurlEasy {
     }
 
     /// Follow 3xx Location headers, at most `maximum` times (then `.tooManyRedirects`).
-    func setFollowsRedirects(_ on: Bool, maximum: Int) {
+    package func setFollowsRedirects(_ on: Bool, maximum: Int) {
         _ = ccurl_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, on ? 1 : 0)
         _ = ccurl_easy_setopt_long(handle, CURLOPT_MAXREDIRS, max(0, maximum))
     }
 
     /// The request body's length; nil (the default) means unknown, sent chunked.
-    func setUploadSize(_ size: Int64?) {
+    package func setUploadSize(_ size: Int64?) {
         uploadSize = size.map { max(0, $0) }
     }
 
     /// nil leaves libcurl's default (no low-speed check; 300 s to connect).
     /// The low-speed check ends a transfer that moved fewer than `bytesPerSecond` for
     /// `lowSpeedTime` seconds; libcurl does not count time while receiving is paused.
-    func setTimeouts(connect: Double?, lowSpeedLimit bytesPerSecond: Int?, lowSpeedTime: Double?) {
+    package func setTimeouts(connect: Double?, lowSpeedLimit bytesPerSecond: Int?, lowSpeedTime: Double?) {
         // Whatever the numbers (NaN, infinity, 1e300), libcurl gets a long: never a trap.
         let connectMilliseconds = connect.map { CheckedNumbers.wholeSeconds($0 * 1000) } ?? 0
         _ = ccurl_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, connectMilliseconds)
@@ -226,7 +227,7 @@ final class CurlEasy {
 
     /// The largest chunk handed to `onBody` / asked from `onUploadRead`.
     /// libcurl clamps it (receive 1 KiB...10 MiB, send 16 KiB...2 MiB).
-    func setBufferSize(_ bytes: Int) {
+    package func setBufferSize(_ bytes: Int) {
         _ = ccurl_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, bytes)
         _ = ccurl_easy_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, bytes)
     }
@@ -235,7 +236,7 @@ final class CurlEasy {
 
     /// Sets the whole pause state: `receiving` stops body delivery, `sending` stops upload reads.
     /// (pause(receiving: false, sending: false) is `resume()`.)
-    func pause(receiving: Bool, sending: Bool) {
+    package func pause(receiving: Bool, sending: Bool) {
         let bits = (receiving ? CCURL_PAUSE_RECV : 0) | (sending ? CCURL_PAUSE_SEND : 0)
         setPauseState(bits)
     }
@@ -246,7 +247,7 @@ final class CurlEasy {
     /// call*, so `onBody` may run (and may pause again) before `resume()` returns. Everything
     /// else continues on the next `CurlMulti.perform()`; libcurl makes the next `poll` return
     /// at once for that. Do not call it from inside this handle's own callbacks.
-    func resume() {
+    package func resume() {
         setPauseState(CCURL_PAUSE_CONT)
     }
 
@@ -263,52 +264,52 @@ final class CurlEasy {
     // MARK: Results (valid once the transfer completed; some also during it)
 
     /// The last response's status code; 0 before one arrived.
-    var responseCode: Int {
+    package var responseCode: Int {
         Int(getLong(CURLINFO_RESPONSE_CODE) ?? 0)
     }
 
     /// The URL of the last request (differs from the set one after redirects).
-    var effectiveURL: String? {
+    package var effectiveURL: String? {
         getString(CURLINFO_EFFECTIVE_URL)
     }
 
     /// The last response's Content-Length; nil when it had none.
-    var contentLengthDownload: Int64? {
+    package var contentLengthDownload: Int64? {
         guard let length = getOffset(CURLINFO_CONTENT_LENGTH_DOWNLOAD_T), length >= 0 else { return nil }
         return length
     }
 
     /// The last response's Content-Type header value, if any.
-    var contentType: String? {
+    package var contentType: String? {
         getString(CURLINFO_CONTENT_TYPE)
     }
 
     /// How many redirects were followed.
-    var redirectCount: Int {
+    package var redirectCount: Int {
         Int(getLong(CURLINFO_REDIRECT_COUNT) ?? 0)
     }
 
     /// The IP address and port of the last connection used.
-    var primaryIP: String? {
+    package var primaryIP: String? {
         getString(CURLINFO_PRIMARY_IP)
     }
 
-    var primaryPort: Int? {
+    package var primaryPort: Int? {
         getLong(CURLINFO_PRIMARY_PORT)
     }
 
     /// Body bytes received (of the last response, after transfer decoding such as chunked).
-    var bytesReceived: Int64 {
+    package var bytesReceived: Int64 {
         getOffset(CURLINFO_SIZE_DOWNLOAD_T) ?? 0
     }
 
     /// Body bytes sent.
-    var bytesSent: Int64 {
+    package var bytesSent: Int64 {
         getOffset(CURLINFO_SIZE_UPLOAD_T) ?? 0
     }
 
     /// Seconds the whole exchange took (including redirects).
-    var totalTime: Double {
+    package var totalTime: Double {
         var value = 0.0
         return ccurl_easy_getinfo_double(handle, CURLINFO_TOTAL_TIME, &value) == CURLE_OK ? value : 0
     }
@@ -317,7 +318,7 @@ final class CurlEasy {
 
     /// Applies method and body options and clears the state of a previous run.
     /// Called by `CurlMulti.add` right before `curl_multi_add_handle`.
-    func prepareForTransfer() throws(CurlError) {
+    package func prepareForTransfer() throws(CurlError) {
         errorBuffer[0] = 0
         callbackAborted = false
         pendingFailure = nil
@@ -351,7 +352,7 @@ final class CurlEasy {
     }
 
     /// The outcome of a finished transfer, given libcurl's result code.
-    func completionResult(code: UInt32) -> Result<Void, CurlError> {
+    package func completionResult(code: UInt32) -> Result<Void, CurlError> {
         if code == CURLE_OK.rawValue && !callbackAborted && pendingFailure == nil {
             return .success(())
         }

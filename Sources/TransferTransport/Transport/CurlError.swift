@@ -1,13 +1,15 @@
 internal import CCurl
+import Foundation
+import TransferContainer
 
 /// A libcurl failure, typed for the engine.
 ///
 /// A value type, created on the event-loop thread and freely sent elsewhere. `kind` is what the
 /// engine maps to `URLError` codes; `code` is libcurl's raw number (in the space named by
 /// `origin`) and `message` is for logs and `localizedDescription`-style text.
-struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
+package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
     /// What went wrong, in the terms the engine reports to clients.
-    enum Kind: Sendable, Equatable {
+    package enum Kind: Sendable, Equatable {
         /// No connection could be made (refused, unreachable).
         case couldNotConnect
         /// The host name did not resolve.
@@ -36,7 +38,7 @@ struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
     }
 
     /// Which libcurl number space `code` belongs to.
-    enum Origin: Sendable, Equatable {
+    package enum Origin: Sendable, Equatable {
         /// A `CURLcode`: the result of a transfer or an easy-handle call.
         case transfer
         /// A `CURLMcode`: a multi-handle call failed.
@@ -45,18 +47,18 @@ struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
         case url
     }
 
-    let kind: Kind
-    let origin: Origin
+    package let kind: Kind
+    package let origin: Origin
     /// libcurl's raw error number.
-    let code: Int
+    package let code: Int
     /// `curl_easy_strerror` (or the multi/URL equivalent) plus libcurl's detailed error text.
-    let message: String
+    package let message: String
 
-    var description: String {
+    package var description: String {
         "curl \(origin) error \(code) (\(kind)): \(message)"
     }
 
-    init(kind: Kind, origin: Origin, code: Int, message: String) {
+    package init(kind: Kind, origin: Origin, code: Int, message: String) {
         self.kind = kind
         self.origin = origin
         self.code = code
@@ -66,7 +68,7 @@ struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
     /// The error for a `CURLcode` (raw value), with the text of CURLOPT_ERRORBUFFER if any.
     /// `callbackAborted` says one of our callbacks asked for the stop: libcurl then reports a
     /// write error (write callback) or "aborted by callback", both of which mean `.aborted` to us.
-    init(transferCode rawCode: UInt32, detail: String? = nil, callbackAborted: Bool = false) {
+    package init(transferCode rawCode: UInt32, detail: String? = nil, callbackAborted: Bool = false) {
         let code = CURLcode(rawValue: rawCode)
         var text = String(cString: curl_easy_strerror(code))
         if let detail, !detail.isEmpty, detail != text {
@@ -85,13 +87,13 @@ struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
     }
 
     /// The error for a failed multi-handle call.
-    init(multiCode rawCode: Int32) {
+    package init(multiCode rawCode: Int32) {
         let text = String(cString: curl_multi_strerror(CURLMcode(rawValue: rawCode)))
         self.init(kind: .other, origin: .multi, code: Int(rawCode), message: text)
     }
 
     /// The error for a URL that `curl_url_set` rejected.
-    init(urlCode rawCode: UInt32) {
+    package init(urlCode rawCode: UInt32) {
         let code = CURLUcode(rawValue: rawCode)
         let text = String(cString: curl_url_strerror(code))
         let kind: Kind = code == CURLUE_UNSUPPORTED_SCHEME ? .unsupportedProtocol : .badURL
@@ -129,6 +131,26 @@ struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
             return .secureConnectionFailed
         default:
             return .other
+        }
+    }
+}
+
+extension CurlError {
+    /// The `URLError` code Apple uses for a transport failure.
+    package var urlErrorCode: Int {
+        switch kind {
+        case .couldNotConnect: TransferFailure.cannotConnectToHost
+        case .cannotResolveHost: -1003
+        case .secureConnectionFailed: -1200
+        case .connectionLost: TransferFailure.networkConnectionLost
+        case .timedOut: TransferFailure.timedOut
+        case .aborted: TransferFailure.cancelled
+        case .writeFailed: TransferFailure.cannotWriteToFile
+        case .readFailed: TransferFailure.fileDoesNotExist
+        case .tooManyRedirects: -1007
+        case .badURL: TransferFailure.badURL
+        case .unsupportedProtocol: TransferFailure.unsupportedURL
+        default: TransferFailure.unknown
         }
     }
 }

@@ -1,13 +1,15 @@
 internal import CCurl
+import Foundation
+import TransferContainer
 
 /// The request header lines of one `CurlEasy`, as the `curl_slist` libcurl reads them.
 ///
 /// libcurl does not copy CURLOPT_HTTPHEADER; the list must live as long as the handle may use it,
 /// so `CurlEasy` keeps its current list and frees it only after replacing it or after
 /// `curl_easy_cleanup`. Owned by the same thread as its `CurlEasy`; not Sendable.
-final class CurlHeaderList {
+package final class CurlHeaderList {
     /// The `struct curl_slist *`, typed opaquely so no C type shows outside Transport.
-    let head: OpaquePointer?
+    package let head: OpaquePointer?
 
     /// Builds the list from "Name: value" lines.
     ///
@@ -19,7 +21,7 @@ final class CurlHeaderList {
     ///   and URLSession does not send `Expect` either).
     ///
     /// Throws if a line has CR, LF or NUL (header injection) or has no colon.
-    init(lines: [String]) throws(CurlError) {
+    package init(lines: [String]) throws(CurlError) {
         var entries: [String] = []
         var sawExpect = false
         for line in lines {

@@ -1,4 +1,6 @@
 internal import CCurl
+import Foundation
+import TransferContainer
 
 /// The set of transfers the event loop drives: a libcurl multi handle.
 ///
@@ -8,9 +10,9 @@ internal import CCurl
 /// One loop iteration: `poll(extra:timeout:)` (sleeps until a transfer's socket, an extra fd,
 /// libcurl's own timer or `wakeup()` needs attention), then `perform()` (runs callbacks), then
 /// `nextCompletion()` until nil.
-final class CurlMulti {
+package final class CurlMulti {
     /// One extra file descriptor for `poll` to watch, and what it found.
-    struct PollRequest {
+    package struct PollRequest {
         var fd: Int32
         var wantsRead: Bool
         var wantsWrite: Bool
@@ -33,7 +35,7 @@ final class CurlMulti {
     /// and its wakers goes away, so a waker kept by another thread never points at freed memory.
     /// `@unchecked Sendable` because the only call made through it from other threads is
     /// curl_multi_wakeup; everything else goes through the owning `CurlMulti`.
-    final class Waker: @unchecked Sendable {
+    package final class Waker: @unchecked Sendable {
         fileprivate let handle: UnsafeMutableRawPointer
 
         fileprivate init(handle: UnsafeMutableRawPointer) {
@@ -46,20 +48,20 @@ final class CurlMulti {
         }
 
         /// Makes the current or next `poll` return at once. Safe from any thread.
-        func wakeup() {
+        package func wakeup() {
             _ = curl_multi_wakeup(handle)
         }
     }
 
     /// Shares the handle with other threads, for `wakeup()` only.
-    let waker: Waker
+    package let waker: Waker
     private var handle: UnsafeMutableRawPointer { waker.handle }
     /// The transfers added and not yet completed or removed, by `CURL *`. Retaining them here
     /// is what keeps the unretained pointers libcurl holds (callback data) valid, and looking
     /// completions up here (not through CURLINFO_PRIVATE) never touches a freed object.
     private var transfers: [UnsafeMutableRawPointer: CurlEasy] = [:]
 
-    init() throws(CurlError) {
+    package init() throws(CurlError) {
         try ensureCurlGlobalInit()
         guard let handle = curl_multi_init() else {
             throw CurlError(multiCode: CURLM_OUT_OF_MEMORY.rawValue)
@@ -75,11 +77,11 @@ final class CurlMulti {
     }
 
     /// How many transfers are added and not yet completed or removed.
-    var transferCount: Int { transfers.count }
+    package var transferCount: Int { transfers.count }
 
     /// Connection limits across all transfers and per host; 0 means unlimited (the default).
     /// Transfers over the limit wait, queued inside libcurl.
-    func setMaximumConnections(total: Int, perHost: Int) {
+    package func setMaximumConnections(total: Int, perHost: Int) {
         // Cannot fail for these options and non-negative values.
         _ = ccurl_multi_setopt_long(handle, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(0, total))
         _ = ccurl_multi_setopt_long(handle, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, perHost))
@@ -88,7 +90,7 @@ final class CurlMulti {
     /// Starts a transfer; it makes progress in later `perform()` calls. The multi keeps the
     /// object alive until `nextCompletion()` returns it or `remove` is called.
     /// Not from inside a callback.
-    func add(_ easy: CurlEasy) throws(CurlError) {
+    package func add(_ easy: CurlEasy) throws(CurlError) {
         guard !easy.isAttached else {
             throw CurlError(multiCode: CURLM_ADDED_ALREADY.rawValue)
         }
@@ -100,7 +102,7 @@ final class CurlMulti {
 
     /// Stops a transfer without a completion (cancel). No-op if it is not in this multi.
     /// Not from inside a callback.
-    func remove(_ easy: CurlEasy) {
+    package func remove(_ easy: CurlEasy) {
         guard transfers[easy.handle] === easy else { return }
         transfers[easy.handle] = nil
         _ = curl_multi_remove_handle(handle, easy.handle)
@@ -110,7 +112,7 @@ final class CurlMulti {
     /// Does all the work that is ready now, running the transfers' callbacks.
     /// Returns how many transfers are still running.
     @discardableResult
-    func perform() throws(CurlError) -> Int {
+    package func perform() throws(CurlError) -> Int {
         var running: Int32 = 0
         try check(curl_multi_perform(handle, &running))
         return Int(running)
@@ -119,7 +121,7 @@ final class CurlMulti {
     /// Sleeps until a transfer needs `perform()`, an extra fd is ready, `wakeup()` was called,
     /// or `timeout` passed (libcurl shortens it to its own next timer). Fills the results
     /// of `extra`. Returning says nothing about *why*: always follow it with `perform()`.
-    func poll(extra: inout [PollRequest], timeout: Duration) throws(CurlError) {
+    package func poll(extra: inout [PollRequest], timeout: Duration) throws(CurlError) {
         var waitFDs = extra.map { request -> curl_waitfd in
             var events: Int16 = 0
             if request.wantsRead { events |= CCURL_WAIT_POLLIN }
@@ -139,13 +141,13 @@ final class CurlMulti {
     }
 
     /// Same as `waker.wakeup()`, for the owning thread's own convenience.
-    func wakeup() {
+    package func wakeup() {
         waker.wakeup()
     }
 
     /// The next finished transfer, already removed from this multi, with its outcome; nil when
     /// none is waiting. A completed HTTP exchange is `.success` whatever its status code.
-    func nextCompletion() -> (CurlEasy, Result<Void, CurlError>)? {
+    package func nextCompletion() -> (CurlEasy, Result<Void, CurlError>)? {
         var rawEasy: UnsafeMutableRawPointer? = nil
         var code = CURLE_OK
         while ccurl_multi_next_done(handle, &rawEasy, &code) != 0 {
