@@ -44,15 +44,15 @@ import TransferContainer
     func relativePartialFile() throws {
         let task = downloadTask(1)
         try DurableFile.makeDirectory(session.downloadsDirectory)
-        try Data("12345".utf8).write(to: URL(fileURLWithPath: daemon.partialPath(for: task, in: session)))
-        let blob = try #require(daemon.makeResumeData(for: task, in: session))
+        try Data("12345".utf8).write(to: URL(fileURLWithPath: daemon.downloads.partialPath(for: task, in: session)))
+        let blob = try #require(daemon.resumeData.makeResumeData(for: task, in: session))
         let resume = try ResumeData(decoding: blob)
         #expect(!resume.partialFile.hasPrefix("/") && resume.partialFile.hasPrefix("AppGroups/\(group)/"), "\(resume.partialFile)")
 
         var resumed = downloadTask(2)
-        #expect(daemon.adoptResumeData(blob, into: &resumed, in: session, for: identity) == nil)
+        #expect(daemon.resumeData.adoptResumeData(blob, into: &resumed, in: session, for: identity) == nil)
         #expect(resumed.countOfBytesReceived == 5)
-        #expect(FileManager.default.contents(atPath: daemon.partialPath(for: resumed, in: session)) == Data("12345".utf8))
+        #expect(FileManager.default.contents(atPath: daemon.downloads.partialPath(for: resumed, in: session)) == Data("12345".utf8))
     }
 
     @Test("Resume data whose relative path climbs out of the container is refused as foreign")
@@ -62,7 +62,7 @@ import TransferContainer
         let blob = ResumeData(url: "http://127.0.0.1:9/file", bytesReceived: 5, expectedTotalBytes: 10, entityTag: "\"v1\"", lastModified: nil,
                               partialFile: "AppGroups/\(group)/../../../outside.partial", requestHeaders: []).encoded()
         var task = downloadTask(3)
-        let refusal = daemon.adoptResumeData(blob, into: &task, in: session, for: identity)
+        let refusal = daemon.resumeData.adoptResumeData(blob, into: &task, in: session, for: identity)
         #expect(refusal?.code == TransferFailure.cannotDecodeContentData, "\(String(describing: refusal))")
         #expect(FileManager.default.fileExists(atPath: outside.path), "left where it was")
     }

@@ -63,7 +63,7 @@ import TransferContainer
     @Test("The containing app takes the session up: tasks, events and numbers go on, a fresh record names it owner, the old one is kept aside")
     func takenUpByTheApp() throws {
         _ = try leaveSession(fileIn: layout.privateContainer(family))
-        try daemon.takeUpSessionLeftInFolder(key, configuration(sharedContainer: nil), for: host)
+        try daemon.sessionRecovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: nil), for: host)
         let session = try #require(daemon.sessions[key])
         #expect(session.tasks.keys.sorted() == [4])
         #expect(session.events.keys.sorted() == [7])
@@ -80,7 +80,7 @@ import TransferContainer
     func refusedToAnExtensionNotEntitled() throws {
         _ = try leaveSession(fileIn: layout.privateContainer(family))
         #expect(throws: TransferFailure.self) {
-            try daemon.takeUpSessionLeftInFolder(key, configuration(sharedContainer: group), for: fetchExtension)
+            try daemon.sessionRecovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: group), for: fetchExtension)
         }
         #expect(daemon.sessions[key] == nil)
         #expect(FileManager.default.contents(atPath: directory.appendingPathComponent("session.json").path) == Self.corrupt)
@@ -89,14 +89,14 @@ import TransferContainer
     @Test("An extension entitled to the app group the files lie in may take the session up")
     func takenUpByAnEntitledExtension() throws {
         _ = try leaveSession(fileIn: layout.appGroup(group))
-        try daemon.takeUpSessionLeftInFolder(key, configuration(sharedContainer: group), for: fetchExtension)
+        try daemon.sessionRecovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: group), for: fetchExtension)
         #expect(daemon.sessions[key]?.record.owner.rawValue == "com.example.host.fetch")
     }
 
     @Test("A folder with neither record nor journal (the client made it) is left for a new session")
     func newSessionFolder() throws {
         try DurableFile.makeDirectory(directory.path)
-        try daemon.takeUpSessionLeftInFolder(key, configuration(sharedContainer: nil), for: host)
+        try daemon.sessionRecovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: nil), for: host)
         #expect(daemon.sessions[key] == nil)
     }
 
@@ -105,7 +105,7 @@ import TransferContainer
         _ = try leaveSession(fileIn: layout.privateContainer(family))
         unlink(directory.appendingPathComponent("session.json").path)
         try Data("{\"version\":1,\"deliveredThrough\":12}".utf8).write(to: directory.appendingPathComponent("delivered.json"))
-        try daemon.takeUpSessionLeftInFolder(key, configuration(sharedContainer: nil), for: host)
+        try daemon.sessionRecovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: nil), for: host)
         let session = try #require(daemon.sessions[key])
         #expect(session.events.keys.sorted() == [7])
         #expect(session.record.nextEventNumber == 13, "no new event may look delivered already")

@@ -6,7 +6,45 @@ import TransferContainer
 /// used when the daemon started (corrupt, written by a newer daemon, naming another session),
 /// or is gone beside its journal. Skipped at start (no owner, no configuration to go on
 /// with), such a session is taken up again when a process of its app opens its identifier.
-extension TransferDaemon {
+/// Also where the daemon finds the sessions at start. Owned by the daemon's loop thread.
+final class SessionRecovery {
+    unowned let daemon: TransferDaemon
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
+    /// Loads every session the container's `Sessions/` holds, skipping (and saying so) those
+    /// whose folder cannot be used now.
+    func loadSessions() {
+        let fm = FileManager.default
+        let families = (try? fm.contentsOfDirectory(atPath: daemon.layout.sessionsDirectory.path)) ?? []
+        for family in families where !family.hasPrefix(".") {
+            let familyDirectory = daemon.layout.sessionsDirectory.appendingPathComponent(family)
+            for identifier in (try? fm.contentsOfDirectory(atPath: familyDirectory.path)) ?? [] where !identifier.hasPrefix(".") {
+                let directory = familyDirectory.appendingPathComponent(identifier)
+                guard fm.fileExists(atPath: directory.appendingPathComponent("session.json").path) else {
+                    // A folder the client made for a session the daemon never created holds no journal either.
+                    if let size = (try? fm.attributesOfItem(atPath: JournalContents.path(inSession: directory)))?[.size] as? NSNumber, size.intValue > 0 {
+                        daemon.log.error("store", "session folder \(directory.path) has a journal but no session.json; skipped, files kept (taken up again when a process of its app opens it)")
+                    }
+                    continue
+                }
+                do {
+                    let session = try DaemonSession(layout: daemon.layout, log: daemon.log, loadingFrom: directory)
+                    guard session.key.family.rawValue == family, session.key.identifier.rawValue == identifier else {
+                        daemon.log.error("store", "session record in \(directory.path) names \(session.key); skipped")
+                        continue
+                    }
+                    daemon.sessions[session.key] = session
+                } catch {
+                    daemon.log.error("store", "cannot load session in \(directory.path): \(error); skipped, files kept (taken up again when a process of its app opens it)")
+                }
+            }
+        }
+    }
+
+
     /// Called by `open` when the daemon holds no session for `key`: sets `sessions[key]` when
     /// the folder holds what is left of one, else leaves it to `open` to make a new session.
     ///
@@ -19,7 +57,7 @@ extension TransferDaemon {
     /// the session's app family reaches its folder (`Sessions/<family>/`), and it must be
     /// entitled to every container the journal's files lie in.
     func takeUpSessionLeftInFolder(_ key: SessionKey, _ configuration: SessionConfiguration, for identity: AppIdentity) throws {
-        let directory = layout.sessionDirectory(family: key.family, identifier: key.identifier)
+        let directory = daemon.layout.sessionDirectory(family: key.family, identifier: key.identifier)
         let recordPath = directory.appendingPathComponent("session.json").path
         let journalPath = JournalContents.path(inSession: directory)
         let name = key.identifier.rawValue
@@ -45,35 +83,35 @@ extension TransferDaemon {
         }
         guard let problem else {
             do {
-                sessions[key] = try DaemonSession(layout: layout, log: log, loadingFrom: directory)
+                daemon.sessions[key] = try DaemonSession(layout: daemon.layout, log: daemon.log, loadingFrom: directory)
             } catch {
-                log.error("store", "cannot load the session in \(directory.path) for \(identity.bundleIdentifier): \(error)", session: name)
+                daemon.log.error("store", "cannot load the session in \(directory.path) for \(identity.bundleIdentifier): \(error)", session: name)
                 throw TransferFailure(code: TransferFailure.cannotOpenFile, message: "cannot load background session \(name): \(error)", subject: name)
             }
-            log.notice("store", "loaded the session as \(identity.bundleIdentifier) opened it (it could not be loaded when the daemon started)", session: name)
+            daemon.log.notice("store", "loaded the session as \(identity.bundleIdentifier) opened it (it could not be loaded when the daemon started)", session: name)
             return
         }
 
         let left: JournalContents
         do { left = try JournalContents.read(journalPath) } catch {
-            log.error("store", "\(problem), and its journal cannot be read: \(error); the session cannot be taken up", session: name)
+            daemon.log.error("store", "\(problem), and its journal cannot be read: \(error); the session cannot be taken up", session: name)
             throw TransferFailure(code: TransferFailure.cannotOpenFile, message: "cannot take up background session \(name): \(problem), and its journal cannot be read: \(error)", subject: name)
         }
         let foreign = filesOutsideContainers(of: identity, in: left)
         guard foreign.isEmpty else {
             let message = "background session \(name) (\(problem)) holds files \(identity.bundleIdentifier) may not use: \(foreign.prefix(3).joined(separator: ", ")); only a process entitled to them may take it up"
-            log.error("store", "refused to \(identity.bundleIdentifier): \(message)", session: name)
+            daemon.log.error("store", "refused to \(identity.bundleIdentifier): \(message)", session: name)
             throw TransferFailure(code: TransferFailure.requestRefused, message: message, subject: name)
         }
         if hasRecord, let unusable = FileManager.default.contents(atPath: recordPath) {
             do { try DurableFile.write(unusable, to: directory.appendingPathComponent("session.json.unreadable").path) } catch {
-                log.error("store", "cannot keep the unusable session.json aside: \(error)", session: name)
+                daemon.log.error("store", "cannot keep the unusable session.json aside: \(error)", session: name)
             }
         }
         let record = SessionRecord(identifier: key.identifier, owner: identity.bundleIdentifier, family: key.family, configuration: configuration)
-        let session = try DaemonSession(layout: layout, log: log, record: record)
-        sessions[key] = session
-        log.error("store", "\(problem): the session is taken up by \(identity.bundleIdentifier) with the configuration it opened it with; "
+        let session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
+        daemon.sessions[key] = session
+        daemon.log.error("store", "\(problem): the session is taken up by \(identity.bundleIdentifier) with the configuration it opened it with; "
                   + "\(session.tasks.count) unfinished tasks and \(session.events.count) undelivered events kept, numbering goes on at task \(session.nextTaskIdentifier) and event \(session.record.nextEventNumber)"
                   + (hasRecord ? "; the old record is kept in session.json.unreadable" : ""), session: name)
     }
@@ -82,13 +120,13 @@ extension TransferDaemon {
     /// container `identity` may use: its app groups, its private container and, for an app,
     /// its extensions'. Paths outside the whole container are not counted: loading refuses them.
     private func filesOutsideContainers(of identity: AppIdentity, in contents: JournalContents) -> [String] {
-        var roots = identity.appGroups.map { layout.appGroup($0).path }
-        roots.append(layout.privateContainer(identity.bundleIdentifier).path)
+        var roots = identity.appGroups.map { daemon.layout.appGroup($0).path }
+        roots.append(daemon.layout.privateContainer(identity.bundleIdentifier).path)
         if identity.kind == .app {
-            roots += registry.apps.values.filter { $0.identity.containingApp == identity.bundleIdentifier }.map { layout.privateContainer($0.identity.bundleIdentifier).path }
+            roots += daemon.registry.apps.values.filter { $0.identity.containingApp == identity.bundleIdentifier }.map { daemon.layout.privateContainer($0.identity.bundleIdentifier).path }
         }
         let named = contents.events.values.compactMap(\.downloadedFile) + contents.tasks.values.compactMap(\.uploadFile)
-        return named.compactMap(layout.resolveRecordPath).filter { path in
+        return named.compactMap(daemon.layout.resolveRecordPath).filter { path in
             !roots.contains { path.hasPrefix($0.hasSuffix("/") ? $0 : $0 + "/") }
         }.sorted()
     }

@@ -3,9 +3,16 @@ import Foundation
 import TransferContainer
 import TransferTransport
 
-/// Uploads from a file (S2.1, S6.6): taking the app's file at creation, stepping through the
-/// resumable-upload exchanges, and announcing the server's answer.
-extension TransferDaemon {
+/// Upload tasks in the daemon: the body taken into the daemon's keeping, each step of a
+/// (resumable) upload started and ended (S2.5, S6.3). The exchange itself is
+/// `UploadTransfer`'s. Owned by the daemon's loop thread.
+final class Uploads {
+    unowned let daemon: TransferDaemon
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
     /// The daemon's own link to the app's file: the upload finishes even if the process that
     /// started it has exited and removed its copy.
     func uploadBodyPath(for task: TaskRecord, in session: DaemonSession) -> String {
@@ -42,7 +49,7 @@ extension TransferDaemon {
         guard st.st_mode & S_IRUSR != 0 else {
             return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot read file at \(path): permission denied", subject: path)
         }
-        guard let source = allowedFile(path, for: identity) else {
+        guard let source = daemon.resumeData.allowedFile(path, for: identity) else {
             return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot upload \(path): it is not in a container \(identity.bundleIdentifier) may read", subject: path)
         }
         let readable: FileDescriptor
@@ -76,26 +83,26 @@ extension TransferDaemon {
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
             let transfer = try UploadTransfer(session: session.key, task: task, step: step, bodyPath: task.uploadFile.flatMap(session.resolvedPath), responsePath: uploadResponsePath(for: task, in: session),
-                                              configuration: session.record.configuration, credentials: credentials(for: task, in: session), conflicts: conflicts, retryPolicy: retryPolicy)
+                                              configuration: session.record.configuration, credentials: daemon.challenges.credentials(for: task, in: session), conflicts: conflicts, retryPolicy: daemon.retryPolicy)
             transfer.onResumptionOffered = { [unowned self, unowned session] task in
                 do { try session.update(task) } catch {
-                    log.error("store", "cannot record the upload location: \(error)", session: sessionName, task: task.taskIdentifier)
+                    daemon.log.error("store", "cannot record the upload location: \(error)", session: sessionName, task: task.taskIdentifier)
                 }
-                log.info("transfers", "server keeps the upload at \(task.uploadResumption?.location ?? "?") (interop version \(task.uploadResumption?.interopVersion ?? 0))", session: sessionName, task: task.taskIdentifier)
+                daemon.log.info("transfers", "server keeps the upload at \(task.uploadResumption?.location ?? "?") (interop version \(task.uploadResumption?.interopVersion ?? 0))", session: sessionName, task: task.taskIdentifier)
             }
-            try attach(transfer, for: key)
+            try daemon.transfers.attach(transfer, for: key)
             switch step {
-            case .create: log.info("transfers", "started upload of \(transfer.task.countOfBytesExpectedToSend) bytes", session: sessionName, task: task.taskIdentifier)
-            case .retrieveOffset: log.info("transfers", "asking the server how much of the upload it has", session: sessionName, task: task.taskIdentifier)
-            case .append(let offset): log.info("transfers", "resuming the upload at \(offset) bytes", session: sessionName, task: task.taskIdentifier)
+            case .create: daemon.log.info("transfers", "started upload of \(transfer.task.countOfBytesExpectedToSend) bytes", session: sessionName, task: task.taskIdentifier)
+            case .retrieveOffset: daemon.log.info("transfers", "asking the server how much of the upload it has", session: sessionName, task: task.taskIdentifier)
+            case .append(let offset): daemon.log.info("transfers", "resuming the upload at \(offset) bytes", session: sessionName, task: task.taskIdentifier)
             }
         } catch let failure as TransferFailure {
-            fail(task, in: session, failure)
+            daemon.completion.fail(task, in: session, failure)
         } catch let error as Errno {
             let code = error.code == ENOENT ? TransferFailure.fileDoesNotExist : TransferFailure.noPermissionsToReadFile
-            fail(task, in: session, TransferFailure(code: code, message: "cannot read the upload body: \(error)", subject: task.uploadFile))
+            daemon.completion.fail(task, in: session, TransferFailure(code: code, message: "cannot read the upload body: \(error)", subject: task.uploadFile))
         } catch {
-            fail(task, in: session, TransferFailure(code: TransferFailure.unknown, message: "cannot start the upload: \(error)", subject: task.originalRequest.url))
+            daemon.completion.fail(task, in: session, TransferFailure(code: TransferFailure.unknown, message: "cannot start the upload: \(error)", subject: task.originalRequest.url))
         }
     }
 
@@ -105,42 +112,42 @@ extension TransferDaemon {
         var task = transfer.task
         let sessionName = session.key.identifier.rawValue
         if let failure = transfer.diskFailure {
-            fail(task, in: session, failure)
+            daemon.completion.fail(task, in: session, failure)
             return
         }
         switch outcome {
         case .completed:
-            if takeChallenge(task, in: session) { return }
+            if daemon.challenges.takeChallenge(task, in: session) { return }
             if transfer.responseBytesDropped > 0 {
-                log.error("transfers", "the server's answer exceeds \(UploadTransfer.responseBodyLimit) bytes; \(transfer.responseBytesDropped) bytes not delivered", session: sessionName, task: task.taskIdentifier)
+                daemon.log.error("transfers", "the server's answer exceeds \(UploadTransfer.responseBodyLimit) bytes; \(transfer.responseBytesDropped) bytes not delivered", session: sessionName, task: task.taskIdentifier)
             }
             completeUpload(task, responseBody: transfer.responseBody(), in: session)
         case .next(let step):
             session.updateInMemory(task)
             let conflicts = step == .retrieveOffset ? transfer.conflicts + 1 : transfer.conflicts
-            if step == .retrieveOffset { log.notice("transfers", "the server disagrees about the upload offset (409); asking it again", session: sessionName, task: task.taskIdentifier) }
+            if step == .retrieveOffset { daemon.log.notice("transfers", "the server disagrees about the upload offset (409); asking it again", session: sessionName, task: task.taskIdentifier) }
             startUpload(task, in: session, step: step, conflicts: conflicts)
         case .restartFromZero(let reason):
             task.uploadResumption = nil
             task.countOfBytesSent = 0
             try? session.update(task)
-            log.notice("transfers", "\(reason); sending the whole body again", session: sessionName, task: task.taskIdentifier)
+            daemon.log.notice("transfers", "\(reason); sending the whole body again", session: sessionName, task: task.taskIdentifier)
             startUpload(task, in: session, step: .create)
         case .retryAfter(let wait):
             unlink(transfer.responsePath)
-            retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(String(format: "%.0f", wait)) s")
+            daemon.completion.retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(String(format: "%.0f", wait)) s")
         case .transportFailure(let error):
             if task.uploadResumption == nil { task.countOfBytesSent = 0 }
             session.updateInMemory(task)
-            retryOrFail(task, in: session, error)
+            daemon.completion.retryOrFail(task, in: session, error)
         }
     }
 
     /// Announces a finished upload with the server's answer (`didReceive data`, then
     /// `didCompleteWithError(nil)`); the daemon's copy of the body goes.
     func completeUpload(_ task: TaskRecord, responseBody: Data?, in session: DaemonSession) {
-        if end(task, in: session, responseBody: responseBody, note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesSent) bytes sent") {
-            removeTransferFiles(of: task, in: session)
+        if daemon.completion.end(task, in: session, responseBody: responseBody, note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesSent) bytes sent") {
+            daemon.transfers.removeTransferFiles(of: task, in: session)
         }
     }
 }

@@ -1,8 +1,15 @@
 import Foundation
 import TransferContainer
 
-/// What the daemon does for each request a client sends.
-extension TransferDaemon {
+/// What the daemon does for each request a client sends: who may ask what, and the answer.
+/// Owned by the daemon's loop thread.
+final class RequestHandler {
+    unowned let daemon: TransferDaemon
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
     func handle(_ request: DaemonRequest, from connection: ClientConnection, afterReply: inout [() -> Void]) throws -> DaemonReply {
         if case .hello(let hello) = request { return try welcome(hello, connection) }
         if case .ping = request { return .ok }
@@ -12,7 +19,7 @@ extension TransferDaemon {
         }
         if case .forceQuit(let app) = request {
             // The user's force quit comes from the developer tool (bgtransfer), or from the app family itself.
-            guard hello.identity.kind == .tool || registry.family(of: app) == hello.identity.family else {
+            guard hello.identity.kind == .tool || daemon.registry.family(of: app) == hello.identity.family else {
                 throw refusal(of: "force-quit \(app)", by: hello, connection)
             }
             return try forceQuit(app)
@@ -20,11 +27,11 @@ extension TransferDaemon {
         if case .watch = request {
             // Every family's transfers, URLs and all: for the developer's tool only.
             guard hello.identity.kind == .tool else { throw refusal(of: "watch every app's transfers", by: hello, connection) }
-            return startWatching(connection, afterReply: &afterReply)
+            return daemon.watchers.startWatching(connection, afterReply: &afterReply)
         }
         if case .conditionsChanged = request {
             guard hello.identity.kind == .tool else { throw refusal(of: "change the device conditions", by: hello, connection) }
-            conditionsChanged()
+            daemon.scheduler.conditionsChanged()
             return .ok
         }
         guard hello.identity.kind != .tool else {
@@ -35,14 +42,7 @@ extension TransferDaemon {
             return .ok
         case .openSession(let identifier, let configuration, let launchedForEvents):
             let session = try open(identifier, configuration, for: hello, connection, launchedForEvents: launchedForEvents)
-            afterReply.append { [unowned self] in
-                let backlog = session.pendingEvents.last?.number ?? 0
-                pushPendingEvents(session)
-                // Challenges go before the end of the backlog: an app launched for them answers
-                // before it calls its completion handler.
-                for task in session.unfinishedTasks where task.pendingChallenge != nil { askAboutChallenge(task, in: session) }
-                push(.backlogDelivered(session: identifier, through: backlog), to: session)
-            }
+            afterReply.append { [unowned self] in daemon.delivery.deliverBacklog(of: session) }
             return .sessionOpened(tasks: session.unfinishedTasks, nextTaskIdentifier: session.nextTaskIdentifier)
         case .createTask(let identifier, let creation):
             let session = try heldSession(identifier, connection)
@@ -55,22 +55,22 @@ extension TransferDaemon {
             if !hello.isForeground {
                 // Work started in the background is discretionary, and waits out the rate limiter (S5, S6.5).
                 task.requirements.isDiscretionary = true
-                task.rateLimitedUntil = rateLimitedStart(for: hello.identity)
+                task.rateLimitedUntil = daemon.relauncher.rateLimitedStart(for: hello.identity)
                 try session.update(task)
             }
             if let blob = creation.resumeData {
                 // The resume data says what to transfer; it is checked first, then its URL.
-                refusal = adoptResumeData(blob, into: &task, in: session, for: hello.identity)
+                refusal = daemon.resumeData.adoptResumeData(blob, into: &task, in: session, for: hello.identity)
                     ?? self.refusal(of: TaskCreation(kind: task.kind, request: task.originalRequest))
                 task.pendingFailure = refusal
                 try session.update(task)
             } else if task.kind == .upload && refusal == nil {
-                refusal = takeUploadBody(creation.uploadFile, into: &task, in: session, for: hello.identity)
+                refusal = daemon.uploads.takeUploadBody(creation.uploadFile, into: &task, in: session, for: hello.identity)
                 task.pendingFailure = refusal
                 try session.update(task)
             }
-            log.info("tasks", "created \(task.kind.rawValue) task \(task.taskIdentifier) for \(task.originalRequest.url)", session: identifier.rawValue, task: task.taskIdentifier)
-            if let refusal { log.error("tasks", "task will fail when resumed: \(refusal.message)", session: identifier.rawValue, task: task.taskIdentifier) }
+            daemon.log.info("tasks", "created \(task.kind.rawValue) task \(task.taskIdentifier) for \(task.originalRequest.url)", session: identifier.rawValue, task: task.taskIdentifier)
+            if let refusal { daemon.log.error("tasks", "task will fail when resumed: \(refusal.message)", session: identifier.rawValue, task: task.taskIdentifier) }
             // A client that chose the identifier built this very record itself, unless the
             // daemon has changed it since (resume data, an upload's body, background rules).
             let stored = session.tasks[task.taskIdentifier] ?? task
@@ -79,76 +79,74 @@ extension TransferDaemon {
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)
             if let failure = task.pendingFailure {
-                fail(task, in: session, failure)
+                daemon.completion.fail(task, in: session, failure)
                 return .task(task)
             }
             if task.state == .suspended {
                 task.state = .running
                 try session.update(task)
-                log.info("tasks", "resumed", session: identifier.rawValue, task: taskID)
-                scheduleTransfer(task, in: session)
+                daemon.log.info("tasks", "resumed", session: identifier.rawValue, task: taskID)
+                daemon.scheduler.scheduleTransfer(task, in: session)
             }
             return .task(session.tasks[taskID] ?? task)
         case .suspendTask(let identifier, let taskID):
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)
             if task.state == .running {
-                stopTransfer(TaskKey(session: session.key, task: taskID))
+                daemon.transfers.stopTransfer(TaskKey(session: session.key, task: taskID))
                 task = session.tasks[taskID] ?? task
                 task.state = .suspended
                 try session.update(task)
-                log.info("tasks", "suspended", session: identifier.rawValue, task: taskID)
+                daemon.log.info("tasks", "suspended", session: identifier.rawValue, task: taskID)
             }
             return .task(session.tasks[taskID] ?? task)
         case .cancelTask(let identifier, let taskID, let produceResumeData):
             let session = try heldSession(identifier, connection)
             guard session.tasks[taskID] != nil else { return .cancelled(resumeData: nil) } // already finished
-            let resumeData = try cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled"), keepResumeData: produceResumeData)
+            let resumeData = try daemon.completion.cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled"), keepResumeData: produceResumeData)
             return .cancelled(resumeData: resumeData)
         case .setTaskProperties(let identifier, let taskID, let properties):
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)
             properties.apply(to: &task)
             try session.update(task)
-            scheduleTransfers() // a new priority or date may change what runs next
+            daemon.scheduler.scheduleTransfers() // a new priority or date may change what runs next
             return .task(session.tasks[taskID] ?? task)
         case .answerDelayedRequest(let identifier, let taskID, let answer):
             let session = try heldSession(identifier, connection)
-            guard let task = try answerDelayedRequest(answer, for: taskID, in: session) else { return .ok }
+            guard let task = try daemon.delayedRequests.answerDelayedRequest(answer, for: taskID, in: session) else { return .ok }
             return .task(task)
         case .answerChallenge(let identifier, let taskID, let answer):
             let session = try heldSession(identifier, connection)
-            guard let task = try answerChallenge(answer, for: taskID, in: session) else { return .ok }
+            guard let task = try daemon.challenges.answerChallenge(answer, for: taskID, in: session) else { return .ok }
             return .task(task)
         case .answerRetryHeaders(let identifier, let taskID, let fields):
             let session = try heldSession(identifier, connection)
-            guard let task = try answerRetryHeaders(fields, for: taskID, in: session) else { return .ok }
+            guard let task = try daemon.challenges.answerRetryHeaders(fields, for: taskID, in: session) else { return .ok }
             return .task(task)
         case .getAllTasks(let identifier):
             let session = try heldSession(identifier, connection)
-            return .taskSummaries(taskSummaries(of: session))
+            return .taskSummaries(daemon.listing.taskSummaries(of: session))
         case .getTasks(let identifier, let identifiers):
             let session = try heldSession(identifier, connection)
-            let records = taskRecords(identifiers, of: session)
-            log.info("tasks", "getTasks: the records of \(records.count) of the \(identifiers.count) tasks asked for", session: identifier.rawValue)
+            let records = daemon.listing.taskRecords(identifiers, of: session)
+            daemon.log.info("tasks", "getTasks: the records of \(records.count) of the \(identifiers.count) tasks asked for", session: identifier.rawValue)
             return .tasks(records)
         case .acknowledge(let identifier, let through):
-            let session = try heldSession(identifier, connection)
-            try session.acknowledge(through: through)
-            log.info("events", "events through \(through) acknowledged", session: identifier.rawValue)
+            try daemon.delivery.acknowledge(through: through, in: heldSession(identifier, connection))
             return .ok
         case .invalidate(let identifier, let cancelTasks):
             let session = try heldSession(identifier, connection)
             session.invalidateWhenDone = true
             if cancelTasks {
                 for task in session.unfinishedTasks {
-                    try cancel(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled"))
+                    try daemon.completion.cancel(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled"))
                 }
             }
-            afterReply.append { [unowned self] in finishInvalidationIfDone(session) }
+            afterReply.append { [unowned self] in daemon.completion.finishInvalidationIfDone(session) }
             return .ok
         case .closeSession(let identifier):
-            if let session = sessions[SessionKey(family: hello.identity.family, identifier: identifier)], session.holder === connection {
+            if let session = daemon.sessions[SessionKey(family: hello.identity.family, identifier: identifier)], session.holder === connection {
                 session.holder = nil
                 connection.attachedSessions.remove(session.key)
             }
@@ -159,7 +157,7 @@ extension TransferDaemon {
     /// A request a verified peer may not make; logged (category `trust`).
     private func refusal(of what: String, by hello: ClientHello, _ connection: ClientConnection) -> TransferFailure {
         let message = "\(hello.identity.bundleIdentifier) (process \(connection.pid ?? -1)) may not \(what)"
-        log.error("trust", "refused: \(message)")
+        daemon.log.error("trust", "refused: \(message)")
         return TransferFailure(code: TransferFailure.requestRefused, message: message, subject: hello.identity.bundleIdentifier.rawValue)
     }
 
@@ -179,7 +177,7 @@ extension TransferDaemon {
         // A handle on the writer (the kernel's, taken with its bytes; else one opened before its
         // executable is read): alive after the read, the pid still named the writer.
         func refuse(_ message: String) -> TransferFailure {
-            log.error("trust", "refused: \(message)")
+            daemon.log.error("trust", "refused: \(message)")
             return TransferFailure(code: TransferFailure.requestRefused, message: message, subject: hello.identity.bundleIdentifier.rawValue)
         }
         var opened: ProcessHandle?
@@ -189,7 +187,7 @@ extension TransferDaemon {
             }
         }
         defer { opened?.close() }
-        let peer = try peers.identify(pid: pid)
+        let peer = try daemon.peers.identify(pid: pid)
         guard (writer.process ?? opened)?.isRunning == true else {
             throw refuse("process \(pid), which wrote the hello as \(hello.identity.bundleIdentifier), exited before its executable could be checked")
         }
@@ -205,16 +203,16 @@ extension TransferDaemon {
         }
         hello.executablePath = peer.executablePath
         connection.hello = hello
-        if hello.identity.kind != .tool { registry.register(hello) }
+        if hello.identity.kind != .tool { daemon.registry.register(hello) }
         if hello.isForeground && hello.identity.kind == .app {
             // The user launched the app: the rate limiter starts over (S6.5), a force quit ends (S4.2).
-            relaunchLimiter[hello.identity.family] = nil
-            if registry.forceQuit.contains(hello.identity.family) {
-                registry.setForceQuit(hello.identity.family, false)
-                log.notice("relaunch", "\(hello.identity.family) launched by the user: relaunching allowed again")
+            daemon.relauncher.relaunchLimiter[hello.identity.family] = nil
+            if daemon.registry.forceQuit.contains(hello.identity.family) {
+                daemon.registry.setForceQuit(hello.identity.family, false)
+                daemon.log.notice("relaunch", "\(hello.identity.family) launched by the user: relaunching allowed again")
             }
         }
-        log.info("ipc", "hello from \(hello.processName) (\(hello.identity.bundleIdentifier)) pid \(connection.pid ?? -1)")
+        daemon.log.info("ipc", "hello from \(hello.processName) (\(hello.identity.bundleIdentifier)) pid \(connection.pid ?? -1)")
         return .welcome(daemonPID: getpid())
     }
 
@@ -228,9 +226,9 @@ extension TransferDaemon {
         }
         let key = SessionKey(family: identity.family, identifier: identifier)
         // A folder left without a usable record is taken up again, never made anew over its journal.
-        if sessions[key] == nil { try takeUpSessionLeftInFolder(key, configuration, for: identity) }
+        if daemon.sessions[key] == nil { try daemon.sessionRecovery.takeUpSessionLeftInFolder(key, configuration, for: identity) }
         let session: DaemonSession
-        if let existing = sessions[key] {
+        if let existing = daemon.sessions[key] {
             // The owner, or its containing app adopting an extension's session (S1.6).
             guard existing.record.owner == identity.bundleIdentifier || identity.kind == .app else {
                 throw TransferFailure(code: TransferFailure.requestRefused, message: "session \(identifier) belongs to \(existing.record.owner)", subject: identifier.rawValue)
@@ -238,7 +236,7 @@ extension TransferDaemon {
             if let holder = existing.holder, holder !== connection, !holder.isClosed {
                 // The same process on a new connection (it reconnected): the new one takes over.
                 guard holder.pid == nil || holder.pid != connection.pid else {
-                    log.info("sessions", "\(connection.label) reconnected; it takes the session over from its old connection", session: identifier.rawValue)
+                    daemon.log.info("sessions", "\(connection.label) reconnected; it takes the session over from its old connection", session: identifier.rawValue)
                     holder.attachedSessions.remove(key)
                     existing.holder = nil
                     return try open(identifier, configuration, for: hello, connection, launchedForEvents: launchedForEvents)
@@ -250,24 +248,24 @@ extension TransferDaemon {
             session = existing
         } else {
             let record = SessionRecord(identifier: identifier, owner: identity.bundleIdentifier, family: identity.family, configuration: configuration)
-            session = try DaemonSession(layout: layout, log: log, record: record)
-            sessions[key] = session
-            log.notice("sessions", "created session owned by \(identity.bundleIdentifier)", session: identifier.rawValue)
+            session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
+            daemon.sessions[key] = session
+            daemon.log.notice("sessions", "created session owned by \(identity.bundleIdentifier)", session: identifier.rawValue)
         }
         session.holder = connection
         session.pushedThrough = 0
         session.invalidateWhenDone = false
         connection.attachedSessions.insert(key)
-        if launchedForEvents, let launch = launches[key.family], launch.identifier == identifier {
-            log.info("relaunch", "relaunched app attached (pid \(launch.pid))", session: identifier.rawValue)
+        if launchedForEvents, let launch = daemon.relauncher.launches[key.family], launch.identifier == identifier {
+            daemon.log.info("relaunch", "relaunched app attached (pid \(launch.pid))", session: identifier.rawValue)
         }
-        log.notice("sessions", "\(connection.label) opened the session: \(session.tasks.count) unfinished tasks, \(session.events.count) undelivered events", session: identifier.rawValue)
+        daemon.log.notice("sessions", "\(connection.label) opened the session: \(session.tasks.count) unfinished tasks, \(session.events.count) undelivered events", session: identifier.rawValue)
         return session
     }
 
     private func heldSession(_ identifier: SessionIdentifier, _ connection: ClientConnection) throws -> DaemonSession {
         guard let family = connection.hello?.identity.family,
-              let session = sessions[SessionKey(family: family, identifier: identifier)], session.holder === connection else {
+              let session = daemon.sessions[SessionKey(family: family, identifier: identifier)], session.holder === connection else {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "session \(identifier) is not open in this process", subject: identifier.rawValue)
         }
         return session
@@ -300,56 +298,28 @@ extension TransferDaemon {
     /// extensions' too) is cancelled with -999 and reason 0, and nothing is relaunched until
     /// the user launches the app.
     private func forceQuit(_ bundle: BundleIdentifier) throws -> DaemonReply {
-        let family = registry.family(of: bundle)
-        registry.setForceQuit(family, true)
+        let family = daemon.registry.family(of: bundle)
+        daemon.registry.setForceQuit(family, true)
         var terminated: [Int32] = []
-        for session in sessions.values where session.key.family == family {
+        for session in daemon.sessions.values where session.key.family == family {
             if let holder = session.holder, let pid = holder.pid {
                 kill(pid, SIGKILL)
                 terminated.append(pid)
-                disconnect(holder)
+                daemon.clients.disconnect(holder)
             }
         }
-        if let launch = launches[family] {
+        if let launch = daemon.relauncher.launches[family] {
             kill(launch.pid, SIGKILL)
             terminated.append(launch.pid)
         }
         var cancelled = 0
-        for session in sessions.values where session.key.family == family {
+        for session in daemon.sessions.values where session.key.family == family {
             for task in session.unfinishedTasks {
-                try cancel(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the user force-quit the app", backgroundTaskCancelledReason: 0), keepResumeData: true)
+                try daemon.completion.cancel(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the user force-quit the app", backgroundTaskCancelledReason: 0), keepResumeData: true)
                 cancelled += 1
             }
         }
-        log.notice("relaunch", "\(family) force-quit by the user: \(cancelled) tasks cancelled, processes \(terminated) ended; no relaunch until the user launches it")
+        daemon.log.notice("relaunch", "\(family) force-quit by the user: \(cancelled) tasks cancelled, processes \(terminated) ended; no relaunch until the user launches it")
         return .forceQuitDone(cancelledTasks: cancelled, terminatedProcesses: Array(Set(terminated)).sorted())
-    }
-
-    /// Ends a task with a failure (cancel, invalidation, force quit): an event stays; its
-    /// partial data goes, or becomes resume data (returned, and put in the error, S6.2).
-    @discardableResult
-    func cancel(_ taskID: Int, in session: DaemonSession, failure: TransferFailure, keepResumeData: Bool = false) throws -> Data? {
-        guard session.tasks[taskID] != nil else { return nil }
-        let key = TaskKey(session: session.key, task: taskID)
-        stopTransfer(key)
-        let task = session.tasks[taskID]!
-        var failure = failure
-        if keepResumeData { failure.resumeData = makeResumeData(for: task, in: session) }
-        removeTransferFiles(of: task, in: session)
-        _ = try session.complete(task, downloadedFile: nil, error: failure)
-        forgetTask(key)
-        log.notice("tasks", "ended: \(failure.message)\(failure.resumeData == nil ? "" : " (resume data kept)")", session: session.key.identifier.rawValue, task: taskID)
-        pushPendingEvents(session)
-        return failure.resumeData
-    }
-
-    /// Sends `invalidated` once an invalidating session has no task left (S1.4).
-    func finishInvalidationIfDone(_ session: DaemonSession) {
-        guard session.invalidateWhenDone, session.tasks.isEmpty, session.holder != nil else { return }
-        push(.invalidated(session: session.key.identifier, nil), to: session)
-        // The holder keeps the session until it lets go (closeSession, after acknowledging the
-        // events it was handed) or goes away: let go of now, the events its delegate has seen
-        // would stay unacknowledged and the app be relaunched for them.
-        log.notice("sessions", "invalidated", session: session.key.identifier.rawValue)
     }
 }

@@ -7,8 +7,15 @@ import TransferTransport
 /// (`coalescesIdenticalDownloads`): download tasks of one session with the same GET are
 /// fetched once. The first to start leads; the others wait, see its progress as their own,
 /// and each gets its own copy of the file and its own completion when it finishes. If the
-/// leader fails or stops, the others are scheduled as usual and one of them leads.
-extension TransferDaemon {
+/// leader fails or stops, the others are scheduled as usual and one of them leads. Owned by
+/// the daemon's loop thread.
+final class Coalescing {
+    unowned let daemon: TransferDaemon
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
     /// What makes two downloads the same fetch: nil for tasks that are never coalesced.
     func coalescingKey(_ task: TaskRecord, in session: DaemonSession) -> String? {
         guard session.record.configuration.coalescesIdenticalDownloads, task.kind == .download,
@@ -22,8 +29,8 @@ extension TransferDaemon {
     /// The coalescing keys of the downloads in flight.
     func coalescedRequestsInFlight() -> Set<String> {
         var keys = Set<String>()
-        for (key, transfer) in transfersByTask {
-            if let session = sessions[key.session], let request = coalescingKey(transfer.task, in: session) { keys.insert(request) }
+        for (key, transfer) in daemon.transfers.transfersByTask {
+            if let session = daemon.sessions[key.session], let request = coalescingKey(transfer.task, in: session) { keys.insert(request) }
         }
         return keys
     }
@@ -31,11 +38,11 @@ extension TransferDaemon {
     /// The tasks riding on a download in flight: same session, same request, resumed and not held.
     func followers(of transfer: DownloadTransfer, in session: DaemonSession) -> [TaskRecord] {
         guard let request = coalescingKey(transfer.task, in: session) else { return [] }
-        let now = clock.now
+        let now = daemon.clock.now
         return session.unfinishedTasks.filter { task in
             task.taskIdentifier != transfer.task.taskIdentifier && task.state == .running
-                && transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)] == nil
-                && task.hold(under: conditions, now: now) == nil
+                && daemon.transfers.transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)] == nil
+                && task.hold(under: daemon.scheduler.conditions, now: now) == nil
                 && coalescingKey(task, in: session) == request
         }
     }
@@ -46,7 +53,7 @@ extension TransferDaemon {
         for follower in followers(of: transfer, in: session) {
             var progress = transfer.progress
             progress.taskIdentifier = follower.taskIdentifier
-            push(.progress(session: session.key.identifier, progress), to: session)
+            daemon.delivery.push(.progress(session: session.key.identifier, progress), to: session)
         }
     }
 
@@ -60,16 +67,16 @@ extension TransferDaemon {
             task.currentURL = transfer.task.currentURL
             task.countOfBytesReceived = transfer.task.countOfBytesReceived
             task.countOfBytesExpectedToReceive = transfer.task.countOfBytesExpectedToReceive
-            let copy = finishedPath(for: task, in: session)
+            let copy = daemon.downloads.finishedPath(for: task, in: session)
             do {
                 try? FileManager.default.removeItem(atPath: copy)
                 try FileManager.default.copyItem(atPath: finishedFile, toPath: copy)
                 try session.update(task)
             } catch {
-                fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot copy the download of task \(transfer.task.taskIdentifier): \(error)", subject: copy))
+                daemon.completion.fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot copy the download of task \(transfer.task.taskIdentifier): \(error)", subject: copy))
                 continue
             }
-            end(task, in: session, downloadedFile: copy, note: "finished with task \(transfer.task.taskIdentifier), fetched once (coalesced): HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
+            daemon.completion.end(task, in: session, downloadedFile: copy, note: "finished with task \(transfer.task.taskIdentifier), fetched once (coalesced): HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
         }
     }
 }

@@ -1,28 +1,26 @@
 import Foundation
 import TransferContainer
 
-/// When the daemon last told its watchers what runs, and whether that was nothing.
-/// Owned by the event loop.
-struct WatchBroadcast {
-    var lastSent = Date.distantPast
-    var lastWasEmpty = true
-    /// The loop turns at least every 250 ms; a little less here keeps pushes at about that pace.
-    static let interval: TimeInterval = 0.2
-}
-
 /// Read-only watching (`DaemonRequest.watch`, `bgtransfer watch`): connections that asked are
 /// pushed every running task of the container. A watcher is a connection with a flag, so it
-/// goes away with the connection (`disconnect`).
-extension TransferDaemon {
+/// goes away with the connection. Owned by the daemon's loop thread.
+final class Watchers {
+    unowned let daemon: TransferDaemon
+    var watchBroadcast = WatchBroadcast()
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
     /// Makes the connection a watcher; it hears of the running tasks right after the reply.
     func startWatching(_ connection: ClientConnection, afterReply: inout [() -> Void]) -> DaemonReply {
         connection.isWatching = true
-        log.info("ipc", "\(connection.label) watches the transfers")
+        daemon.log.info("ipc", "\(connection.label) watches the transfers")
         // The first list goes right behind the reply (which is still queued: the watcher's
         // "not read yet" rule must not hold back the list a `watch --once` waits for).
         afterReply.append { [unowned self] in
             guard !connection.isClosed, !connection.send(.push(.transfers(transferStatuses()))) else { return }
-            disconnect(connection)
+            daemon.clients.disconnect(connection)
         }
         return .ok
     }
@@ -30,7 +28,7 @@ extension TransferDaemon {
     /// Pushes the running tasks to every watcher, about every 250 ms while anything runs and
     /// once more when nothing does. Called from housekeeping.
     func pushTransfersToWatchers(now: Date) {
-        let watchers = connections.values.filter(\.isWatching)
+        let watchers = daemon.clients.connections.values.filter(\.isWatching)
         guard !watchers.isEmpty, now.timeIntervalSince(watchBroadcast.lastSent) >= WatchBroadcast.interval else { return }
         let statuses = transferStatuses()
         guard !(statuses.isEmpty && watchBroadcast.lastWasEmpty) else { return }
@@ -47,29 +45,29 @@ extension TransferDaemon {
     private func send(_ statuses: [TransferStatus], toWatcher watcher: ClientConnection) {
         guard !watcher.isClosed else { return }
         if watcher.outboxBytes > 0 {
-            let now = clock.now
+            let now = daemon.clock.now
             guard let since = watcher.watcherBehindSince else {
                 watcher.watcherBehindSince = now
                 return
             }
             if now.timeIntervalSince(since) >= Self.watcherPatience {
-                log.error("ipc", "\(watcher.label) has not read what it watches for \(Int(Self.watcherPatience)) s; disconnecting it")
-                disconnect(watcher)
+                daemon.log.error("ipc", "\(watcher.label) has not read what it watches for \(Int(Self.watcherPatience)) s; disconnecting it")
+                daemon.clients.disconnect(watcher)
             }
             return
         }
         watcher.watcherBehindSince = nil
         guard !watcher.send(.push(.transfers(statuses))) else { return }
-        log.error("ipc", "\(watcher.label) is not reading what it watches; disconnecting it")
-        disconnect(watcher)
+        daemon.log.error("ipc", "\(watcher.label) is not reading what it watches; disconnecting it")
+        daemon.clients.disconnect(watcher)
     }
 
     /// Every task that should be running, in flight or waiting to be, by session and task.
     func transferStatuses() -> [TransferStatus] {
         var statuses: [TransferStatus] = []
-        for session in sessions.values {
+        for session in daemon.sessions.values {
             for task in session.tasks.values where task.state == .running {
-                let transfer = transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)]
+                let transfer = daemon.transfers.transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)]
                 // A transfer in flight knows more than the record, which is written at checkpoints.
                 let known = (transfer?.task ?? task).progressBytes
                 statuses.append(TransferStatus(
@@ -77,9 +75,18 @@ extension TransferDaemon {
                     kind: task.kind, state: task.state, url: task.originalRequest.url, taskDescription: task.taskDescription,
                     bytesDone: transfer?.bytesMoved ?? known.done, bytesExpected: known.expected,
                     isTransferring: transfer != nil, retryCount: task.retryCount,
-                    waitingFor: transfer == nil ? task.hold(under: conditions, now: clock.now)?.description : nil))
+                    waitingFor: transfer == nil ? task.hold(under: daemon.scheduler.conditions, now: daemon.clock.now)?.description : nil))
             }
         }
         return statuses.sorted { ($0.family.rawValue, $0.session.rawValue, $0.taskIdentifier) < ($1.family.rawValue, $1.session.rawValue, $1.taskIdentifier) }
     }
+}
+
+/// When the daemon last told its watchers what runs, and whether that was nothing.
+/// Owned by the event loop.
+struct WatchBroadcast {
+    var lastSent = Date.distantPast
+    var lastWasEmpty = true
+    /// The loop turns at least every 250 ms; a little less here keeps pushes at about that pace.
+    static let interval: TimeInterval = 0.2
 }

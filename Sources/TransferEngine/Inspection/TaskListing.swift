@@ -1,10 +1,15 @@
 import Foundation
 import TransferContainer
 
-/// `getAllTasks` and `getTasks`: a session's unfinished tasks as summaries, and the records of
-/// those a client asks for. Byte counts are those of the running transfer where there is one
-/// (the record's are those of its last checkpoint), as current as the progress pushed.
-extension TransferDaemon {
+/// `getAllTasks` and its kin: a session's tasks as the app sees them, with the counts of
+/// running transfers. Owned by the daemon's loop thread.
+final class TaskListing {
+    unowned let daemon: TransferDaemon
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
     func taskSummaries(of session: DaemonSession) -> TaskSummaries {
         let running = runningTasks(of: session)
         // Summaries sorted, not records (a copy of each of 10,000 records costs milliseconds).
@@ -24,7 +29,7 @@ extension TransferDaemon {
     /// The tasks of `session` that have a transfer under way, as their transfers know them.
     private func runningTasks(of session: DaemonSession) -> [Int: TaskRecord] {
         var running: [Int: TaskRecord] = [:]
-        for (key, transfer) in transfersByTask where key.session == session.key {
+        for (key, transfer) in daemon.transfers.transfersByTask where key.session == session.key {
             running[key.task] = transfer.task
         }
         return running

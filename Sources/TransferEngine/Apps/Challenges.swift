@@ -6,8 +6,20 @@ import TransferTransport
 /// Authentication challenges (S3.1 "…or one needs authentication"): a `401` or `407` that
 /// offers Basic or Digest holds the task and asks the app — the attached process, or the
 /// containing app launched for the session as for events — and the task goes on with the
-/// app's answer. Also the apps' refreshed headers before a retry (ours). Loop thread only.
-extension TransferDaemon {
+/// app's answer. Also the apps' refreshed headers before a retry (ours). Owned by the
+/// daemon's loop thread.
+final class Challenges {
+    unowned let daemon: TransferDaemon
+    var challengesAsked: [TaskKey: AskedHolder] = [:]
+    var retryHeadersAsked: [TaskKey: AskedHolder] = [:]
+    var retryHeadersAnswered: Set<TaskKey> = []
+    /// The credentials apps gave in answer to challenges.
+    lazy var credentialStore = CredentialStore(layout: daemon.layout, log: daemon.log)
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
     /// The credentials an exchange of `task` sends: for its server and for the session's proxy.
     func credentials(for task: TaskRecord, in session: DaemonSession) -> TransferCredentials {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
@@ -37,12 +49,12 @@ extension TransferDaemon {
         if sent != nil { task.authenticationFailures += 1 }
         task.pendingChallenge = ChallengeRecord(protectionSpace: space, previousFailureCount: sent == nil ? 0 : task.authenticationFailures, proposedUser: sent?.credential.user)
         do { try session.update(task) } catch {
-            log.error("store", "cannot record the authentication challenge: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            daemon.log.error("store", "cannot record the authentication challenge: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return false
         }
-        log.notice("auth", "\(response.statusCode): \(TaskHold.authentication(task.pendingChallenge!))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-        pushPendingEvents(session) // nobody attached: housekeeping launches the app for it
-        scheduleTransfers()
+        daemon.log.notice("auth", "\(response.statusCode): \(TaskHold.authentication(task.pendingChallenge!))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        daemon.delivery.pushPendingEvents(session) // nobody attached: housekeeping launches the app for it
+        daemon.scheduler.scheduleTransfers()
         return true
     }
 
@@ -50,7 +62,7 @@ extension TransferDaemon {
     /// answer as long as it holds the session (see `scheduleTransfers`).
     func askAboutChallenge(_ task: TaskRecord, in session: DaemonSession) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        _ = askHolder(\.challengesAsked, key, in: session, now: clock.now, timeout: nil, .challenge(session: session.key.identifier, task))
+        _ = daemon.delivery.askHolder(&challengesAsked, key, in: session, now: daemon.clock.now, timeout: nil, .challenge(session: session.key.identifier, task))
     }
 
     /// Whether a session has a task waiting for the app to answer a challenge.
@@ -72,21 +84,21 @@ extension TransferDaemon {
             ? credentialStore.credential(host: space.host, port: space.port, isProxy: space.isProxy, task: key)?.credential : nil
         switch answer.disposition {
         case .cancelAuthenticationChallenge:
-            log.notice("auth", "the app cancelled the authentication challenge", session: name, task: taskID)
-            try cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the app cancelled the authentication challenge", subject: task.originalRequest.url))
+            daemon.log.notice("auth", "the app cancelled the authentication challenge", session: name, task: taskID)
+            try daemon.completion.cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the app cancelled the authentication challenge", subject: task.originalRequest.url))
             return nil
         case .useCredential, .performDefaultHandling, .rejectProtectionSpace:
             task.pendingChallenge = nil
             guard let credential = given ?? stored else {
                 // No credential: the response is the answer (Apple delivers the 401 / 407).
-                log.notice("auth", "no credential given (\(answer.disposition.rawValue)); delivering the \(task.response?.statusCode ?? 0) response", session: name, task: taskID)
+                daemon.log.notice("auth", "no credential given (\(answer.disposition.rawValue)); delivering the \(task.response?.statusCode ?? 0) response", session: name, task: taskID)
                 deliverChallengeResponse(task, in: session)
                 return nil
             }
             if let given { credentialStore.remember(given, for: space, task: key) }
             try session.update(task)
-            log.notice("auth", "the app answered with a credential (\(credential.persistence.rawValue)); trying again", session: name, task: taskID)
-            scheduleTransfers()
+            daemon.log.notice("auth", "the app answered with a credential (\(credential.persistence.rawValue)); trying again", session: name, task: taskID)
+            daemon.scheduler.scheduleTransfers()
             return session.tasks[taskID]
         }
     }
@@ -96,21 +108,20 @@ extension TransferDaemon {
     private func deliverChallengeResponse(_ task: TaskRecord, in session: DaemonSession) {
         switch task.kind {
         case .download:
-            let page = DownloadTransfer.errorBodyPath(partialPath: partialPath(for: task, in: session))
-            unlink(partialPath(for: task, in: session))
-            if rename(page, finishedPath(for: task, in: session)) != 0 {
-                _ = FileManager.default.createFile(atPath: finishedPath(for: task, in: session), contents: nil)
+            let page = DownloadTransfer.errorBodyPath(partialPath: daemon.downloads.partialPath(for: task, in: session))
+            unlink(daemon.downloads.partialPath(for: task, in: session))
+            if rename(page, daemon.downloads.finishedPath(for: task, in: session)) != 0 {
+                _ = FileManager.default.createFile(atPath: daemon.downloads.finishedPath(for: task, in: session), contents: nil)
             }
             try? session.update(task)
-            completeDownload(task, in: session)
+            daemon.downloads.completeDownload(task, in: session)
         case .upload:
-            let body = FileManager.default.contents(atPath: uploadResponsePath(for: task, in: session))
+            let body = FileManager.default.contents(atPath: daemon.uploads.uploadResponsePath(for: task, in: session))
             try? session.update(task)
-            completeUpload(task, responseBody: body?.prefix(Int(UploadTransfer.responseBodyLimit)), in: session)
+            daemon.uploads.completeUpload(task, responseBody: body?.prefix(Int(UploadTransfer.responseBodyLimit)), in: session)
         }
     }
 
-    // MARK: Refreshed headers before a retry (ours)
 
     /// Whether the next start of `task` retries or resumes an earlier attempt.
     static func isRetryOrResume(_ task: TaskRecord) -> Bool {
@@ -123,11 +134,11 @@ extension TransferDaemon {
     func headersReadyForRetry(_ task: TaskRecord, in session: DaemonSession, now: Date) -> Bool {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         guard Self.isRetryOrResume(task), !retryHeadersAnswered.contains(key) else { return true }
-        switch askHolder(\.retryHeadersAsked, key, in: session, now: now, timeout: 10, .retryHeaders(session: session.key.identifier, task)) {
+        switch daemon.delivery.askHolder(&retryHeadersAsked, key, in: session, now: now, timeout: 10, .retryHeaders(session: session.key.identifier, task)) {
         case .asked, .waiting:
             return false
         case .overdue:
-            log.error("auth", "no refreshed headers within 10 s; retrying with the headers it has", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            daemon.log.error("auth", "no refreshed headers within 10 s; retrying with the headers it has", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return true
         case .nobodyAttached:
             return true
@@ -146,9 +157,17 @@ extension TransferDaemon {
             request.headers = request.headers.filter { !names.contains($0.name.lowercased()) } + fields
             task.replacementRequest = request
             try session.update(task)
-            log.notice("auth", "the app refreshed \(fields.map(\.name).sorted().joined(separator: ", ")) before the retry", session: session.key.identifier.rawValue, task: taskID)
+            daemon.log.notice("auth", "the app refreshed \(fields.map(\.name).sorted().joined(separator: ", ")) before the retry", session: session.key.identifier.rawValue, task: taskID)
         }
-        scheduleTransfers()
+        daemon.scheduler.scheduleTransfers()
         return session.tasks[taskID]
+    }
+
+    /// The task ended: its questions, answers and the credentials given for it alone go.
+    func forget(_ key: TaskKey) {
+        challengesAsked[key] = nil
+        retryHeadersAsked[key] = nil
+        retryHeadersAnswered.remove(key)
+        credentialStore.taskEnded(key)
     }
 }

@@ -1,0 +1,84 @@
+import Foundation
+import TransferContainer
+import TransferTransport
+
+/// Group commit: each turn's changes of every session go to disk together on the committer's
+/// thread, and replies and pushes wait until what they tell is durable. Owned by the daemon's
+/// loop thread.
+final class GroupCommit {
+    unowned let daemon: TransferDaemon
+    /// Makes the sessions' changes durable on a thread of its own.
+    private lazy var committer = Committer(waker: daemon.loop.multi.waker, log: daemon.log)
+    /// True while the last commit failed: output waits.
+    private var commitFailing = false
+    /// After a failed commit, the next is not tried before this (a full disk fails at once).
+    private var nextCommitTry = Date.distantPast
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
+    /// Starts making this turn's changes durable in every session, unless a commit is under
+    /// way (they then wait for the next one), and lets out the replies and pushes whose
+    /// changes are on disk. While commits fail (a full or failing disk) nothing new is
+    /// sent, so no client hears of a change that is not on disk; they are tried again
+    /// every 100 ms.
+    func commitAndFlush() {
+        if let outcome = committer.takeOutcome() { commitEnded(outcome) }
+        if !committer.isBusy && daemon.clock.now >= nextCommitTry {
+            var commits: [SessionCommit] = []
+            var unencodable = false
+            for session in daemon.sessions.values where session.needsCommit {
+                do {
+                    if let commit = try session.takeCommit() { commits.append(commit) }
+                } catch {
+                    unencodable = true // its changes are not on disk: nothing may be told of them
+                    daemon.log.error("store", "cannot encode the session's changes: \(error)", session: session.key.identifier.rawValue)
+                }
+            }
+            if commits.isEmpty {
+                if !commitFailing && !unencodable { daemon.clients.connections.values.forEach { $0.releaseAll() } }
+            } else {
+                committer.start(commits)
+                daemon.clients.connections.values.forEach { $0.coverByCommit() }
+            }
+        } else if committer.isBusy && !daemon.sessions.values.contains(where: \.needsCommit) {
+            daemon.clients.connections.values.forEach { $0.coverByCommit() } // told only of what is being committed
+        }
+        for connection in daemon.clients.connections.values where connection.hasReleasedOutput { connection.flush() }
+    }
+
+    private func commitEnded(_ outcome: Committer.Outcome) {
+        var failed = false
+        for (commit, error) in outcome {
+            guard let session = daemon.sessions[commit.session] else { continue }
+            if let error {
+                failed = true
+                session.commitFailed(commit)
+                if !commitFailing { daemon.log.error("store", "cannot commit the session's changes: \(error); replies wait until it succeeds", session: commit.session.identifier.rawValue) }
+            } else {
+                session.committed(commit)
+            }
+        }
+        if failed {
+            nextCommitTry = daemon.clock.now.addingTimeInterval(0.1)
+            daemon.loop.schedule(after: 0.1) {}
+        } else {
+            if commitFailing { daemon.log.notice("store", "changes committed again; replies resume") }
+            daemon.clients.connections.values.forEach { $0.releaseCovered() }
+        }
+        commitFailing = failed
+    }
+
+    /// Waits for the commit under way and commits what is left: before the daemon exits, and
+    /// before it tries anything again after a crash.
+    func commitAndWait() {
+        for _ in 0..<2 {
+            committer.waitUntilDone()
+            nextCommitTry = .distantPast
+            commitAndFlush()
+        }
+        committer.waitUntilDone()
+        if let outcome = committer.takeOutcome() { commitEnded(outcome) }
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import TransferContainer
+import TransferTransport
+
+/// The daemon's socket: accepts clients, reads their frames within each one's share of a
+/// turn, hands each request to `RequestHandler`, queues the replies, and drops peers that do
+/// not say who they are or do not read. Owned by the daemon's loop thread.
+final class ClientServer {
+    unowned let daemon: TransferDaemon
+    var connections: [Int32: ClientConnection] = [:]
+    private var nextConnectionID = 0
+    /// What unidentified peers hold of unfinished requests, all together (see `InputAccount`).
+    private let unidentifiedInput = InputAccount()
+    /// Where clients' bytes are read into, one connection at a time.
+    private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+    private var listener: FileDescriptor?
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
+    deinit {
+        readBuffer.deallocate()
+    }
+
+    /// Listens on the container's daemon socket.
+    func listen() throws {
+        let listener = try UnixSocket.listen(at: daemon.layout.daemonSocket.path)
+        // Every read says which process wrote the bytes, with a pidfd of it (inherited by accepted connections).
+        do { try UnixSocket.identifyWriters(listener, handles: true) } catch {
+            daemon.log.error("trust", "cannot ask the kernel who writes to the socket: \(error); no hello can be verified")
+        }
+        self.listener = listener
+        watchListener()
+    }
+
+    /// Closes every connection and removes the socket (the daemon stops).
+    func closeAll() {
+        for connection in connections.values { connection.close() }
+        unlink(daemon.layout.daemonSocket.path)
+    }
+
+    private func acceptClients() {
+        while let listener {
+            let accepted: FileDescriptor?
+            do { accepted = try UnixSocket.accept(listener) } catch {
+                // Out of descriptors (EMFILE): stop listening for a moment instead of spinning.
+                daemon.log.error("ipc", "cannot accept a connection: \(error); pausing for 100 ms (\(connections.count) clients)")
+                daemon.loop.unwatch(listener)
+                daemon.loop.schedule(after: 0.1) { [unowned self] in watchListener() }
+                return
+            }
+            guard let fd = accepted else { return }
+            nextConnectionID += 1
+            let connection = ClientConnection(id: nextConnectionID, descriptor: fd, account: unidentifiedInput)
+            if let credentials = connection.credentials, credentials.uid != getuid() {
+                daemon.log.error("security", "refused connection from uid \(credentials.uid) pid \(credentials.pid): not this user")
+                fd.close()
+                continue
+            }
+            connections[fd.rawValue] = connection
+            daemon.loop.watch(fd, .init(
+                wantsWrite: { connection.hasReleasedOutput },
+                onReadable: { [unowned self] in read(from: connection) },
+                onWritable: { connection.flush() }))
+        }
+    }
+
+    private func watchListener() {
+        guard let listener else { return }
+        daemon.loop.watch(listener, .init(wantsWrite: { false }, onReadable: { [unowned self] in acceptClients() }, onWritable: {}))
+    }
+
+    /// Connections that have not said who they are (with a verified hello) are closed after this long.
+    static let helloDeadline: TimeInterval = 10
+
+    func closeSilentConnections(now: Date) {
+        for connection in connections.values where connection.hello == nil && now.timeIntervalSince(connection.acceptedAt) > Self.helloDeadline {
+            daemon.log.info("ipc", "\(connection.label) did not say who it is within \(Int(Self.helloDeadline)) s; closed")
+            disconnect(connection)
+        }
+    }
+
+    /// Handles what the peer sent, up to its share of this turn (`ClientConnection.framesPerTurn`
+    /// and `bytesPerTurn`); the rest waits for the next turn.
+    private func read(from connection: ClientConnection) {
+        CrashGuard.idle()
+        var budget = ClientConnection.bytesPerTurn
+        for _ in 0..<ClientConnection.framesPerTurn {
+            guard !connection.isClosed else { return }
+            switch connection.nextInput(budget: &budget, scratch: readBuffer) {
+            case .frame(let body):
+                receive(body, from: connection)
+            case .idle(let more):
+                if more { readAgainNextTurn(connection) }
+                return
+            case .closed(let reason):
+                if let reason { daemon.log.error("ipc", "\(connection.label): \(reason); connection closed") }
+                disconnect(connection)
+                return
+            case .foreignWriter(let what):
+                daemon.log.error("trust", "\(connection.label): \(what); connection closed (a connection speaks for the one process that wrote on it first)")
+                disconnect(connection)
+                return
+            }
+        }
+        readAgainNextTurn(connection)
+    }
+
+    /// Frames may wait in the connection's buffer with nothing new on the socket: look again
+    /// next turn instead of waiting for the peer to write more.
+    private func readAgainNextTurn(_ connection: ClientConnection) {
+        guard !connection.readAgainScheduled else { return }
+        connection.readAgainScheduled = true
+        daemon.loop.schedule(after: 0) { [unowned self, weak connection] in
+            guard let connection, !connection.isClosed else { return }
+            connection.readAgainScheduled = false
+            read(from: connection)
+        }
+    }
+
+    private func receive(_ body: Data, from connection: ClientConnection) {
+        let frame: RequestFrame
+        do {
+            frame = try Frame.decode(RequestFrame.self, from: body)
+        } catch {
+            daemon.log.error("ipc", "\(connection.label) sent an unreadable request: \(error)")
+            answer(connection, .reply(id: 0, .failure(TransferFailure(code: TransferFailure.requestRefused, message: "unreadable request: \(error)"))))
+            return
+        }
+        var afterReply: [() -> Void] = []
+        let reply: DaemonReply
+        do {
+            reply = try daemon.requests.handle(frame.request, from: connection, afterReply: &afterReply)
+        } catch let failure as TransferFailure {
+            daemon.log.error("ipc", "\(connection.label): refused: \(failure.message)")
+            reply = .failure(failure)
+        } catch {
+            daemon.log.error("ipc", "\(connection.label): request failed: \(error)")
+            reply = .failure(TransferFailure(code: TransferFailure.unknown, message: "\(error)"))
+        }
+        guard answer(connection, .reply(id: frame.id, reply)) else { return }
+        afterReply.forEach { $0() }
+    }
+
+    /// Queues a reply; a peer too far behind in reading its replies is disconnected (false).
+    @discardableResult
+    private func answer(_ connection: ClientConnection, _ frame: DaemonFrame) -> Bool {
+        guard !connection.send(frame) else { return true }
+        if !connection.isClosed {
+            daemon.log.error("ipc", "\(connection.label) is not reading its replies (\(connection.outboxBytes) bytes wait); disconnecting it")
+            disconnect(connection)
+        }
+        return false
+    }
+
+    func disconnect(_ connection: ClientConnection) {
+        daemon.loop.unwatch(connection.descriptor)
+        connections.removeValue(forKey: connection.descriptor.rawValue)
+        for key in connection.attachedSessions {
+            if let session = daemon.sessions[key], session.holder === connection {
+                session.holder = nil
+                daemon.log.info("ipc", "\(connection.label) detached", session: key.identifier.rawValue)
+            }
+        }
+        connection.attachedSessions.removeAll()
+        connection.close()
+        daemon.requestHousekeeping()
+    }
+}

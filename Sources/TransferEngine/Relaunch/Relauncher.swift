@@ -1,0 +1,92 @@
+import Foundation
+import TransferContainer
+
+/// Relaunching containing apps when events wait (S3.1, S1.6): which session wants its app,
+/// the resume rate limiter (S6.5), the background budget. Owned by the daemon's loop thread.
+final class Relauncher {
+    unowned let daemon: TransferDaemon
+    /// The containing apps launched for events, by family.
+    var launches: [BundleIdentifier: Launch] = [:]
+    /// The resume rate limiter per app family, kept in the registry so that inspection sees it.
+    var relaunchLimiter: [BundleIdentifier: RelaunchLimiter] {
+        get { daemon.registry.relaunchLimits }
+        set { daemon.registry.relaunchLimits = newValue }
+    }
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
+    /// A session wants its app launched when nobody holds it, it asked for launch events,
+    /// and either events wait and no task of it still runs, or a task needs the app to answer
+    /// an authentication challenge (S3.1).
+    func wantsRelaunch(_ session: DaemonSession) -> Bool {
+        session.holder == nil
+            && session.record.configuration.sessionSendsLaunchEvents
+            && !daemon.registry.forceQuit.contains(session.key.family)
+            && ((!session.events.isEmpty && !session.tasks.values.contains { $0.state == .running && $0.pendingChallenge == nil })
+                || daemon.challenges.hasPendingChallenge(session))
+    }
+
+    func relaunchWhereNeeded(now: Date) {
+        for session in daemon.sessions.values.sorted(by: { $0.key.identifier.rawValue < $1.key.identifier.rawValue }) where wantsRelaunch(session) {
+            let family = session.key.family
+            guard launches[family] == nil else { continue } // one launch of an app at a time
+            // An app already running gets ordinary delegate calls when it opens the session
+            // (S3.1); a second copy launched beside it would find the session in use.
+            guard !isRunning(family) else { continue }
+            if let limiter = relaunchLimiter[family] {
+                if limiter.hasLapsed(at: now) {
+                    relaunchLimiter[family] = nil // quiet for a whole period: start over
+                } else if !limiter.allowsLaunch(at: now) {
+                    continue
+                }
+            }
+            guard let executable = daemon.registry.launchExecutable(family: family) else {
+                continue // never heard of this app's executable; it will say hello when run
+            }
+            do {
+                let pid = try ProcessSpawner.spawn(executable, arguments: ["--container", daemon.layout.root.path, "--handle-events-for-background-session", session.key.identifier.rawValue], newSession: true, outputPath: daemon.layout.logsDirectory.appendingPathComponent("launched-apps.out").path)
+                launches[family] = Launch(pid: pid, identifier: session.key.identifier, at: now)
+                let previous = relaunchLimiter[family]?.delay
+                relaunchLimiter[family] = RelaunchLimiter(delay: previous.map { $0 * 2 } ?? daemon.options.relaunchDelay, lastLaunch: now)
+                daemon.log.notice("relaunch", "launched \(family) (pid \(pid)) to handle events for background session \(session.key.identifier)", session: session.key.identifier.rawValue)
+            } catch {
+                daemon.log.error("relaunch", "cannot launch \(executable): \(error)", session: session.key.identifier.rawValue)
+                relaunchLimiter[family] = RelaunchLimiter(delay: relaunchLimiter[family].map { $0.delay * 2 } ?? daemon.options.relaunchDelay, lastLaunch: now)
+            }
+        }
+    }
+
+    /// Whether the containing app of `family` is connected (launched by the user, or by us).
+    func isRunning(_ family: BundleIdentifier) -> Bool {
+        daemon.clients.connections.values.contains { $0.hello?.identity.bundleIdentifier == family && $0.hello?.identity.kind == .app }
+    }
+
+    /// An app launched for events that has not finished within the budget is terminated,
+    /// as iOS would; its unacknowledged events wait for the next launch.
+    func enforceBackgroundBudget(now: Date) {
+        for (family, launch) in launches where !launch.terminated && now.timeIntervalSince(launch.at) > daemon.options.backgroundBudget {
+            kill(launch.pid, SIGKILL)
+            launches[family]?.terminated = true
+            daemon.log.error("relaunch", "\(family) (pid \(launch.pid)) did not call its completion handler within its background budget of \(daemon.options.backgroundBudget) s; terminated", session: launch.identifier.rawValue)
+        }
+    }
+
+    func launchEnded(pid: Int32) {
+        guard let (family, launch) = launches.first(where: { $0.value.pid == pid }) else { return }
+        launches.removeValue(forKey: family)
+        let pending = daemon.sessions[SessionKey(family: family, identifier: launch.identifier)]?.events.count ?? 0
+        daemon.log.info("relaunch", "launched app \(family) (pid \(pid)) exited; \(pending) events still undelivered", session: launch.identifier.rawValue)
+    }
+
+
+    /// When a task the app creates now, in the background, may start: after the app's
+    /// current relaunch delay, while its rate limiter runs; nil when it does not.
+    func rateLimitedStart(for identity: AppIdentity) -> Date? {
+        let now = daemon.clock.now
+        guard identity.kind == .app, let limiter = relaunchLimiter[identity.family],
+              !limiter.hasLapsed(at: now) else { return nil }
+        return now.addingTimeInterval(limiter.delay)
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+import TransferContainer
+
+/// Delayed requests (S5.1): a task with an `earliestBeginDate` whose date has come asks the
+/// attached app `willBeginDelayedRequest` before it starts. Owned by the daemon's loop thread.
+final class DelayedRequests {
+    unowned let daemon: TransferDaemon
+    /// Tasks whose holder was asked `willBeginDelayedRequest`, a challenge, or refreshed
+    /// headers before a retry (see `askHolder`); and the tasks whose headers were answered.
+    var delayedRequestsAsked: [TaskKey: AskedHolder] = [:]
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
+    /// How long an attached app has to answer `willBeginDelayedRequest` before the task
+    /// goes on as asked at creation.
+    static let delayedRequestAnswerTimeout: TimeInterval = 30
+
+
+    /// A task with an `earliestBeginDate` whose date has come: the attached app is asked
+    /// `willBeginDelayedRequest` first (nil while it decides); with nobody attached, or no
+    /// answer in time, it goes on as created. Returns the task as it may start.
+    func readyAfterDelayedRequest(_ task: TaskRecord, in session: DaemonSession, now: Date) -> TaskRecord? {
+        guard task.earliestBeginDate != nil, !task.delayedRequestAnswered else { return task }
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        switch daemon.delivery.askHolder(&delayedRequestsAsked, key, in: session, now: now, timeout: Self.delayedRequestAnswerTimeout, .delayedRequest(session: session.key.identifier, task)) {
+        case .asked:
+            daemon.log.info("transfers", "earliestBeginDate reached; asking willBeginDelayedRequest", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            return nil
+        case .waiting:
+            return nil
+        case .overdue:
+            daemon.log.error("transfers", "no answer to willBeginDelayedRequest within \(Int(Self.delayedRequestAnswerTimeout)) s; continuing", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        case .nobodyAttached:
+            break
+        }
+        var ready = task
+        ready.delayedRequestAnswered = true
+        try? session.update(ready)
+        return ready
+    }
+
+    /// The app's answer to `willBeginDelayedRequest`: go on, go on with another request, or cancel.
+    func answerDelayedRequest(_ answer: DelayedRequestAnswer, for taskID: Int, in session: DaemonSession) throws -> TaskRecord? {
+        guard var task = session.tasks[taskID] else { return nil } // ended meanwhile
+        let key = TaskKey(session: session.key, task: taskID)
+        delayedRequestsAsked[key] = nil
+        task.delayedRequestAnswered = true
+        switch answer {
+        case .continueLoading:
+            try session.update(task)
+            daemon.log.info("transfers", "willBeginDelayedRequest: continue loading", session: session.key.identifier.rawValue, task: taskID)
+        case .useNewRequest(let request):
+            if let refusal = daemon.requests.refusal(of: TaskCreation(kind: task.kind, request: request)) {
+                daemon.completion.fail(task, in: session, refusal)
+                return nil
+            }
+            task.replacementRequest = request
+            try session.update(task)
+            daemon.log.notice("transfers", "willBeginDelayedRequest: using a new request for \(request.url)", session: session.key.identifier.rawValue, task: taskID)
+        case .cancel:
+            try daemon.completion.cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled in willBeginDelayedRequest"))
+            return nil
+        }
+        daemon.scheduler.scheduleTransfers()
+        return session.tasks[taskID]
+    }
+
+    /// The task ended: no answer is awaited any more.
+    func forget(_ key: TaskKey) {
+        delayedRequestsAsked[key] = nil
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import TransferContainer
+
+/// The scheduler: what may transfer when (S5, S6.5): the ready queue, holds, device
+/// conditions, priorities and connection limits. Owned by the daemon's loop thread.
+final class Scheduler {
+    unowned let daemon: TransferDaemon
+    /// The simulated device conditions, as `bgtransfer conditions` last set them.
+    var conditions = DeviceConditions()
+    /// Set by `scheduleTransfers()`: the queue is looked at once, at the end of the turn.
+    var schedulingRequested = false
+    /// The tasks that may start, in order (see `startReadyTransfers`).
+    var readyQueue = ReadyQueue()
+    /// When the scheduler last looked at every task; it does so at least every second, so
+    /// that nothing a change forgot to announce waits for ever.
+    var lastLookAtEveryTask = Date.distantPast
+    /// The earliest a task can outlive its resource timeout (S6.4): until then there is no
+    /// need to look at every task for it.
+    var nextResourceDeadline = Date.distantPast
+    /// The scheduler's memo of each URL's host.
+    var hostsByURL: [String: String] = [:]
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
+    /// Something changed that may let any task start or stop it from starting (a resume, new
+    /// conditions, an answer, a date come): the scheduler looks at every task once, at the
+    /// end of this turn, however many changes the turn made.
+    func scheduleTransfers() {
+        readyQueue.isStale = true
+        schedulingRequested = true
+        nextResourceDeadline = .distantPast
+    }
+
+    /// One task may have become ready (created, resumed, or its transfer ended and it goes
+    /// on): it joins the ready queue without the scheduler looking at every other task.
+    /// Also how a finished transfer's slot is offered to the next task.
+    func scheduleTransfer(_ task: TaskRecord, in session: DaemonSession) {
+        schedulingRequested = true
+        nextResourceDeadline = min(nextResourceDeadline, task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource))
+        guard !readyQueue.isStale else { return }
+        switch readiness(of: task, in: session, now: daemon.clock.now) {
+        case .ready(let candidate): readyQueue.insert(candidate)
+        case .held: readyQueue.hasHeldTasks = true
+        case .notWaiting: break
+        }
+    }
+
+    /// Starts tasks from the ready queue, best priority first, then oldest, within the
+    /// global limit and each session's per-host limit.
+    func startReadyTransfers() {
+        schedulingRequested = false
+        let now = daemon.clock.now
+        if readyQueue.isStale { lookAtEveryTask(now: now) }
+        let limit = daemon.options.maximumConcurrentTransfers
+        guard daemon.transfers.transfersByHandle.count < limit else { return }
+        var perHost = connectionsPerHost()
+        var fetching = daemon.coalescing.coalescedRequestsInFlight()
+        var pass = readyQueue.beginPass()
+        while daemon.transfers.transfersByHandle.count < limit, let candidate = readyQueue.next(in: &pass, hasRoom: { candidate in
+            perHost[candidate.lane, default: 0] < max(1, candidate.session.record.configuration.httpMaximumConnectionsPerHost)
+        }) {
+            // Still ready? Things may have changed since it was queued.
+            let session = candidate.session
+            var stillReady = false
+            if daemon.sessions[session.key] === session, let queued = session.tasks[candidate.task] {
+                switch readiness(of: queued, in: session, now: now) {
+                case .ready: stillReady = true
+                case .held: readyQueue.hasHeldTasks = true
+                case .notWaiting: break
+                }
+            }
+            // (Readiness may have recorded an answer to the task: take it as it is now.)
+            guard stillReady, let task = session.tasks[candidate.task] else {
+                readyQueue.take(candidate, in: &pass)
+                continue
+            }
+            if let request = daemon.coalescing.coalescingKey(task, in: session), !fetching.insert(request).inserted {
+                // Another task of the session fetches the same bytes: this one takes a copy (S7.4).
+                readyQueue.skip(candidate, in: &pass)
+                continue
+            }
+            readyQueue.take(candidate, in: &pass)
+            perHost[candidate.lane, default: 0] += 1
+            start(task, in: session)
+        }
+        daemon.transfers.spareFiles.want(min(readyQueue.count, 16)) // for the next ones to start
+    }
+
+    /// Fills the ready queue from every task. Tells attached apps of tasks waiting for
+    /// connectivity (S5.2) and asks them about delayed requests (S5.1) on the way.
+    private func lookAtEveryTask(now: Date) {
+        var candidates: [ReadyQueue.Candidate] = []
+        var hasHeldTasks = false
+        for session in daemon.sessions.values {
+            for task in session.tasks.values {
+                switch readiness(of: task, in: session, now: now) {
+                case .ready(let candidate): candidates.append(candidate)
+                case .held: hasHeldTasks = true
+                case .notWaiting: break
+                }
+            }
+        }
+        readyQueue.replace(with: candidates, hasHeldTasks: hasHeldTasks)
+        lastLookAtEveryTask = now
+    }
+
+    /// Whether a task may start now.
+    private enum Readiness {
+        case ready(ReadyQueue.Candidate)
+        /// Resumed, but held back for now.
+        case held
+        /// Suspended, or already transferring.
+        case notWaiting
+    }
+
+    private func readiness(of task: TaskRecord, in session: DaemonSession, now: Date) -> Readiness {
+        guard task.state == .running, daemon.transfers.transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)] == nil else { return .notWaiting }
+        if let hold = task.hold(under: conditions, now: now) {
+            if hold.isWaitingForConnectivity { reportWaitingForConnectivity(task, in: session) }
+            if case .authentication = hold { daemon.challenges.askAboutChallenge(task, in: session) }
+            return .held
+        }
+        guard let ready = daemon.delayedRequests.readyAfterDelayedRequest(task, in: session, now: now),
+              daemon.challenges.headersReadyForRetry(ready, in: session, now: now) else { return .held }
+        let lane = ReadyQueue.Lane(session: session.key, host: host(of: ready.requestToSend.url))
+        return .ready(ReadyQueue.Candidate(session: session, task: ready.taskIdentifier, priority: ready.priority, createdAt: ready.createdAt, lane: lane))
+    }
+
+    private func start(_ task: TaskRecord, in session: DaemonSession) {
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        CrashGuard.working(on: CrashGuard.note(for: key))
+        defer { CrashGuard.idle() }
+        daemon.challenges.retryHeadersAnswered.remove(key) // the next retry asks again
+        switch task.kind {
+        case .download: daemon.downloads.startDownload(task, in: session)
+        case .upload: daemon.uploads.startUpload(task, in: session, step: task.uploadResumption == nil ? .create : .retrieveOffset)
+        }
+    }
+
+    /// The host a URL names, remembered: parsing each queued task's URL on every turn was a
+    /// good part of the daemon's time with thousands of tasks queued.
+    private func host(of url: String) -> String {
+        if let known = hostsByURL[url] { return known }
+        let host = URLComponents(string: url)?.host?.lowercased() ?? ""
+        if hostsByURL.count >= 65_536 { hostsByURL.removeAll(keepingCapacity: true) }
+        hostsByURL[url] = host
+        return host
+    }
+
+    /// Transfers running in each lane (`httpMaximumConnectionsPerHost` is per session).
+    private func connectionsPerHost() -> [ReadyQueue.Lane: Int] {
+        var counts: [ReadyQueue.Lane: Int] = [:]
+        for (key, transfer) in daemon.transfers.transfersByTask {
+            counts[ReadyQueue.Lane(session: key.session, host: host(of: transfer.task.requestToSend.url)), default: 0] += 1
+        }
+        return counts
+    }
+
+
+    func loadConditions() {
+        do {
+            conditions = try DeviceConditions.load(from: daemon.layout)
+        } catch {
+            daemon.log.error("conditions", "\(error); going on with the defaults (\(DeviceConditions()))")
+            conditions = DeviceConditions()
+        }
+        daemon.log.info("conditions", "device conditions: \(conditions)")
+    }
+
+    /// `bgtransfer conditions` changed them: transfers the new conditions forbid pause (the
+    /// bytes they have stay, and they resume from their offset), waiting ones may start.
+    func conditionsChanged() {
+        let previous = conditions
+        loadConditions()
+        guard conditions != previous else { return }
+        daemon.log.notice("conditions", "now \(conditions)")
+        for (key, _) in daemon.transfers.transfersByTask {
+            guard let session = daemon.sessions[key.session], let task = session.tasks[key.task],
+                  let hold = task.hold(under: conditions) else { continue }
+            daemon.transfers.stopTransfer(key)
+            daemon.log.notice("transfers", "paused: \(hold)", session: key.session.identifier.rawValue, task: key.task)
+        }
+        scheduleTransfers()
+    }
+
+    /// `taskIsWaitingForConnectivity`, once per task, to an attached app (S5.2). A task that
+    /// starts waiting while no process holds its session is reported when one attaches.
+    private func reportWaitingForConnectivity(_ task: TaskRecord, in session: DaemonSession) {
+        guard !task.reportedWaitingForConnectivity, session.holder != nil else { return }
+        var task = task
+        task.reportedWaitingForConnectivity = true
+        do { try session.update(task) } catch {
+            daemon.log.error("store", "cannot record the connectivity report: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            return
+        }
+        daemon.log.info("transfers", "waiting for connectivity: \(task.requirements.connectivityProblem(under: conditions) ?? "")", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        daemon.delivery.push(.waitingForConnectivity(session: session.key.identifier, taskIdentifier: task.taskIdentifier), to: session)
+    }
+}

@@ -1,0 +1,7 @@
+import TransferContainer
+
+/// A task in the daemon's namespace.
+struct TaskKey: Hashable {
+    var session: SessionKey
+    var task: Int
+}

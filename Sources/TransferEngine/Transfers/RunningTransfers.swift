@@ -1,0 +1,103 @@
+internal import Glibc
+import Foundation
+import TransferContainer
+import TransferTransport
+
+/// The transfers libcurl runs now, by handle and by task: attached, stopped, ended, and
+/// their progress pushed. What may start when is the `Scheduler`'s; how a task ends is
+/// `TaskCompletion`'s. Owned by the daemon's loop thread.
+final class RunningTransfers {
+    unowned let daemon: TransferDaemon
+    // Transfers in flight, by libcurl handle and by task.
+    var transfersByHandle: [ObjectIdentifier: any Transfer] = [:]
+    var transfersByTask: [TaskKey: any Transfer] = [:]
+    /// Empty files made on a thread of their own, given their names as downloads start.
+    lazy var spareFiles = SpareFiles(directory: daemon.layout.daemonDirectory.path)
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
+    /// Removes a task's partial data, error page or upload files (cancel, failure, done).
+    func removeTransferFiles(of task: TaskRecord, in session: DaemonSession) {
+        let partial = daemon.downloads.partialPath(for: task, in: session)
+        unlink(partial)
+        unlink(DownloadTransfer.errorBodyPath(partialPath: partial))
+        if task.kind == .upload {
+            unlink(daemon.uploads.uploadBodyPath(for: task, in: session))
+            unlink(daemon.uploads.uploadResponsePath(for: task, in: session))
+        }
+    }
+
+    /// Hands a configured transfer to libcurl.
+    func attach(_ transfer: any Transfer, for key: TaskKey) throws {
+        let note = CrashGuard.note(for: key)
+        transfer.easy.onCallback = { CrashGuard.working(on: note) }
+        try daemon.loop.multi.add(transfer.easy)
+        transfersByHandle[ObjectIdentifier(transfer.easy)] = transfer
+        transfersByTask[key] = transfer
+    }
+
+    /// Stops a running transfer without ending its task (suspend, cancel, shutdown); what it
+    /// learnt (counts, response, validator, upload location) stays in the task.
+    func stopTransfer(_ key: TaskKey) {
+        guard let transfer = transfersByTask.removeValue(forKey: key) else { return }
+        transfersByHandle.removeValue(forKey: ObjectIdentifier(transfer.easy))
+        daemon.loop.multi.remove(transfer.easy)
+        transfer.close()
+        if let session = daemon.sessions[key.session], var task = session.tasks[key.task] {
+            let known = transfer.task
+            task.countOfBytesReceived = known.countOfBytesReceived
+            task.countOfBytesExpectedToReceive = known.countOfBytesExpectedToReceive
+            task.countOfBytesSent = known.countOfBytesSent
+            task.countOfBytesExpectedToSend = known.countOfBytesExpectedToSend
+            task.validator = known.validator
+            task.response = known.response
+            task.uploadResumption = known.uploadResumption
+            try? session.update(task)
+        }
+    }
+
+    /// libcurl finished a transfer, well or not.
+    func transferEnded(_ easy: CurlEasy, _ result: Result<Void, CurlError>) {
+        guard let transfer = transfersByHandle.removeValue(forKey: ObjectIdentifier(easy)) else { return }
+        let key = TaskKey(session: transfer.session, task: transfer.task.taskIdentifier)
+        CrashGuard.working(on: CrashGuard.note(for: key))
+        defer { CrashGuard.idle() }
+        transfersByTask.removeValue(forKey: key) // libcurl has already taken it out of the multi
+        daemon.scheduler.schedulingRequested = true // its slot goes to the next task
+        guard let session = daemon.sessions[transfer.session], session.tasks[key.task] != nil else {
+            transfer.close()
+            return
+        }
+        if case .success = result { pushProgress(of: transfer, in: session, now: daemon.clock.now, evenIfRecent: true) }
+        switch transfer {
+        case let download as DownloadTransfer: daemon.downloads.downloadEnded(download, result, in: session)
+        case let upload as UploadTransfer: daemon.uploads.uploadEnded(upload, result, in: session)
+        default: preconditionFailure("unknown transfer \(type(of: transfer))")
+        }
+        // Not finished (a retry, another step of an upload): it queues again.
+        if let task = session.tasks[key.task] { daemon.scheduler.scheduleTransfer(task, in: session) }
+    }
+
+    /// Pushes progress of running transfers to attached clients, at most every 100 ms per task (S7.3).
+    func reportProgress(now: Date) {
+        for transfer in transfersByHandle.values {
+            guard let session = daemon.sessions[transfer.session] else { continue }
+            pushProgress(of: transfer, in: session, now: now)
+        }
+    }
+
+    /// Pushes one transfer's progress if it moved; `evenIfRecent` for its last report, so that
+    /// the delegate sees the final count before the completion.
+    private func pushProgress(of transfer: any Transfer, in session: DaemonSession, now: Date, evenIfRecent: Bool = false) {
+        let total = transfer.bytesMoved
+        guard session.holder != nil, total != transfer.lastReportedBytes,
+              evenIfRecent || now.timeIntervalSince(transfer.lastProgressReport) >= 0.1 else { return }
+        let progress = transfer.progress
+        transfer.lastReportedBytes = total
+        transfer.lastProgressReport = now
+        daemon.delivery.push(.progress(session: session.key.identifier, progress), to: session)
+        if let download = transfer as? DownloadTransfer { daemon.coalescing.pushFollowerProgress(of: download, in: session) }
+    }
+}
