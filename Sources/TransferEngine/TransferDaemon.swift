@@ -27,6 +27,11 @@ public final class TransferDaemon {
         /// this header field makes the daemon trap, as a bug would, so that tests can show
         /// that no input puts the daemon into a crash loop. Nil (always, outside tests): none.
         public var crashOnResponseHeader: String?
+        /// What the daemon's rules read the time from (retries, deadlines, the rate limiter,
+        /// the background budget); tests set it. The loop's own timers use the real time.
+        package var clock: any TimeSource = SystemTime()
+        /// Which failed attempts are tried again, and when (S6.4).
+        package var retryPolicy = RetryPolicy()
         /// Log lines at this level or above also go to stderr.
         public var echoLevel: LogLevel? = .notice
 
@@ -48,8 +53,8 @@ public final class TransferDaemon {
     private var idleSince: Date?
     private var lastHousekeeping = Date.distantPast
     /// When failed attempts are tried again (S6.4), and the time it decides by.
-    let retryPolicy = RetryPolicy()
-    let clock: any TimeSource = SystemTime()
+    var retryPolicy: RetryPolicy { options.retryPolicy }
+    var clock: any TimeSource { options.clock }
 
     // The parts, each owning its state (see the README's map of the source).
     private(set) lazy var clients = ClientServer(daemon: self)

@@ -72,7 +72,7 @@ import TransferContainer
         let record = try RecordCoding.read(SessionRecord.self, from: directory.appendingPathComponent("session.json").path)
         #expect(record.owner == family && record.nextTaskIdentifier == 10 && record.nextEventNumber == 8)
         #expect(FileManager.default.contents(atPath: directory.appendingPathComponent("session.json.unreadable").path) == Self.corrupt)
-        let task = try session.createTask(TaskCreation(kind: .download, request: RequestRecord(url: "http://127.0.0.1:9/new")), inBackground: false, pendingFailure: nil)
+        let task = try session.createTask(TaskCreation(kind: .download, request: RequestRecord(url: "http://127.0.0.1:9/new")), inBackground: false, pendingFailure: nil, at: Date())
         #expect(task.taskIdentifier == 10)
     }
 

@@ -117,8 +117,8 @@ public struct UploadResumption: Codable, Sendable, Equatable {
     public static let defaultVersion = 6
 }
 
-/// `Sessions/<family>/<identifier>/tasks/<taskIdentifier>.json`: one task not yet finished.
-/// Written by the daemon only; also the snapshot of a task sent to clients.
+/// One task not yet finished, as the session's journal (`Sessions/<family>/<identifier>/journal.jsonl`)
+/// records it. Written by the daemon only; also the snapshot of a task sent to clients.
 public struct TaskRecord: Codable, Sendable, Equatable {
     public static let currentVersion = 1
 
@@ -195,8 +195,8 @@ public struct TaskRecord: Codable, Sendable, Equatable {
 
 extension TaskRecord {
     /// A new task as `creation` asks for it: suspended until resumed (S2.4).
-    public init(taskIdentifier: Int, creation: TaskCreation) {
-        self.init(taskIdentifier: taskIdentifier, kind: creation.kind, originalRequest: creation.request)
+    public init(taskIdentifier: Int, creation: TaskCreation, createdAt: Date = Date()) {
+        self.init(taskIdentifier: taskIdentifier, kind: creation.kind, originalRequest: creation.request, createdAt: createdAt)
         taskDescription = creation.taskDescription
         priority = CheckedNumbers.priority(creation.priority)
         earliestBeginDate = creation.earliestBeginDate

@@ -50,12 +50,12 @@ final class AppRegistry {
     }
 
     /// Records a bundle from its hello (first connect or a moved executable).
-    func register(_ hello: ClientHello) {
+    func register(_ hello: ClientHello, at now: Date) {
         let directory = (hello.executablePath as NSString).deletingLastPathComponent
         let containingExecutable = hello.identity.kind == .app
             ? hello.executablePath
             : (directory as NSString).appendingPathComponent(hello.identity.containingAppExecutable)
-        let app = App(identity: hello.identity, executablePath: hello.executablePath, lastSeen: Date(), containingAppExecutablePath: containingExecutable)
+        let app = App(identity: hello.identity, executablePath: hello.executablePath, lastSeen: now, containingAppExecutablePath: containingExecutable)
         let previous = apps[hello.identity.bundleIdentifier]
         apps[hello.identity.bundleIdentifier] = app
         // The containing app may never have connected: what its extension says is what we know.

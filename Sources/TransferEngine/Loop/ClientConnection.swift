@@ -20,7 +20,7 @@ final class ClientConnection {
     var hello: ClientHello? {
         didSet { if hello != nil { identified() } }
     }
-    let acceptedAt = Date()
+    let acceptedAt: Date
     /// Sessions this client has open (attached), by identifier.
     var attachedSessions: Set<SessionKey> = []
     /// Asked to watch (`DaemonRequest.watch`): pushed the running tasks until it closes.
@@ -61,7 +61,8 @@ final class ClientConnection {
     static let framesPerTurn = 64
     static let bytesPerTurn = 256 << 10
 
-    init(id: Int, descriptor: FileDescriptor, account: InputAccount = InputAccount()) {
+    init(id: Int, descriptor: FileDescriptor, account: InputAccount = InputAccount(), acceptedAt: Date = Date()) {
+        self.acceptedAt = acceptedAt
         self.id = id
         self.descriptor = descriptor
         self.account = account

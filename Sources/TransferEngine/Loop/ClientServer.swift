@@ -52,7 +52,7 @@ final class ClientServer {
             }
             guard let fd = accepted else { return }
             nextConnectionID += 1
-            let connection = ClientConnection(id: nextConnectionID, descriptor: fd, account: unidentifiedInput)
+            let connection = ClientConnection(id: nextConnectionID, descriptor: fd, account: unidentifiedInput, acceptedAt: daemon.clock.now)
             if let credentials = connection.credentials, credentials.uid != getuid() {
                 daemon.log.error("security", "refused connection from uid \(credentials.uid) pid \(credentials.pid): not this user")
                 fd.close()

@@ -51,7 +51,7 @@ final class RequestHandler {
             }
             if let resent = creation.taskIdentifier.flatMap(session.taskOrEnding) { return .task(resent) } // sent again after a reconnect
             var refusal = creation.resumeData == nil ? refusal(of: creation) : nil
-            var task = try session.createTask(creation, inBackground: !hello.isForeground, pendingFailure: refusal)
+            var task = try session.createTask(creation, inBackground: !hello.isForeground, pendingFailure: refusal, at: daemon.clock.now)
             if !hello.isForeground {
                 // Work started in the background is discretionary, and waits out the rate limiter (S5, S6.5).
                 task.requirements.isDiscretionary = true
@@ -203,7 +203,7 @@ final class RequestHandler {
         }
         hello.executablePath = peer.executablePath
         connection.hello = hello
-        if hello.identity.kind != .tool { daemon.registry.register(hello) }
+        if hello.identity.kind != .tool { daemon.registry.register(hello, at: daemon.clock.now) }
         if hello.isForeground && hello.identity.kind == .app {
             // The user launched the app: the rate limiter starts over (S6.5), a force quit ends (S4.2).
             daemon.relauncher.relaunchLimiter[hello.identity.family] = nil

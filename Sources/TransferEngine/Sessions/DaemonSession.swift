@@ -191,7 +191,7 @@ final class DaemonSession {
 
     /// Creates a task, with the identifier the holder chose if it did; durable at the next
     /// commit (before the client hears of it). An identifier may not be used twice.
-    func createTask(_ creation: TaskCreation, inBackground: Bool, pendingFailure: TransferFailure?) throws -> TaskRecord {
+    func createTask(_ creation: TaskCreation, inBackground: Bool, pendingFailure: TransferFailure?, at now: Date) throws -> TaskRecord {
         let identifier = creation.taskIdentifier ?? counters.nextTaskIdentifier
         guard CheckedNumbers.taskIdentifiers.contains(identifier) else {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "task identifier \(identifier) is outside \(CheckedNumbers.taskIdentifiers) (session \(key.identifier))", subject: key.identifier.rawValue)
@@ -199,7 +199,7 @@ final class DaemonSession {
         guard identifier >= counters.nextTaskIdentifier else {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "task identifier \(identifier) was already used in session \(key.identifier)", subject: key.identifier.rawValue)
         }
-        var task = TaskRecord(taskIdentifier: identifier, creation: creation)
+        var task = TaskRecord(taskIdentifier: identifier, creation: creation, createdAt: now)
         task.createdInBackground = inBackground
         task.pendingFailure = pendingFailure
         counters.nextTaskIdentifier = identifier + 1
@@ -233,13 +233,13 @@ final class DaemonSession {
 
     /// Ends a task with its completion event, which takes the task's place. Returns the event,
     /// which names `downloadedFile` (absolute) relative to the container.
-    func complete(_ task: TaskRecord, downloadedFile: String?, error: TransferFailure?, responseBody: Data? = nil) throws -> EventRecord {
+    func complete(_ task: TaskRecord, downloadedFile: String?, error: TransferFailure?, responseBody: Data? = nil, at now: Date) throws -> EventRecord {
         guard CheckedNumbers.eventNumbers.contains(counters.nextEventNumber) else {
             throw TransferFailure(code: TransferFailure.unknown, message: "session \(key.identifier) has used every event number", subject: key.identifier.rawValue)
         }
         var finished = task
         finished.state = .completed
-        let event = EventRecord(number: counters.nextEventNumber, kind: .taskCompleted, task: finished, downloadedFile: downloadedFile.map(layout.recordPath), error: error, responseBody: responseBody)
+        let event = EventRecord(number: counters.nextEventNumber, kind: .taskCompleted, createdAt: now, task: finished, downloadedFile: downloadedFile.map(layout.recordPath), error: error, responseBody: responseBody)
         let encoded = try EncodedEvent(event)
         journal.append(encodedLine: encoded.journalLine)
         if holder != nil { encodedEvents[event.number] = encoded } // about to be pushed

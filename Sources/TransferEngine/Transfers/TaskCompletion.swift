@@ -68,7 +68,7 @@ final class TaskCompletion {
     @discardableResult
     func end(_ task: TaskRecord, in session: DaemonSession, downloadedFile: String? = nil, error: TransferFailure? = nil, responseBody: Data? = nil, note: String) -> Bool {
         do {
-            _ = try session.complete(task, downloadedFile: downloadedFile, error: error, responseBody: responseBody)
+            _ = try session.complete(task, downloadedFile: downloadedFile, error: error, responseBody: responseBody, at: daemon.clock.now)
             forgetTask(TaskKey(session: session.key, task: task.taskIdentifier))
         } catch let storeError {
             daemon.log.error("store", "cannot record the end of the task (\(note)): \(storeError)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
@@ -118,7 +118,7 @@ final class TaskCompletion {
         var failure = failure
         if keepResumeData { failure.resumeData = daemon.resumeData.makeResumeData(for: task, in: session) }
         daemon.transfers.removeTransferFiles(of: task, in: session)
-        _ = try session.complete(task, downloadedFile: nil, error: failure)
+        _ = try session.complete(task, downloadedFile: nil, error: failure, at: daemon.clock.now)
         forgetTask(key)
         daemon.log.notice("tasks", "ended: \(failure.message)\(failure.resumeData == nil ? "" : " (resume data kept)")", session: session.key.identifier.rawValue, task: taskID)
         daemon.delivery.pushPendingEvents(session)

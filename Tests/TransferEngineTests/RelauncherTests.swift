@@ -1,0 +1,88 @@
+import Foundation
+import Glibc
+import Testing
+import TransferContainer
+@testable import TransferEngine
+
+/// The relaunch decision with a set clock: a session whose events wait and whom nobody holds
+/// gets its app launched, one launch at a time, no sooner than the rate limiter allows, and
+/// an app that overstays its background budget is killed. The "app" is a shell script.
+@Suite struct RelauncherTests {
+    /// Registers a stand-in for the host app: a script that sleeps (args ignored).
+    private func registerApp(_ fixture: DaemonFixture) throws -> String {
+        let script = fixture.root.appendingPathComponent("host-app").path
+        try "#!/bin/sh\nexec sleep 30\n".write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o755)
+        fixture.daemon.registry.register(ClientHello(identity: fixture.identity, executablePath: script, processName: "host-app", isForeground: true), at: fixture.clock.now)
+        return script
+    }
+
+    /// Ends the launched process and reaps it, so that no test leaves a child behind.
+    private func end(_ pid: Int32) -> Int32 {
+        kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        return status
+    }
+
+    @Test("Events waiting with nobody attached: the app is launched once, again only after the limiter's delay, which then doubles")
+    func launchesByTheLimiter() throws {
+        let fixture = try DaemonFixture { options, _ in options.relaunchDelay = 60 }
+        _ = try registerApp(fixture)
+        let task = try fixture.createDownload()
+        fixture.daemon.completion.fail(task, in: fixture.session, TransferFailure(code: TransferFailure.cannotConnectToHost, message: "test"))
+        let relauncher = fixture.daemon.relauncher
+        #expect(relauncher.wantsRelaunch(fixture.session))
+
+        relauncher.relaunchWhereNeeded(now: fixture.clock.now)
+        let first = try #require(relauncher.launches[DaemonFixture.family])
+        #expect(relauncher.relaunchLimiter[DaemonFixture.family]?.delay == 60)
+        relauncher.relaunchWhereNeeded(now: fixture.clock.now.addingTimeInterval(100))
+        #expect(relauncher.launches[DaemonFixture.family]?.pid == first.pid, "one launch of an app at a time")
+        _ = end(first.pid)
+        relauncher.launchEnded(pid: first.pid)
+
+        fixture.clock.advance(by: 59)
+        relauncher.relaunchWhereNeeded(now: fixture.clock.now)
+        #expect(relauncher.launches[DaemonFixture.family] == nil, "within the limiter's delay")
+        fixture.clock.advance(by: 1)
+        relauncher.relaunchWhereNeeded(now: fixture.clock.now)
+        let second = try #require(relauncher.launches[DaemonFixture.family])
+        #expect(relauncher.relaunchLimiter[DaemonFixture.family]?.delay == 120)
+        _ = end(second.pid)
+        relauncher.launchEnded(pid: second.pid)
+    }
+
+    @Test("A session that does not ask for launch events, or whose app was force-quit, is never relaunched")
+    func noLaunchWanted() throws {
+        let quiet = try DaemonFixture { _, configuration in configuration.sessionSendsLaunchEvents = false }
+        let task = try quiet.createDownload()
+        quiet.daemon.completion.fail(task, in: quiet.session, TransferFailure(code: TransferFailure.cannotConnectToHost, message: "test"))
+        #expect(!quiet.daemon.relauncher.wantsRelaunch(quiet.session))
+
+        let forceQuit = try DaemonFixture()
+        let other = try forceQuit.createDownload()
+        forceQuit.daemon.completion.fail(other, in: forceQuit.session, TransferFailure(code: TransferFailure.cannotConnectToHost, message: "test"))
+        forceQuit.daemon.registry.setForceQuit(DaemonFixture.family, true)
+        #expect(!forceQuit.daemon.relauncher.wantsRelaunch(forceQuit.session))
+    }
+
+    @Test("An app launched for events that overstays its background budget is killed when the clock passes it")
+    func backgroundBudget() throws {
+        let fixture = try DaemonFixture { options, _ in options.backgroundBudget = 30 }
+        _ = try registerApp(fixture)
+        let task = try fixture.createDownload()
+        fixture.daemon.completion.fail(task, in: fixture.session, TransferFailure(code: TransferFailure.cannotConnectToHost, message: "test"))
+        let relauncher = fixture.daemon.relauncher
+        relauncher.relaunchWhereNeeded(now: fixture.clock.now)
+        let launch = try #require(relauncher.launches[DaemonFixture.family])
+        relauncher.enforceBackgroundBudget(now: fixture.clock.now.addingTimeInterval(30))
+        #expect(relauncher.launches[DaemonFixture.family]?.terminated == false, "within its budget")
+        relauncher.enforceBackgroundBudget(now: fixture.clock.now.addingTimeInterval(30.5))
+        #expect(relauncher.launches[DaemonFixture.family]?.terminated == true)
+        var status: Int32 = 0
+        #expect(waitpid(launch.pid, &status, 0) == launch.pid)
+        #expect(status & 0x7f == SIGKILL, "killed, not exited (status \(status))")
+        relauncher.launchEnded(pid: launch.pid)
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+import TransferContainer
+@testable import TransferEngine
+
+/// The scheduler on its own, with a set clock: what may start when. Nothing waits for real
+/// time; a transfer that starts is only handed to libcurl (no loop turns).
+@Suite struct SchedulerTests {
+    @Test("A task waiting out a retry backoff starts when the clock passes its time, not a moment before")
+    func retryBackoffHold() throws {
+        let fixture = try DaemonFixture()
+        var task = try fixture.createDownload()
+        task.retryNotBefore = fixture.clock.now.addingTimeInterval(5)
+        try fixture.session.update(task)
+        let scheduler = fixture.daemon.scheduler
+        scheduler.scheduleTransfers()
+        scheduler.startReadyTransfers()
+        #expect(!fixture.isTransferring(task))
+        #expect(scheduler.readyQueue.hasHeldTasks, "a held task keeps housekeeping looking")
+        fixture.clock.advance(by: 4.9)
+        scheduler.scheduleTransfers()
+        scheduler.startReadyTransfers()
+        #expect(!fixture.isTransferring(task))
+        fixture.clock.advance(by: 0.1)
+        scheduler.scheduleTransfers()
+        scheduler.startReadyTransfers()
+        #expect(fixture.isTransferring(task))
+    }
+
+    @Test("A task created in the background waits out its app's rate limiter; a quiet period of twice the delay lets the next start at once")
+    func rateLimitedStart() throws {
+        let fixture = try DaemonFixture()
+        let relauncher = fixture.daemon.relauncher
+        #expect(relauncher.rateLimitedStart(for: fixture.identity) == nil, "no relaunch yet: nothing to wait out")
+        relauncher.relaunchLimiter[DaemonFixture.family] = RelaunchLimiter(delay: 60, lastLaunch: fixture.clock.now)
+        #expect(relauncher.rateLimitedStart(for: fixture.identity) == fixture.clock.now.addingTimeInterval(60))
+        var task = try fixture.createDownload(inBackground: true)
+        task.rateLimitedUntil = relauncher.rateLimitedStart(for: fixture.identity)
+        try fixture.session.update(task)
+        fixture.daemon.scheduler.startReadyTransfers()
+        #expect(!fixture.isTransferring(task))
+        fixture.clock.advance(by: 60)
+        fixture.daemon.scheduler.scheduleTransfers()
+        fixture.daemon.scheduler.startReadyTransfers()
+        #expect(fixture.isTransferring(task))
+        fixture.clock.advance(by: 60)
+        #expect(relauncher.rateLimitedStart(for: fixture.identity) == nil, "quiet for twice the delay")
+    }
+
+    @Test("httpMaximumConnectionsPerHost bounds the transfers to one host; the global limit bounds them all; the oldest go first")
+    func connectionLimits() throws {
+        let fixture = try DaemonFixture { options, configuration in
+            configuration.httpMaximumConnectionsPerHost = 2
+            options.maximumConcurrentTransfers = 32
+        }
+        var tasks: [TaskRecord] = []
+        for _ in 0..<5 {
+            tasks.append(try fixture.createDownload())
+            fixture.clock.advance(by: 1)
+        }
+        fixture.daemon.scheduler.scheduleTransfers()
+        fixture.daemon.scheduler.startReadyTransfers()
+        #expect(tasks.map(fixture.isTransferring) == [true, true, false, false, false])
+
+        let global = try DaemonFixture { options, configuration in
+            configuration.httpMaximumConnectionsPerHost = 10
+            options.maximumConcurrentTransfers = 3
+        }
+        for _ in 0..<5 { _ = try global.createDownload() }
+        global.daemon.scheduler.scheduleTransfers()
+        global.daemon.scheduler.startReadyTransfers()
+        #expect(global.daemon.transfers.transfersByTask.count == 3)
+    }
+
+    @Test("A suspended task never starts, whatever the clock says")
+    func suspended() throws {
+        let fixture = try DaemonFixture()
+        var task = try fixture.createDownload()
+        task.state = .suspended
+        try fixture.session.update(task)
+        fixture.clock.advance(by: 1e6)
+        fixture.daemon.scheduler.scheduleTransfers()
+        fixture.daemon.scheduler.startReadyTransfers()
+        #expect(!fixture.isTransferring(task))
+    }
+}
