@@ -73,13 +73,13 @@ struct ChaosTests {
                 let url = server.url(for: download.path).absoluteString
                 if random.chance(0.3) && download.executable.name != "host-app" {
                     let process = try download.executable.start(["download", url, "--wait"], in: container)
-                    if container.waitForLog(timeout: 10, { $0.pid == process.pid && $0.message.hasPrefix("started download task") }) != nil {
+                    if container.waitForStartedDownload(pid: process.pid, timeout: 10) != nil {
                         usleep(UInt32(random.next(below: 400_000))) // at a random moment of its life
                         process.kill()
                         kills["extension", default: 0] += 1
                         _ = process.wait(timeout: 10)
                     } else if process.wait(timeout: 10).status != 0,
-                              !container.logEntries().contains(where: { $0.pid == process.pid && $0.message.hasPrefix("started download task") }) {
+                              !container.logEntries().contains(where: { $0.pid == process.pid && $0.isStartedDownload }) {
                         // Never started: refused while the app held its session (-996), or too
                         // slow on a loaded machine. The download is still the user's to start.
                         try start(download)

@@ -19,7 +19,7 @@ struct CoordinatorTests {
         _ = try DaemonUnderTest.start(container)
 
         let holder = try Executable.fetchExtension.start(["download", server.url(for: "/slow").absoluteString, "--wait"], in: container)
-        try #require(container.waitForLog { $0.process == "fetch-extension" && $0.pid == holder.pid && $0.message.hasPrefix("started download task") } != nil)
+        try #require(container.waitForStartedDownload(pid: holder.pid) != nil)
 
         let second = try Executable.fetchExtension.run(["download", server.url(for: "/other").absoluteString], in: container)
         #expect(second.status == 2)

@@ -24,7 +24,7 @@ struct ExtensionDownloadTests {
         #expect(outcome.status == 0, "stderr: \(outcome.stderr)")
         #expect(outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "the first task of a session is task 1")
 
-        let acknowledged = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        let acknowledged = container.waitForCompletionHandler(of: "host-app")
         try #require(acknowledged != nil, "the host was not relaunched, or did not call its completion handler")
         #expect(acknowledged?.session == Self.fetchSession, "the host was launched with the extension's session identifier")
         let host = ContainerSnapshot.read(container.layout).apps.first { $0.bundleIdentifier == "com.example.host" }
@@ -71,13 +71,13 @@ struct ExtensionDownloadTests {
         _ = try DaemonUnderTest.start(container)
 
         let fetch = try Executable.fetchExtension.start(["download", server.url(for: "/slow.bin").absoluteString, "--wait"], in: container)
-        let created = container.waitForLog { $0.process == "fetch-extension" && $0.message.hasPrefix("started download task") }
+        let created = container.waitForLog { $0.process == "fetch-extension" && $0.isStartedDownload }
         try #require(created != nil, "fetch-extension did not create its task: \(fetch.stderr)")
         fetch.kill(signal: SIGKILL)
         let outcome = fetch.wait(timeout: 10)
         #expect(outcome.status != 0, "the extension was killed")
 
-        let acknowledged = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        let acknowledged = container.waitForCompletionHandler(of: "host-app")
         try #require(acknowledged != nil, "the host was not relaunched after the extension died")
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("slow.bin").path) == SHA256.hexDigest(of: payload))
         #expect(container.logEntries(process: "host-app", category: "delegate").filter { $0.message.hasPrefix("didCompleteWithError") }.count == 1)
@@ -96,7 +96,7 @@ struct ExtensionDownloadTests {
 
         let outcome = try Executable.fetchExtension.run(["download", server.url(for: "/named").absoluteString], in: container)
         #expect(outcome.status == 0, "stderr: \(outcome.stderr)")
-        try #require(container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
+        try #require(container.waitForCompletionHandler(of: "host-app") != nil)
         let names = try FileManager.default.contentsOfDirectory(atPath: container.downloads.path)
         #expect(names.count == 1, "the file landed in Downloads/: \(names)")
         #expect(names.allSatisfy { !$0.hasPrefix(".") && !$0.contains("/") && $0.hasSuffix("escape.txt") }, "\(names)")

@@ -80,7 +80,7 @@ struct ReaderExampleTests {
         let delivered = container.layout.root.appendingPathComponent("AppGroups/group.com.example.reader/Downloads/issue-18.pdf")
         #expect(waitUntil(timeout: 60) { FileManager.default.fileExists(atPath: delivered.path) }, "not delivered: \(TransferLog.entries(layout: container.layout).map(\.message).suffix(20))")
         #expect(try SHA256.hexDigest(ofFile: delivered.path) == SHA256.hexDigest(of: payload))
-        let acknowledged = container.waitForLog { $0.process == "reader-app" && $0.message.hasPrefix("completion handler called") }
+        let acknowledged = container.waitForCompletionHandler(of: "reader-app")
         #expect(acknowledged?.session == "com.example.reader.widget.background", "reader-app was relaunched for the widget's session")
         let widgetSession = container.layout.sessionsDirectory.appendingPathComponent("com.example.reader/com.example.reader.widget.background")
         #expect(waitUntil { (try? JournalContents.read(session: widgetSession))?.events.isEmpty == true }, "the event was acknowledged")
@@ -113,7 +113,7 @@ struct ReaderExampleTests {
         let delivered = container.layout.root.appendingPathComponent("Apps/program.fetch-later/Documents/model.bin")
         #expect(waitUntil(timeout: 60) { FileManager.default.fileExists(atPath: delivered.path) }, "not delivered: \(TransferLog.entries(layout: container.layout).map(\.message).suffix(20))")
         #expect(try SHA256.hexDigest(ofFile: delivered.path) == SHA256.hexDigest(of: payload))
-        let relaunched = container.waitForLog { $0.process == "fetch-later" && $0.message.hasPrefix("completion handler called") }
+        let relaunched = container.waitForCompletionHandler(of: "fetch-later")
         #expect(relaunched?.session == "downloads")
         let listing = try program.run([], in: container, timeout: 30)
         #expect(listing.stdout.contains("model.bin"), "\(listing.stdout)")

@@ -33,7 +33,7 @@ struct RecoveryTests {
                 "skipped at start")
         let outcome = try Executable.fetchExtension.run(["download", server.url(for: "/new.bin").absoluteString, "--wait"], in: container)
         #expect(outcome.status == 0, "\(outcome.stderr)")
-        let started = container.logEntries(process: "fetch-extension", category: "app").filter { $0.message.hasPrefix("started download task") }
+        let started = container.logEntries(process: "fetch-extension", category: "app").filter(\.isStartedDownload)
         #expect(started.compactMap(\.task) == [1, 2], "the new task is task 2, after the old one: \(started.map(\.message))")
 
         // The old file reached the opener's delegate, with its content; the new one too.
@@ -75,7 +75,7 @@ struct RecoveryTests {
         try decoy.write(to: URL(fileURLWithPath: originalFile))
 
         _ = try DaemonUnderTest.start(copy)
-        let acknowledged = copy.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        let acknowledged = copy.waitForCompletionHandler(of: "host-app")
         try #require(acknowledged != nil, "the host was relaunched in the copy")
         #expect(try SHA256.hexDigest(ofFile: copy.downloads.appendingPathComponent("moved.bin").path) == SHA256.hexDigest(of: payload))
         #expect(!FileManager.default.fileExists(atPath: copy.layout.root.appendingPathComponent(stored).path), "the copy's file was moved away")
@@ -117,7 +117,7 @@ struct RecoveryTests {
         try lines.write(to: URL(fileURLWithPath: JournalContents.path(inSession: directory)))
 
         _ = try DaemonUnderTest.start(container)
-        let acknowledged = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        let acknowledged = container.waitForCompletionHandler(of: "host-app")
         try #require(acknowledged != nil, "the host was relaunched")
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("kept.bin").path) == SHA256.hexDigest(of: payload), "the absolute path inside the container was used")
         #expect(container.logEntries(process: "transferd", category: "store").contains { $0.message.contains("its finished file \(outsideFile.path) lies outside the container") })
@@ -149,7 +149,7 @@ func leaveFinishedDownloadUndelivered(_ url: URL, in container: TestContainer) t
         holder.kill()
         _ = holder.wait(timeout: 10)
     }
-    try #require(container.waitForLog { $0.process == "fetch-extension" && $0.pid == holder.pid && $0.message.hasPrefix("started download task") } != nil, "\(holder.stderr)")
+    try #require(container.waitForStartedDownload(pid: holder.pid) != nil, "\(holder.stderr)")
     holder.kill(signal: SIGSTOP)
     try #require(waitUntil { container.pendingEvents(RecoveryTests.fetchSession) == [1] }, "the download finished while its process was stopped")
     daemon.process.kill()

@@ -22,7 +22,7 @@ struct RedeliveryTests {
         let outcome = try Executable.fetchExtension.run(["download", server.url(for: "/a.bin").absoluteString], in: container)
         #expect(outcome.status == 0, "\(outcome.stderr)")
 
-        let acknowledged = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        let acknowledged = container.waitForCompletionHandler(of: "host-app")
         try #require(acknowledged != nil, "the host was not relaunched a second time")
         let crashed = container.logEntries(process: "host-app").first { $0.message.hasPrefix("crashing before calling the completion handler") }
         try #require(crashed != nil, "the first launch did not crash as asked")
@@ -54,7 +54,7 @@ struct RedeliveryTests {
         let onDisk = ((try FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.int64Value ?? 0
 
         _ = try DaemonUnderTest.start(container)
-        let acknowledged = container.waitForLog(timeout: 40) { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        let acknowledged = container.waitForCompletionHandler(of: "host-app", timeout: 40)
         try #require(acknowledged != nil, "the download did not finish after the restart")
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("big.bin").path) == SHA256.hexDigest(of: payload))
 
@@ -86,7 +86,7 @@ struct RedeliveryTests {
         options.bytesPerSecond = nil
         server.serve("/noranges.bin", data: payload, options: options)
         _ = try DaemonUnderTest.start(container)
-        try #require(container.waitForLog(timeout: 40) { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
+        try #require(container.waitForCompletionHandler(of: "host-app", timeout: 40) != nil)
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("noranges.bin").path) == SHA256.hexDigest(of: payload))
     }
 
@@ -106,7 +106,7 @@ struct RedeliveryTests {
         try payload.write(to: partial) // as if the last byte had arrived just before the kill
 
         _ = try DaemonUnderTest.start(container)
-        try #require(container.waitForLog(timeout: 40) { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
+        try #require(container.waitForCompletionHandler(of: "host-app", timeout: 40) != nil)
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("whole.bin").path) == SHA256.hexDigest(of: payload))
         #expect(server.requests.last { $0.path == "/whole.bin" }?.header("Range") == "bytes=\(payload.count)-")
         #expect(container.logEntries(process: "host-app", category: "delegate").contains { $0.message.hasPrefix("didCompleteWithError(nil): task 1, HTTP 200") })
@@ -129,7 +129,7 @@ struct RedeliveryTests {
         options.bytesPerSecond = nil
         server.serve("/plain.bin", data: payload, options: options)
         _ = try DaemonUnderTest.start(container)
-        try #require(container.waitForLog(timeout: 40) { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
+        try #require(container.waitForCompletionHandler(of: "host-app", timeout: 40) != nil)
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("plain.bin").path) == SHA256.hexDigest(of: payload))
         #expect(server.requests.filter { $0.path == "/plain.bin" }.last?.header("Range") == nil, "no range without a validator to check it against")
     }
@@ -154,7 +154,7 @@ struct RedeliveryTests {
         options.bytesPerSecond = nil
         server.serve("/changing.bin", data: new, options: options)
         _ = try DaemonUnderTest.start(container)
-        try #require(container.waitForLog(timeout: 40) { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
+        try #require(container.waitForCompletionHandler(of: "host-app", timeout: 40) != nil)
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("changing.bin").path) == SHA256.hexDigest(of: new), "the new resource whole, not old bytes followed by new ones")
     }
 

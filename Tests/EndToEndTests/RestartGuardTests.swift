@@ -69,7 +69,7 @@ struct RestartGuardTests {
             holder.kill()
             _ = holder.wait(timeout: 10)
         }
-        try #require(container.waitForLog { $0.process == "fetch-extension" && $0.pid == holder.pid && $0.message.hasPrefix("started download task") } != nil, "\(holder.stderr)")
+        try #require(container.waitForStartedDownload(pid: holder.pid) != nil, "\(holder.stderr)")
         holder.kill(signal: SIGSTOP) // suspended, as iOS suspends an app: it keeps its session
         daemon.process.kill()
         _ = daemon.process.wait(timeout: 10)

@@ -20,7 +20,7 @@ final class RetryTests: InProcessSuite, @unchecked Sendable {
         let task = session.downloadTask(with: server.url(for: "/drop.bin"))
         task.resume()
         // After the first drop (the daemon says it retries), serve the rest normally.
-        #expect(container.waitForLog { $0.process == "transferd" && $0.message.contains("retry 1") } != nil)
+        #expect(container.waitForRetries(1, of: task.taskIdentifier, in: "drop", family: InProcess.family.rawValue) != nil)
         options.dropAfterBytes = nil
         server.serve("/drop.bin", data: payload, options: options)
         #expect(delegate.wait { if case .completed(task.taskIdentifier, nil, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
@@ -62,7 +62,7 @@ final class RetryTests: InProcessSuite, @unchecked Sendable {
         let session = fixture.session("refused", delegate: delegate)
         let task = session.downloadTask(with: URL(string: "http://127.0.0.1:\(port)/late")!)
         task.resume()
-        #expect(container.waitForLog { $0.process == "transferd" && $0.message.contains("retry 1") } != nil, "the daemon retries")
+        #expect(container.waitForRetries(1, of: task.taskIdentifier, in: "refused", family: InProcess.family.rawValue) != nil, "the daemon retries")
         #expect(delegate.calls.isEmpty, "no failure reaches the delegate while retrying")
         // The server appears on that port: the next retry (backoff 0.25, 0.5, 1 s …) gets it.
         let appeared = try LoopbackServer(port: port)

@@ -52,8 +52,8 @@ struct SchedulingProcessTests {
             snapshot().apps.first { $0.bundleIdentifier == "com.example.host" }?.relaunchDelay
         }
 
-        func logCount(_ process: String, _ prefix: String) -> Int {
-            container.logEntries(process: process).filter { $0.message.hasPrefix(prefix) }.count
+        func completionHandlerCalls(of process: String) -> Int {
+            container.logEntries(process: process).filter(\.isCompletionHandlerCall).count
         }
     }
 
@@ -76,7 +76,7 @@ struct SchedulingProcessTests {
         #expect(inspect.stdout.contains("discretionary [discretionary: waiting for power]"), "\(inspect.stdout)")
 
         try stage.run(.bgtransfer, ["conditions", "--power", "charging"])
-        #expect(stage.container.waitForLog { $0.process == "host-app" && $0.session == Self.fetchSession && $0.message.hasPrefix("completion handler called") } != nil,
+        #expect(stage.container.waitForCompletionHandler(of: "host-app", session: Self.fetchSession) != nil,
                 "on power the extension's download finishes and the host is relaunched for it")
         #expect(FileManager.default.fileExists(atPath: stage.container.downloads.appendingPathComponent("ext.bin").path))
         #expect(waitUntil { stage.requests(to: "/flagged.bin").count == 1 })
@@ -122,7 +122,7 @@ struct SchedulingProcessTests {
         let begin = try #require(task.earliestBeginDate)
         #expect(begin.timeIntervalSince(task.createdAt) >= 1.9)
         #expect(stage.waiting(in: Self.hostSession, url: "/dated.bin")?.hasPrefix("waiting for earliestBeginDate") == true)
-        #expect(stage.container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil, "done, and the host relaunched for it")
+        #expect(stage.container.waitForCompletionHandler(of: "host-app") != nil, "done, and the host relaunched for it")
         let sent = try #require(stage.requests(to: "/dated.bin").first?.time)
         #expect(sent >= begin.addingTimeInterval(-0.01), "sent \(sent), not before \(begin)")
     }
@@ -145,7 +145,7 @@ struct SchedulingProcessTests {
         let stage = try Stage(paths: ["/first.bin", "/queued.bin"], daemonArguments: ["--relaunch-delay", "1"])
         try stage.run(.hostApp, ["enqueue", stage.url("/queued.bin")])
         try stage.run(.fetchExtension, ["download", stage.url("/first.bin")])
-        #expect(waitUntil(timeout: 30) { stage.logCount("host-app", "completion handler called") == 1 }, "relaunched for the extension's download")
+        #expect(waitUntil(timeout: 30) { stage.completionHandlerCalls(of: "host-app") == 1 }, "relaunched for the extension's download")
         #expect(stage.hostRelaunchDelay() == 1, "after one background relaunch: the starting delay")
 
         // Launched in the background, the host started the next download of its queue.
@@ -158,7 +158,7 @@ struct SchedulingProcessTests {
         let sent = try #require(stage.requests(to: "/queued.bin").first?.time)
         #expect(sent >= limitedUntil.addingTimeInterval(-0.01), "sent \(sent), not before \(limitedUntil)")
 
-        #expect(waitUntil(timeout: 30) { stage.logCount("host-app", "completion handler called") == 2 }, "relaunched again for the queued download")
+        #expect(waitUntil(timeout: 30) { stage.completionHandlerCalls(of: "host-app") == 2 }, "relaunched again for the queued download")
         #expect(stage.hostRelaunchDelay() == 2, "the delay doubled")
 
         try stage.run(.hostApp, []) // the user launches the app
@@ -169,18 +169,18 @@ struct SchedulingProcessTests {
     func rateLimiterResetsAfterQuiet() throws {
         let stage = try Stage(paths: ["/a.bin", "/b.bin", "/c.bin"], daemonArguments: ["--relaunch-delay", "0.4"])
         try stage.run(.fetchExtension, ["download", stage.url("/a.bin")])
-        #expect(waitUntil(timeout: 30) { stage.logCount("host-app", "completion handler called") == 1 })
+        #expect(waitUntil(timeout: 30) { stage.completionHandlerCalls(of: "host-app") == 1 })
         #expect(stage.hostRelaunchDelay() == 0.4)
 
         try stage.run(.fetchExtension, ["download", stage.url("/b.bin")])
-        #expect(waitUntil(timeout: 30) { stage.logCount("host-app", "completion handler called") == 2 })
+        #expect(waitUntil(timeout: 30) { stage.completionHandlerCalls(of: "host-app") == 2 })
         #expect(stage.hostRelaunchDelay() == 0.8, "a relaunch within the period doubles the delay")
 
         // Let twice the delay pass with no relaunch: that is the behaviour under test.
         let quietUntil = try #require(stage.snapshot().apps.first { $0.bundleIdentifier == "com.example.host" }?.lastRelaunch).addingTimeInterval(1.7)
         #expect(waitUntil { Date() > quietUntil })
         try stage.run(.fetchExtension, ["download", stage.url("/c.bin")])
-        #expect(waitUntil(timeout: 30) { stage.logCount("host-app", "completion handler called") == 3 })
+        #expect(waitUntil(timeout: 30) { stage.completionHandlerCalls(of: "host-app") == 3 })
         #expect(stage.hostRelaunchDelay() == 0.4, "after a quiet period the delay starts over")
     }
 }

@@ -267,9 +267,9 @@ final class SchedulingTests: InProcessSuite, @unchecked Sendable {
         let session = fixture.session("idle", delegate: delegate) { $0.timeoutIntervalForRequest = 1 }
         let task = session.downloadTask(with: URL(string: "http://127.0.0.1:\(silent.port)/silent")!)
         task.resume()
-        let retried = container.waitForLog { $0.process == "transferd" && $0.task == task.taskIdentifier && $0.message.contains("retry 2") }
+        let retried = container.waitForRetries(2, of: task.taskIdentifier, in: "idle", family: InProcess.family.rawValue)
         #expect(retried != nil, "the daemon retries after each idle timeout")
-        #expect(retried?.message.contains("timedOut") == true, "\(retried?.message ?? "")")
+        #expect(retried?.lastError?.contains("timedOut") == true, "\(retried?.lastError ?? "")")
         #expect(!delegate.calls.contains { if case .completed = $0 { return true } else { return false } }, "no failure reaches the delegate while the resource timeout lasts")
         task.cancel()
         #expect(delegate.wait { if case .completed(task.taskIdentifier, -999, _) = $0 { return true } else { return false } })

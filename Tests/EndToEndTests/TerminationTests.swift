@@ -55,7 +55,7 @@ struct TerminationTests {
         #expect(try Executable.fetchExtension.run(["download", server.url(for: "/b.bin").absoluteString], in: container).status == 0)
         let killed = container.waitForLog { $0.process == "transferd" && $0.message.contains("background budget") }
         #expect(killed != nil, "the hung app was terminated")
-        let acknowledged = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        let acknowledged = container.waitForCompletionHandler(of: "host-app")
         #expect(acknowledged != nil, "a second launch took the events")
         let finished = container.logEntries(process: "host-app", category: "delegate").filter { $0.message.hasPrefix("didFinishDownloadingTo: task 1") }
         #expect(finished.count == 1, "seen once: \(finished.map(\.message))")
@@ -81,7 +81,7 @@ struct HandoverProcessTests {
         #expect(outcome.status == 0, "\(outcome.stderr)")
         #expect(outcome.stdout.contains("handed over to background task 1 (from"), "\(outcome.stdout)")
 
-        let acknowledged = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        let acknowledged = container.waitForCompletionHandler(of: "host-app")
         try #require(acknowledged != nil, "the host was relaunched for its background session")
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("movie.bin").path) == SHA256.hexDigest(of: payload))
         let requests = server.requests.filter { $0.path == "/movie.bin" }

@@ -43,7 +43,7 @@ struct TimelineTests {
         first.process.kill()
         _ = first.process.wait(timeout: 10)
         let second = try DaemonUnderTest.start(container, environment: info)
-        let acknowledged = container.waitForLog(timeout: 40) { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") }
+        let acknowledged = container.waitForCompletionHandler(of: "host-app", timeout: 40)
         try #require(acknowledged != nil, "the host was not relaunched, or did not acknowledge")
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("report.bin").path) == SHA256.hexDigest(of: payload))
 
@@ -117,7 +117,7 @@ struct TimelineTests {
         }
         // The first relaunch comes at once; the second event waits for the resume rate limiter.
         try download("a")
-        try #require(container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil, "no first relaunch")
+        try #require(container.waitForCompletionHandler(of: "host-app") != nil, "no first relaunch")
         try download("b")
         try #require(container.waitForLog { $0.task == 2 && $0.message.hasPrefix("finished") } != nil, "task 2 did not finish")
         let offline = try Executable.bgtransfer.run(["conditions", "--network", "offline"], in: container)

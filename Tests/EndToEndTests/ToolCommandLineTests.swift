@@ -56,7 +56,7 @@ struct ToolCommandLineTests {
         // The first finished download launches the host at once; it starts the limiter.
         let first = try Executable.fetchExtension.run(["download", server.url(for: "/one.bin").absoluteString], in: container)
         try #require(first.status == 0, "\(first.stderr)")
-        #expect(container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
+        #expect(container.waitForCompletionHandler(of: "host-app") != nil)
         #expect(waitUntil { container.pendingEvents(session).isEmpty && container.processesNamingContainer(executable: "host-app").isEmpty })
 
         // The second waits out the limiter's 60 s, and inspect says so.
@@ -164,7 +164,7 @@ struct ToolCommandLineTests {
         #expect(idle.status == 0, "answers with nothing running: \(idle.stderr)")
         let created = try Executable.hostApp.run(["download", "http://127.0.0.1:9/never"], in: container)
         try #require(created.status == 0, "\(created.stderr)")
-        #expect(waitUntil { container.logEntries(process: "transferd").contains { $0.message.contains("retry 1") } })
+        #expect(container.waitForRetries(1, of: 1, in: "com.example.host.background") != nil)
         let listed = try Executable.bgtransfer.run(["watch", "--once"], in: container, timeout: 10)
         #expect(listed.status == 0 && listed.stdout.contains("waiting to retry at") && listed.stdout.contains("after:"), "\(listed.stdout)")
     }

@@ -82,6 +82,6 @@ struct SessionOwnershipTests {
         #expect(intruder.stderr.contains("belongs to com.example.host.fetch"), "\(intruder.stderr)")
         let tasks = ContainerSnapshot.read(container.layout).sessions.flatMap(\.tasks)
         #expect(tasks.count == 1, "only the owner's task exists: \(tasks)")
-        #expect(container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil, "the owner's download is delivered")
+        #expect(container.waitForCompletionHandler(of: "host-app") != nil, "the owner's download is delivered")
     }
 }

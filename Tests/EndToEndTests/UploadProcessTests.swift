@@ -40,7 +40,7 @@ struct UploadProcessTests {
         let answer = TransferLog.entries(layout: container.layout).first { $0.process == "host-app" && $0.message.hasPrefix("didReceive: task 1") }
         #expect(answer?.message.contains(digest) == true, "the server's answer reaches the host: \(String(describing: answer?.message))")
         #expect(server.receivedUploads(at: "/shared").first?.sha256 == digest)
-        #expect(container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("completion handler called") } != nil)
+        #expect(container.waitForCompletionHandler(of: "host-app") != nil)
     }
 
     @Test("transferd killed with SIGKILL at half of a resumable upload: the restarted daemon asks the server and sends only the rest")

@@ -74,6 +74,23 @@ final class TestContainer: @unchecked Sendable {
         ((try? JournalContents.read(session: sessionDirectory(identifier)))?.events.keys).map { $0.sorted() } ?? []
     }
 
+    /// A task not yet finished, as its session's journal on disk has it.
+    func task(_ taskIdentifier: Int, in identifier: String, family: String = "com.example.host") -> TaskRecord? {
+        guard let family = try? BundleIdentifier(family), let identifier = try? SessionIdentifier(identifier) else { return nil }
+        return (try? JournalContents.read(session: layout.sessionDirectory(family: family, identifier: identifier)))?.tasks[taskIdentifier]
+    }
+
+    /// Waits until the daemon recorded at least `count` retries of a task (its durable
+    /// `retryCount`); returns the task as recorded then.
+    func waitForRetries(_ count: Int, of taskIdentifier: Int, in identifier: String, family: String = "com.example.host", timeout: TimeInterval = 30) -> TaskRecord? {
+        var found: TaskRecord?
+        _ = waitUntil(timeout: timeout) {
+            found = task(taskIdentifier, in: identifier, family: family).flatMap { $0.retryCount >= count ? $0 : nil }
+            return found != nil
+        }
+        return found
+    }
+
     /// Waits (polling the log, with a deadline) until an entry matches; returns it.
     func waitForLog(timeout: TimeInterval = 30, _ matches: (LogEntry) -> Bool) -> LogEntry? {
         let deadline = Date().addingTimeInterval(timeout)

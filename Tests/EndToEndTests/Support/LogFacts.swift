@@ -1,0 +1,26 @@
+import Foundation
+import TransferContainer
+
+/// The log lines the library and the stand-ins write at the moments the end-to-end tests wait
+/// for, named once: a change of wording breaks this file, not every test that waits for it.
+/// (Where the container holds the fact itself, a test reads that instead: pending events,
+/// task records and `inspect --json`.)
+extension LogEntry {
+    /// `BackgroundApplication` called the app's `handleEventsForBackgroundURLSession`
+    /// completion handler: the app is done with the session's events.
+    var isCompletionHandlerCall: Bool { message.hasPrefix("completion handler called") }
+    /// A stand-in started a download task (the daemon accepted it).
+    var isStartedDownload: Bool { message.hasPrefix("started download task") }
+}
+
+extension TestContainer {
+    /// Waits until `process` called its completion handler for background events (in `session`, if given).
+    func waitForCompletionHandler(of process: String, session: String? = nil, timeout: TimeInterval = 30) -> LogEntry? {
+        waitForLog(timeout: timeout) { $0.process == process && (session == nil || $0.session == session) && $0.isCompletionHandlerCall }
+    }
+
+    /// Waits until the process `pid` started its download task.
+    func waitForStartedDownload(pid: Int32, timeout: TimeInterval = 30) -> LogEntry? {
+        waitForLog(timeout: timeout) { $0.pid == pid && $0.isStartedDownload }
+    }
+}
