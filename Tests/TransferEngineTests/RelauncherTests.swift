@@ -17,6 +17,15 @@ import TransferContainer
         return script
     }
 
+    /// A fixture whose session has an event waiting (a failed download) and nobody holding it.
+    private func sessionWithEventWaiting(_ configure: @escaping (inout TransferDaemon.Options) -> Void, app: Bool = true) throws -> DaemonFixture {
+        let fixture = try DaemonFixture { options, _ in configure(&options) }
+        if app { _ = try registerApp(fixture) }
+        let task = try fixture.createDownload()
+        fixture.daemon.completion.fail(task, in: fixture.session, TransferFailure(code: TransferFailure.cannotConnectToHost, message: "test"))
+        return fixture
+    }
+
     /// Ends the launched process and reaps it, so that no test leaves a child behind.
     private func end(_ pid: Int32) -> Int32 {
         kill(pid, SIGKILL)
@@ -27,10 +36,7 @@ import TransferContainer
 
     @Test("Events waiting with nobody attached: the app is launched once, again only after the limiter's delay, which then doubles")
     func launchesByTheLimiter() throws {
-        let fixture = try DaemonFixture { options, _ in options.relaunchDelay = 60 }
-        _ = try registerApp(fixture)
-        let task = try fixture.createDownload()
-        fixture.daemon.completion.fail(task, in: fixture.session, TransferFailure(code: TransferFailure.cannotConnectToHost, message: "test"))
+        let fixture = try sessionWithEventWaiting { $0.relaunchDelay = 60 }
         let relauncher = fixture.daemon.relauncher
         #expect(relauncher.wantsRelaunch(fixture.session))
 
@@ -60,19 +66,14 @@ import TransferContainer
         quiet.daemon.completion.fail(task, in: quiet.session, TransferFailure(code: TransferFailure.cannotConnectToHost, message: "test"))
         #expect(!quiet.daemon.relauncher.wantsRelaunch(quiet.session))
 
-        let forceQuit = try DaemonFixture()
-        let other = try forceQuit.createDownload()
-        forceQuit.daemon.completion.fail(other, in: forceQuit.session, TransferFailure(code: TransferFailure.cannotConnectToHost, message: "test"))
+        let forceQuit = try sessionWithEventWaiting({ _ in }, app: false)
         forceQuit.daemon.registry.setForceQuit(DaemonFixture.family, true)
         #expect(!forceQuit.daemon.relauncher.wantsRelaunch(forceQuit.session))
     }
 
     @Test("An app launched for events that overstays its background budget is killed when the clock passes it")
     func backgroundBudget() throws {
-        let fixture = try DaemonFixture { options, _ in options.backgroundBudget = 30 }
-        _ = try registerApp(fixture)
-        let task = try fixture.createDownload()
-        fixture.daemon.completion.fail(task, in: fixture.session, TransferFailure(code: TransferFailure.cannotConnectToHost, message: "test"))
+        let fixture = try sessionWithEventWaiting { $0.backgroundBudget = 30 }
         let relauncher = fixture.daemon.relauncher
         relauncher.relaunchWhereNeeded(now: fixture.clock.now)
         let launch = try #require(relauncher.launches[DaemonFixture.family])
