@@ -15,7 +15,7 @@ BGTRANSFER-ENTITLEMENTS-END
 // written to DIR/results.json and DIR/results.md (see Benchmarks/README.md).
 let usage = """
 usage: transfer-bench [FIGURE] [--quick] [--runs N] [--out DIR] [--size MiB] [--tasks N,N,…] [--samples N]
-  FIGURE: all (the default), download, upload, refetch, many-tasks, small-files, event-latency, relaunch;
+  FIGURE: all (the default), download, upload, refetch, many-tasks, small-files, event-latency, relaunch, scale;
           or coding: the JSON coders alone, Foundation's and the compact one (printed only; not in all)
   --quick     tiny sizes and 2 runs, done in seconds (a smoke test; results go to .build/transfer-bench-quick)
   --runs N    runs of each figure and of its reference, alternating (default 5; relaunch at least 10)
@@ -97,6 +97,9 @@ let figures: [(name: String, title: String, run: (Settings, Report) throws -> Vo
         try EventLatencyBenchmark(samplesPerRun: settings.samples, runs: settings.runs, entitlements: entitlements).run(into: report) }),
     ("relaunch", "task finished → relaunched host acknowledged", { settings, report in
         try RelaunchBenchmark(runs: settings.relaunchRuns).run(into: report) }),
+    ("scale", "start-up with many tasks, many sessions, extension start", { settings, report in
+        try ScaleBenchmark(tasks: settings.quick ? 2000 : 100_000, sessions: settings.quick ? 50 : 1000, extensionStarts: settings.quick ? 10 : 100,
+                           runs: settings.runs, entitlements: entitlements).run(into: report) }),
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
