@@ -99,7 +99,7 @@ final class Nginx: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         let output = directory.appendingPathComponent("stderr.log")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: output)
         process.terminationHandler = { [exited] _ in exited.signal() }
         try process.run()

@@ -19,7 +19,7 @@ enum PeerProcess {
         process.arguments = arguments
         process.currentDirectoryURL = directory
         let output = directory.appendingPathComponent(".\((executable as NSString).lastPathComponent)-\(UUID().uuidString.prefix(8)).out")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let handle = try FileHandle(forWritingTo: output)
         defer { try? handle.close(); try? FileManager.default.removeItem(at: output) }
         process.standardOutput = handle
