@@ -25,6 +25,15 @@ CURLcode ccurl_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slis
     return curl_easy_setopt(easy, option, list);
 }
 
+CURLcode ccurl_easy_setopt_blob(CURL *easy, CURLoption option, const void *data, size_t length, int copy) {
+    if (data == NULL) {
+        return curl_easy_setopt(easy, option, (struct curl_blob *)NULL);
+    }
+    // libcurl reads the struct during the call only (the bytes are copied, or kept by pointer).
+    struct curl_blob blob = { (void *)data, length, copy ? CURL_BLOB_COPY : CURL_BLOB_NOCOPY };
+    return curl_easy_setopt(easy, option, &blob);
+}
+
 CURLcode ccurl_easy_setopt_write_callback(CURL *easy, curl_write_callback callback) {
     return curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, callback);
 }
@@ -64,6 +73,25 @@ CURLcode ccurl_easy_getinfo_double(CURL *easy, CURLINFO info, double *value) {
 
 CURLcode ccurl_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value) {
     return curl_easy_getinfo(easy, info, (char **)value);
+}
+
+int ccurl_easy_certificate_count(CURL *easy) {
+    struct curl_certinfo *info = NULL;
+    if (curl_easy_getinfo(easy, CURLINFO_CERTINFO, &info) != CURLE_OK || info == NULL) {
+        return 0;
+    }
+    return info->num_of_certs;
+}
+
+const struct curl_slist *ccurl_easy_certificate_fields(CURL *easy, int index) {
+    struct curl_certinfo *info = NULL;
+    if (curl_easy_getinfo(easy, CURLINFO_CERTINFO, &info) != CURLE_OK || info == NULL) {
+        return NULL;
+    }
+    if (index < 0 || index >= info->num_of_certs) {
+        return NULL;
+    }
+    return info->certinfo[index];
 }
 
 CURLMcode ccurl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {

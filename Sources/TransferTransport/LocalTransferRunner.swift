@@ -31,6 +31,8 @@ public final class LocalTransferRunner: @unchecked Sendable {
     private struct Running {
         var transfer: DownloadTransfer
         var callbacks: Callbacks
+        var tls: TLSPolicy
+        var proxy: String?
         var lastReport = Date.distantPast
     }
 
@@ -75,16 +77,17 @@ public final class LocalTransferRunner: @unchecked Sendable {
     }()
 
     /// Starts a download of `task` into `partialPath` (resuming from its bytes with the task's validator).
-    public func start(_ task: TaskRecord, partialPath: String, configuration: SessionConfiguration, callbacks: Callbacks) {
+    /// `tls` says how the server's chain is trusted (a chain the app accepted is pinned).
+    package func start(_ task: TaskRecord, partialPath: String, configuration: SessionConfiguration, tls: TLSPolicy = .systemDefault, callbacks: Callbacks) {
         guard let key = Self.localKey else {
             callbacks.finished(task, .failure(TransferFailure(code: TransferFailure.unknown, message: "local transfers have no session key")))
             return
         }
         let accepted = enqueue { loop in
             do {
-                let transfer = try DownloadTransfer(session: key, task: task, partialPath: partialPath, configuration: configuration, credentials: .none)
+                let transfer = try DownloadTransfer(session: key, task: task, partialPath: partialPath, configuration: configuration, credentials: .none, tls: tls)
                 try loop.multi.add(transfer.easy)
-                self.running[ObjectIdentifier(transfer.easy)] = Running(transfer: transfer, callbacks: callbacks)
+                self.running[ObjectIdentifier(transfer.easy)] = Running(transfer: transfer, callbacks: callbacks, tls: tls, proxy: configuration.httpProxy)
                 self.byTask[task.taskIdentifier] = ObjectIdentifier(transfer.easy)
             } catch {
                 callbacks.finished(task, .failure(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath)))
@@ -141,8 +144,16 @@ public final class LocalTransferRunner: @unchecked Sendable {
             } else {
                 switch result {
                 case .success: running.callbacks.finished(task, .success(running.transfer.bodyPath))
+                case .failure(let error) where error.isServerTrustFailure:
+                    // Say what the server presented (S2.6): a handshake off this thread.
+                    let url = task.currentURL ?? task.requestToSend.url
+                    let (proxy, tls, callbacks) = (running.proxy, running.tls, running.callbacks)
+                    DispatchQueue.global().async {
+                        let trust = try? ServerChainProbe.evaluate(url: url, policy: tls, proxy: proxy, timeout: 10).get()
+                        callbacks.finished(task, .failure(error.transferFailure(url: url, serverTrust: trust)))
+                    }
                 case .failure(let error):
-                    running.callbacks.finished(task, .failure(TransferFailure(code: error.urlErrorCode, message: error.description, subject: task.originalRequest.url)))
+                    running.callbacks.finished(task, .failure(error.transferFailure(url: task.currentURL ?? task.requestToSend.url)))
                 }
             }
         }

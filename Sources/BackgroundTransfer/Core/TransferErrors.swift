@@ -26,13 +26,14 @@ extension TransferFailure {
     /// (resume data under the download or the upload key, after the task's kind).
     func urlError(failingURL: String? = nil, kind: TaskKind = .download) -> URLError {
         var userInfo: [String: Any] = [NSLocalizedDescriptionKey: message]
-        if let failingURL {
+        if let failingURL = self.failingURL ?? failingURL {
             userInfo["NSErrorFailingURLStringKey"] = failingURL
             if let url = URL(string: failingURL) { userInfo[NSURLErrorFailingURLErrorKey] = url }
         }
         if let reason = backgroundTaskCancelledReason { userInfo[NSURLErrorBackgroundTaskCancelledReasonKey] = reason }
         if let resumeData { userInfo[kind == .upload ? NSURLSessionUploadTaskResumeData : NSURLSessionDownloadTaskResumeData] = resumeData }
         if let subject { userInfo[BackgroundTransferErrorSubjectKey] = subject }
+        if let serverTrust { userInfo[NSURLErrorFailingURLPeerTrustErrorKey] = SecTrust(serverTrust) }
         return URLError(URLError.Code(rawValue: code) ?? .unknown, userInfo: userInfo)
     }
 }

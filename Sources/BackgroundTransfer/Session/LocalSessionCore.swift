@@ -26,7 +26,14 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
         var finishing = false
         /// Completion handlers of tasks made with one (they replace the delegate's data calls).
         var handlers: [Int: @Sendable (URLSessionTask, Result<String, TransferFailure>) -> Void] = [:]
+        /// How each HTTPS origin ("host:port") is trusted, as the delegate decided (S3.6);
+        /// asked once per origin for the session's life.
+        var trustByOrigin: [String: TLSPolicy] = [:]
     }
+
+    /// Where server-trust questions wait for their handshake and the delegate's answer, one
+    /// at a time, so a second task to an origin finds the first's decision.
+    private let trustQueue = DispatchQueue(label: "BackgroundTransfer.local-trust")
 
     private let state = Locked(State())
 
@@ -163,7 +170,25 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
                 self.onDelegateQueue { session in delegate.urlSession(session, downloadTask: download, didResumeAtOffset: offset, expectedTotalBytes: expected) }
             }
         }
-        runner.start(record, partialPath: partialPath(task.taskIdentifier), configuration: configuration, callbacks: .init(
+        guard scheme == "https", delegate != nil else {
+            start(task, record, configuration: configuration, tls: .systemDefault)
+            return
+        }
+        let started = record
+        trustQueue.async {
+            switch self.serverTrustDecision(for: started.requestToSend.url, configuration: configuration) {
+            case .proceed(let tls):
+                guard task.state == .running else { return } // cancelled or suspended meanwhile
+                self.start(task, started, configuration: configuration, tls: tls)
+            case .fail(let failure):
+                guard task.state == .running else { return }
+                self.finish(task, .failure(failure))
+            }
+        }
+    }
+
+    private func start(_ task: URLSessionTask, _ record: TaskRecord, configuration: SessionConfiguration, tls: TLSPolicy) {
+        runner.start(record, partialPath: partialPath(task.taskIdentifier), configuration: configuration, tls: tls, callbacks: .init(
             progress: { [weak self, weak task] progress in
                 guard let self, let task else { return }
                 task.update(progress)
@@ -212,6 +237,64 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
 
     func allTasks() -> [URLSessionTask] {
         state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
+    }
+
+    // MARK: Server trust (S2.6, S3.6)
+
+    private enum TrustDecision {
+        case proceed(TLSPolicy)
+        case fail(TransferFailure)
+    }
+
+    /// On `trustQueue`: how to trust `url`'s server. The first time for an origin, a
+    /// handshake-only probe learns the chain and its default evaluation, and the session
+    /// delegate's `urlSession(_:didReceive:completionHandler:)` is asked with a server-trust
+    /// challenge before any request is sent; `.useCredential` with `URLCredential(trust:)`
+    /// accepts exactly that key (pinned), default handling keeps the default evaluation, and
+    /// cancelling ends the task with -999. Accepted and trusted origins are remembered.
+    private func serverTrustDecision(for url: String, configuration: SessionConfiguration) -> TrustDecision {
+        guard let endpoint = ProtectionSpaceRecord.endpoint(of: url) else { return .proceed(.systemDefault) }
+        let origin = "\(endpoint.host):\(endpoint.port)"
+        if let known = state.withLock({ $0.trustByOrigin[origin] }) { return .proceed(known) }
+        guard case .success(let record) = ServerChainProbe.evaluate(url: url, proxy: configuration.httpProxy, timeout: min(configuration.timeoutIntervalForRequest, 60)) else {
+            return .proceed(.systemDefault) // no handshake at all: the transfer reports why
+        }
+        let trust = SecTrust(record)
+        let answered = DispatchSemaphore(value: 0)
+        let answer = Locked<(URLSession.AuthChallengeDisposition, URLCredential?)>((.performDefaultHandling, nil))
+        let challenge = URLAuthenticationChallenge(serverTrust: trust)
+        if let delegate, primary != nil {
+            onDelegateQueue { session in
+                delegate.urlSession(session, didReceive: challenge) { disposition, credential in
+                    answer.withLock { $0 = (disposition, credential) }
+                    answered.signal()
+                }
+            }
+            answered.wait() // the app's answer, however late (as on Apple's systems)
+        }
+        let (disposition, credential) = answer.withLock { $0 }
+        var untrusted = TransferFailure(code: record.failureCode ?? TransferFailure.serverCertificateUntrusted,
+                                        message: "The certificate for this server is invalid (\(record.failureReason ?? "not accepted")); connecting to \(origin) could put confidential information at risk", subject: url)
+        untrusted.failingURL = url
+        untrusted.serverTrust = record
+        switch disposition {
+        case .useCredential:
+            guard let pin = credential?.acceptedServerKeyPin else { fallthrough }
+            guard pin == record.leafPublicKeyPin else { return .fail(untrusted) } // a trust for another server's key
+            let policy = TLSPolicy(acceptedPublicKeyPin: pin)
+            state.withLock { $0.trustByOrigin[origin] = policy }
+            return .proceed(policy)
+        case .performDefaultHandling, .rejectProtectionSpace:
+            guard record.isTrustedByDefault else { return .fail(untrusted) }
+            state.withLock { $0.trustByOrigin[origin] = .systemDefault }
+            return .proceed(.systemDefault)
+        case .cancelAuthenticationChallenge:
+            var cancelled = TransferFailure(code: TransferFailure.cancelled, message: "cancelled (the server-trust challenge was cancelled)", subject: url)
+            cancelled.failingURL = url
+            return .fail(cancelled)
+        @unknown default:
+            return .fail(untrusted)
+        }
     }
 
     // MARK: Delivery

@@ -79,7 +79,7 @@ extension URLSession.AuthChallengeDisposition {
 extension CredentialRecord {
     /// A password credential as the daemon keeps it; nil for other kinds (certificates, trust).
     init?(_ credential: URLCredential) {
-        guard let user = credential.user, let password = credential.password else { return nil }
+        guard credential.acceptedServerKeyPin == nil, let user = credential.user, let password = credential.password else { return nil }
         let persistence: Persistence
         switch credential.persistence {
         case .none: persistence = .none
@@ -107,7 +107,7 @@ extension URLAuthenticationChallenge {
 
 /// Challenges are answered through the delegate's completion handler, never through a
 /// sender (as with URLSession on Apple's systems); this one ignores what it is told.
-private final class InertChallengeSender: NSObject, URLAuthenticationChallengeSender {
+final class InertChallengeSender: NSObject, URLAuthenticationChallengeSender {
     func use(_ credential: URLCredential, for challenge: URLAuthenticationChallenge) {}
     func continueWithoutCredential(for challenge: URLAuthenticationChallenge) {}
     func cancel(_ challenge: URLAuthenticationChallenge) {}

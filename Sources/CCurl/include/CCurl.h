@@ -41,6 +41,10 @@ static const short CCURL_WAIT_POLLOUT = CURL_WAIT_POLLOUT;
 static const int CCURL_SEEKFUNC_OK = CURL_SEEKFUNC_OK;
 static const int CCURL_SEEKFUNC_FAIL = CURL_SEEKFUNC_FAIL;
 static const int CCURL_SEEKFUNC_CANTSEEK = CURL_SEEKFUNC_CANTSEEK;
+/// CURLOPT_HTTP_VERSION: HTTP/2 over TLS when ALPN offers it, else HTTP/1.1.
+static const long CCURL_HTTP_VERSION_2TLS = CURL_HTTP_VERSION_2TLS;
+/// CURLMOPT_PIPELINING: multiplex HTTP/2 streams over one connection.
+static const long CCURL_PIPE_MULTIPLEX = CURLPIPE_MULTIPLEX;
 /// Size CURLOPT_ERRORBUFFER must have.
 static const size_t CCURL_ERROR_SIZE = CURL_ERROR_SIZE;
 
@@ -53,6 +57,9 @@ CURLcode ccurl_easy_setopt_pointer(CURL *easy, CURLoption option, void *value);
 CURLcode ccurl_easy_setopt_off_t(CURL *easy, CURLoption option, curl_off_t value);
 /// CURLOPT_HTTPHEADER and other list options; the list must outlive its use by the handle.
 CURLcode ccurl_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slist *list);
+/// CURLOPT_CAINFO_BLOB and other blob options. `copy` nonzero: libcurl copies the bytes now;
+/// zero: the bytes must outlive every use by the handle. NULL data resets the option.
+CURLcode ccurl_easy_setopt_blob(CURL *easy, CURLoption option, const void *data, size_t length, int copy);
 
 // Callbacks; their user pointer is set with ccurl_easy_setopt_pointer (WRITEDATA, READDATA, ...).
 CURLcode ccurl_easy_setopt_write_callback(CURL *easy, curl_write_callback callback);
@@ -70,6 +77,11 @@ CURLcode ccurl_easy_getinfo_string(CURL *easy, CURLINFO info, const char **value
 CURLcode ccurl_easy_getinfo_double(CURL *easy, CURLINFO info, double *value);
 /// For CURLINFO_PRIVATE.
 CURLcode ccurl_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value);
+/// CURLINFO_CERTINFO: the number of certificates of the last connection (with CURLOPT_CERTINFO
+/// on), and the `index`-th one's fields ("Subject:…", "Cert:-----BEGIN…") as a list that
+/// belongs to the handle (valid until the next transfer). NULL when out of range.
+int ccurl_easy_certificate_count(CURL *easy);
+const struct curl_slist *ccurl_easy_certificate_fields(CURL *easy, int index);
 
 // MARK: - Multi interface
 

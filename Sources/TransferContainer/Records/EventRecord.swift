@@ -11,6 +11,12 @@ public struct TransferFailure: Error, Codable, Sendable, Equatable, CustomString
     public var resumeData: Data?
     /// The identifier, path or URL the error is about, when there is one.
     public var subject: String?
+    /// The URL whose exchange failed (`NSURLErrorFailingURLStringErrorKey`), for transport
+    /// failures; absent in records written before it existed.
+    public var failingURL: String?
+    /// For a TLS failure: the chain the server presented and what the default evaluation
+    /// said of it (the counterpart of `NSURLErrorFailingURLPeerTrustErrorKey`).
+    public var serverTrust: ServerTrustRecord?
 
     public init(code: Int, message: String, subject: String? = nil, backgroundTaskCancelledReason: Int? = nil, resumeData: Data? = nil) {
         self.code = code
@@ -44,6 +50,14 @@ public struct TransferFailure: Error, Codable, Sendable, Equatable, CustomString
     public static let badServerResponse = -1011
     /// Not a URL error: a request the daemon refused (bad input, not allowed).
     public static let requestRefused = -1011
+    // TLS (S2.6): the server's chain did not verify, or the handshake failed.
+    public static let secureConnectionFailed = -1200
+    public static let serverCertificateHasBadDate = -1201
+    public static let serverCertificateUntrusted = -1202
+    public static let serverCertificateHasUnknownRoot = -1203
+    public static let serverCertificateNotYetValid = -1204
+    public static let clientCertificateRejected = -1205
+    public static let clientCertificateRequired = -1206
 }
 
 /// What an event tells the app.

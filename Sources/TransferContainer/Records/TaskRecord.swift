@@ -184,6 +184,10 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     /// Daemons that crashed while working on this task (`CrashGuard`); nil for none. The
     /// second crash fails the task instead of trying it again.
     public var daemonCrashes: Int?
+    /// The protocol of the last response (ALPN's names: "h2", "http/1.1"; Apple's
+    /// `URLSessionTaskTransactionMetrics.networkProtocolName`); nil before one arrived and in
+    /// records written before it existed.
+    public var networkProtocolName: String?
 
     public init(taskIdentifier: Int, kind: TaskKind, originalRequest: RequestRecord, createdAt: Date = Date()) {
         self.taskIdentifier = taskIdentifier

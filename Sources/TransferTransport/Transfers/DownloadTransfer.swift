@@ -61,7 +61,7 @@ package final class DownloadTransfer: Transfer {
     /// `emptyFile`, when given, is the new empty file at `partialPath`, open for writing;
     /// otherwise the file there is opened, or created.
     package init(session: SessionKey, task: TaskRecord, partialPath: String, emptyFile: FileDescriptor? = nil, configuration: SessionConfiguration,
-         credentials: TransferCredentials, freeSpaceReserve: Int64 = 0) throws {
+         credentials: TransferCredentials, freeSpaceReserve: Int64 = 0, tls: TLSPolicy = .systemDefault) throws {
         self.session = session
         self.freeSpaceReserve = max(0, freeSpaceReserve)
         self.task = task
@@ -81,7 +81,7 @@ package final class DownloadTransfer: Transfer {
                 easy.setRange(from: onDisk)
                 resumeHeaders.append("If-Range: \(ifRange)")
             }
-            try easy.apply(task.requestToSend, in: configuration, credentials: credentials, extraHeaders: resumeHeaders)
+            try easy.apply(task.requestToSend, in: configuration, credentials: credentials, tls: tls, extraHeaders: resumeHeaders)
         } catch {
             fd.close()
             throw error
@@ -229,6 +229,7 @@ package final class DownloadTransfer: Transfer {
     private func finishHead() {
         task.response = ResponseRecord(url: easy.effectiveURL ?? task.requestToSend.url, statusCode: head.statusCode, headers: head.headerDictionary)
         task.currentURL = easy.effectiveURL
+        task.networkProtocolName = easy.networkProtocolName
         let resumed = head.statusCode == 206 && resumeOffset > 0
         if (200..<300).contains(head.statusCode) { task.validator = head.validator }
         if resumed {

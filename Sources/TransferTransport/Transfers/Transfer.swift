@@ -25,9 +25,9 @@ extension CurlEasy {
     /// `extraHeaders`; redirects followed (up to 16); and the idle timeout, the request's
     /// `timeoutInterval` or else the session's `timeoutIntervalForRequest` (S6.4), with
     /// connecting capped at 60 s.
-    /// Also the session's proxy, and the credentials the engine found for the origin and
-    /// the proxy.
-    package func apply(_ request: RequestRecord, in configuration: SessionConfiguration, credentials: TransferCredentials, excluding excluded: Set<String> = [], extraHeaders: [String] = []) throws(CurlError) {
+    /// Also the session's proxy, the credentials the engine found for the origin and the
+    /// proxy, and how the server's TLS chain is trusted.
+    package func apply(_ request: RequestRecord, in configuration: SessionConfiguration, credentials: TransferCredentials, tls: TLSPolicy = .systemDefault, excluding excluded: Set<String> = [], extraHeaders: [String] = []) throws(CurlError) {
         var headers = (configuration.httpAdditionalHeaders ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
         headers += request.headers.filter { !excluded.contains($0.name.lowercased()) }.map { "\($0.name): \($0.value)" }
         try setHeaders(headers + extraHeaders)
@@ -37,6 +37,7 @@ extension CurlEasy {
         let server = credentials.server, proxy = credentials.proxy
         setServerCredential(user: server?.credential.user, password: server?.credential.password, schemes: Self.schemes(server?.space))
         setProxy(configuration.httpProxy, user: proxy?.credential.user, password: proxy?.credential.password, schemes: Self.schemes(proxy?.space))
+        try setTLS(tls)
     }
 
     /// The scheme of the space a credential was given for; either while it is not known.
@@ -46,6 +47,24 @@ extension CurlEasy {
         case .digest: .digest
         case nil: [.basic, .digest]
         }
+    }
+}
+
+extension CurlError {
+    /// The failure a task ends with for this transport error on `url`: Apple's code, the
+    /// failing URL, and for a chain that did not verify, what the server presented
+    /// (`serverTrust`, from `ServerChainProbe`).
+    package func transferFailure(url: String, serverTrust: ServerTrustRecord? = nil) -> TransferFailure {
+        var failure = TransferFailure(code: urlErrorCode, message: description, subject: url)
+        failure.failingURL = url
+        failure.serverTrust = serverTrust
+        return failure
+    }
+
+    /// Whether the server's chain did not verify (a probe can then say what it presented).
+    package var isServerTrustFailure: Bool {
+        if case .serverTrustFailed = kind { return true }
+        return false
     }
 }
 

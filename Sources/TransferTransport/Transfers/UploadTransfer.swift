@@ -68,7 +68,7 @@ package final class UploadTransfer: Transfer {
 
     /// - Parameter bodyPath: the task's `uploadFile` as an absolute path (nil: it has none,
     ///   or one outside the container).
-    package init(session: SessionKey, task: TaskRecord, step: Step, bodyPath: String?, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0, retryPolicy: RetryPolicy = RetryPolicy()) throws {
+    package init(session: SessionKey, task: TaskRecord, step: Step, bodyPath: String?, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0, retryPolicy: RetryPolicy = RetryPolicy(), tls: TLSPolicy = .systemDefault) throws {
         guard let path = bodyPath else {
             throw TransferFailure(code: TransferFailure.fileDoesNotExist, message: "upload task \(task.taskIdentifier) has no body file")
         }
@@ -116,7 +116,7 @@ package final class UploadTransfer: Transfer {
             if resumption.interopVersion >= 6 { extraHeaders.append("Content-Type: \(Self.partialUploadContentType)") }
         }
         // The app's Content-Type describes the whole body: it goes with the creation only.
-        try easy.apply(task.requestToSend, in: configuration, credentials: credentials,
+        try easy.apply(task.requestToSend, in: configuration, credentials: credentials, tls: tls,
                        excluding: step == .create ? Self.protocolHeaders : Self.protocolHeaders.union(["content-type"]), extraHeaders: extraHeaders)
         easy.setBufferSize(2 << 20)
         _ = try body.seek(to: startOffset)
@@ -250,6 +250,7 @@ package final class UploadTransfer: Transfer {
 
     private func recordResponse() {
         task.response = ResponseRecord(url: easy.effectiveURL ?? task.requestToSend.url, statusCode: head.statusCode, headers: head.headerDictionary)
+        task.networkProtocolName = easy.networkProtocolName
         task.currentURL = easy.effectiveURL
         task.countOfBytesReceived = min(responseBytes, Self.responseBodyLimit)
         task.countOfBytesExpectedToReceive = head.contentLength ?? responseBytes

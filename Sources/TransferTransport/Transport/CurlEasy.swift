@@ -98,6 +98,13 @@ package final class CurlEasy {
         record(ccurl_easy_setopt_long(handle, CURLOPT_HTTP_CONTENT_DECODING, 0))
         // Long background transfers may sit idle behind NATs.
         record(ccurl_easy_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1))
+        // HTTP/2 whenever the server offers it by ALPN (S2.7), and a transfer to an origin
+        // that already has a connection (or one being made) waits to share it rather than
+        // open another.
+        record(ccurl_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, CCURL_HTTP_VERSION_2TLS))
+        record(ccurl_easy_setopt_long(handle, CURLOPT_PIPEWAIT, 1))
+        // Verify against the system's store, named explicitly (S2.6); see `setTLS`.
+        record(applyTLS(.systemDefault))
 
         record(ccurl_easy_setopt_write_callback(handle, curlWriteTrampoline))
         record(ccurl_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, me))
@@ -359,6 +366,16 @@ package final class CurlEasy {
         // A failure from resume() is the real cause; libcurl only reports our progress abort.
         let cause = pendingFailure ?? code
         let detail = pendingFailure == nil ? String(cString: errorBuffer) : nil
+        if pendingFailure == nil, !callbackAborted,
+           code == CURLE_PEER_FAILED_VERIFICATION.rawValue || code == CURLE_SSL_CONNECT_ERROR.rawValue {
+            return .failure(CurlError(tlsCode: code, verifyResult: sslVerifyResult, detail: detail))
+        }
+        if pendingFailure == nil, !callbackAborted, code == CURLE_SSL_PINNEDPUBKEYNOTMATCH.rawValue {
+            // Not the key the app accepted: as untrusted as any unverified chain.
+            let base = CurlError(transferCode: code, detail: detail)
+            return .failure(CurlError(kind: .serverTrustFailed(urlErrorCode: TransferFailure.serverCertificateUntrusted),
+                                      origin: .transfer, code: base.code, message: base.message))
+        }
         return .failure(CurlError(transferCode: cause, detail: detail,
                                   callbackAborted: callbackAborted))
     }
@@ -429,7 +446,7 @@ package final class CurlEasy {
         }
     }
 
-    private func getLong(_ info: CURLINFO) -> Int? {
+    func getLong(_ info: CURLINFO) -> Int? {
         var value = 0
         return ccurl_easy_getinfo_long(handle, info, &value) == CURLE_OK ? value : nil
     }
@@ -439,7 +456,7 @@ package final class CurlEasy {
         return ccurl_easy_getinfo_off_t(handle, info, &value) == CURLE_OK ? Int64(value) : nil
     }
 
-    private func getString(_ info: CURLINFO) -> String? {
+    func getString(_ info: CURLINFO) -> String? {
         var value: UnsafePointer<CChar>? = nil
         guard ccurl_easy_getinfo_string(handle, info, &value) == CURLE_OK, let value else { return nil }
         return String(cString: value)

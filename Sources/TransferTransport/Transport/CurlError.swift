@@ -31,8 +31,14 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
         case badURL
         /// A scheme other than http/https, including as a redirect target.
         case unsupportedProtocol
-        /// TLS handshake or certificate failure.
+        /// TLS handshake failure, or a certificate failure none of the cases below names.
         case secureConnectionFailed
+        /// The server's chain did not verify: `urlErrorCode` is Apple's code for why
+        /// (-1201 bad date, -1202 untrusted or wrong host, -1203 unknown root, -1204 not yet
+        /// valid), from OpenSSL's verify result (CURLINFO_SSL_VERIFYRESULT).
+        case serverTrustFailed(urlErrorCode: Int)
+        /// The server wants a client certificate and none was sent (-1206).
+        case clientCertificateRequired
         /// Anything else (see `code` and `message`).
         case other
     }
@@ -84,6 +90,36 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
             kind = Self.kind(of: code)
         }
         self.init(kind: kind, origin: .transfer, code: Int(rawCode), message: text)
+    }
+
+    /// The error for CURLE_PEER_FAILED_VERIFICATION or CURLE_SSL_CONNECT_ERROR, made precise:
+    /// `verifyResult` is OpenSSL's X509_V_ERR_* code (CURLINFO_SSL_VERIFYRESULT).
+    package init(tlsCode rawCode: UInt32, verifyResult: Int, detail: String?) {
+        let base = CurlError(transferCode: rawCode, detail: detail)
+        let kind: Kind
+        if rawCode == CURLE_PEER_FAILED_VERIFICATION.rawValue {
+            kind = .serverTrustFailed(urlErrorCode: Self.urlErrorCode(verifyResult: verifyResult))
+        } else if let detail, detail.lowercased().contains("certificate required") {
+            // TLS 1.3's certificate_required alert (116), as OpenSSL words it.
+            kind = .clientCertificateRequired
+        } else {
+            kind = base.kind
+        }
+        self.init(kind: kind, origin: .transfer, code: Int(rawCode), message: base.message)
+    }
+
+    /// Apple's code for an OpenSSL verify result (x509_vfy.h). libcurl's own host-name check
+    /// leaves the result at 0 or 1 (X509_V_ERR_UNSPECIFIED): a chain for another host is
+    /// untrusted (-1202), as on Apple's systems.
+    package static func urlErrorCode(verifyResult: Int) -> Int {
+        switch verifyResult {
+        case 10, 12: TransferFailure.serverCertificateHasBadDate        // cert / CRL has expired
+        case 9, 11: TransferFailure.serverCertificateNotYetValid        // cert / CRL not yet valid
+        case 18, 19: TransferFailure.serverCertificateHasUnknownRoot    // self-signed leaf / root not in the store
+        case 2, 20, 21, 24, 27, 28, 62: TransferFailure.serverCertificateUntrusted  // unknown or wrong issuer, not trusted, host mismatch
+        case 0, 1: TransferFailure.serverCertificateUntrusted
+        default: TransferFailure.secureConnectionFailed
+        }
     }
 
     /// The error for a failed multi-handle call.
@@ -141,7 +177,9 @@ extension CurlError {
         switch kind {
         case .couldNotConnect: TransferFailure.cannotConnectToHost
         case .cannotResolveHost: -1003
-        case .secureConnectionFailed: -1200
+        case .secureConnectionFailed: TransferFailure.secureConnectionFailed
+        case .serverTrustFailed(let code): code
+        case .clientCertificateRequired: TransferFailure.clientCertificateRequired
         case .connectionLost: TransferFailure.networkConnectionLost
         case .timedOut: TransferFailure.timedOut
         case .aborted: TransferFailure.cancelled

@@ -67,6 +67,9 @@ package final class CurlMulti {
             throw CurlError(multiCode: CURLM_OUT_OF_MEMORY.rawValue)
         }
         waker = Waker(handle: handle)
+        // Transfers to one origin share one HTTP/2 connection as streams (S2.7); the
+        // per-host limit then counts connections, not transfers.
+        _ = ccurl_multi_setopt_long(handle, CURLMOPT_PIPELINING, CCURL_PIPE_MULTIPLEX)
     }
 
     deinit {

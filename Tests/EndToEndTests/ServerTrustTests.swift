@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+import BackgroundTransfer
+import TransferContainer
+
+/// Server trust in a default (in-process) session against nginx with certificates from a
+/// private CA (S2.6, S3.6): Apple's codes with the failing URL and the peer's chain in
+/// `userInfo`, and the session delegate's server-trust challenge — accept (pinned), default
+/// handling, cancel.
+extension InProcess {
+@Suite(.serialized, .timeLimit(.minutes(2)))
+final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
+    override class var startsDaemon: Bool { false }
+    let certificates: TestCertificates
+    let nginx: Nginx
+    let payload: Data
+
+    required init() throws {
+        let certificates = try TestCertificates.shared.get()
+        self.certificates = certificates
+        nginx = try Nginx.start(sites: TestCertificates.Kind.allCases.map { kind in
+            Nginx.Site(name: kind.rawValue, certificate: certificates.certificateFile(kind), key: certificates.keyFile(kind))
+        })
+        payload = try nginx.serve("file.bin", bytes: 200_000)
+        try super.init()
+    }
+
+    deinit { nginx.stop() }
+
+    /// Answers server-trust challenges the way `answer` says, with Apple's code, and records them.
+    final class TrustDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
+        struct Outcome {
+            var error: URLError?
+            var delivered: Data?
+        }
+        let answer: @Sendable (SecTrust) -> URLSession.AuthChallengeDisposition
+        private let lock = NSCondition()
+        private(set) var trusts: [SecTrust] = []
+        private var outcomes: [Int: Outcome] = [:]
+        private var delivered: [Int: Data] = [:]
+
+        init(answer: @escaping @Sendable (SecTrust) -> URLSession.AuthChallengeDisposition) {
+            self.answer = answer
+        }
+
+        func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+            if challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust, let trust = challenge.protectionSpace.serverTrust {
+                lock.lock(); trusts.append(trust); lock.unlock()
+                let disposition = answer(trust)
+                completionHandler(disposition, disposition == .useCredential ? URLCredential(trust: trust) : nil)
+            } else {
+                completionHandler(.performDefaultHandling, nil)
+            }
+        }
+
+        func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+            let data = try? Data(contentsOf: location)
+            lock.lock(); delivered[downloadTask.taskIdentifier] = data; lock.unlock()
+        }
+
+        func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+            lock.lock()
+            outcomes[task.taskIdentifier] = Outcome(error: error as? URLError, delivered: delivered[task.taskIdentifier])
+            lock.broadcast()
+            lock.unlock()
+        }
+
+        func outcome(of task: Int, timeout: TimeInterval = 20) -> Outcome? {
+            let deadline = Date() + timeout
+            lock.lock()
+            defer { lock.unlock() }
+            while outcomes[task] == nil { if !lock.wait(until: deadline) { break } }
+            return outcomes[task]
+        }
+    }
+
+    private func download(_ kind: TestCertificates.Kind, answer: @escaping @Sendable (SecTrust) -> URLSession.AuthChallengeDisposition) throws -> (TrustDelegate.Outcome, TrustDelegate) {
+        let delegate = TrustDelegate(answer: answer)
+        let session = URLSession(configuration: .default, delegate: delegate, delegateQueue: nil)
+        defer { session.invalidateAndCancel() }
+        let task = session.downloadTask(with: try #require(URL(string: nginx.url(kind.rawValue, "file.bin"))))
+        task.resume()
+        return (try #require(delegate.outcome(of: task.taskIdentifier)), delegate)
+    }
+
+    @Test("Default handling: a chain from a private CA fails with -1202, the failing URL and the peer's chain, and no file", arguments: [TestCertificates.Kind.trusted, .expired, .notYetValid, .selfSigned, .wrongHost])
+    func defaultHandling(kind: TestCertificates.Kind) throws {
+        let (outcome, delegate) = try download(kind) { _ in .performDefaultHandling }
+        #expect(outcome.delivered == nil)
+        let error = try #require(outcome.error)
+        // Without the test CA in the store, every chain of the CA is of an unknown issuer.
+        let expected = kind == .selfSigned ? -1203 : (kind == .expired || kind == .notYetValid || kind == .wrongHost || kind == .trusted ? -1202 : 0)
+        #expect(error.errorCode == expected, "\(error)")
+        #expect(error.userInfo["NSErrorFailingURLStringKey"] as? String == nginx.url(kind.rawValue, "file.bin"))
+        let trust = try #require(error.userInfo[NSURLErrorFailingURLPeerTrustErrorKey] as? SecTrust)
+        #expect(trust.certificateChain.first == certificates.der(kind))
+        #expect(delegate.trusts.count == 1)
+        #expect(delegate.trusts.first?.isTrustedByDefault == false)
+        #expect(!nginx.requests.contains { $0.port == nginx.port(kind.rawValue) }, "no request reaches a server nobody trusts")
+    }
+
+    @Test("The delegate accepts a self-signed chain with URLCredential(trust:): the file arrives over h2, pinned to that key")
+    func acceptedByTheDelegate() throws {
+        let (outcome, delegate) = try download(.selfSigned) { trust in
+            trust.certificateChain.first == TestCertificates.sharedDER(.selfSigned) ? .useCredential : .cancelAuthenticationChallenge
+        }
+        #expect(outcome.error == nil, "\(String(describing: outcome.error))")
+        #expect(outcome.delivered == payload)
+        #expect(delegate.trusts.count == 1)
+        #expect(nginx.requests.last?.protocolName == "HTTP/2.0")
+    }
+
+    @Test("Cancelling the server-trust challenge ends the task with -999 and sends no request")
+    func cancelled() throws {
+        let (outcome, _) = try download(.selfSigned) { _ in .cancelAuthenticationChallenge }
+        #expect(outcome.error?.errorCode == -999)
+        #expect(outcome.delivered == nil)
+        #expect(nginx.requests.isEmpty)
+    }
+}
+}
+
+extension TestCertificates {
+    /// The DER of one of the shared certificates, nil when they could not be made.
+    static func sharedDER(_ kind: Kind) -> Data? {
+        (try? shared.get())?.der(kind)
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Debian's nginx (`/usr/sbin/nginx`) as a real HTTPS + HTTP/2 peer: one process (no master,
+/// not a daemon) under a private prefix in a temporary directory, one TLS server per `Site`
+/// on a free 127.0.0.1 port, serving `files`. The access log names each request's connection
+/// (`$connection`), so a test can count connections. Started by `start`, stopped by its pid in
+/// `stop()` (also on deinit). Owned by the test that made it; `stop()` may be called from any thread.
+final class Nginx: @unchecked Sendable {
+    /// One TLS server: a name to find it by, and the certificate and key it presents.
+    struct Site {
+        var name: String
+        var certificate: URL
+        var key: URL
+        /// Extra directives inside its `server { }` block.
+        var directives = ""
+    }
+
+    static let executable = "/usr/sbin/nginx"
+    static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: executable) }
+
+    let directory: URL
+    /// What the servers serve: put files here.
+    let files: URL
+    let accessLog: URL
+    let errorLog: URL
+    private(set) var ports: [String: Int] = [:]
+    private let process: Process
+    private let exited = DispatchSemaphore(value: 0)
+    private let lock = NSLock()
+    private var stopped = false
+
+    /// Starts nginx with `sites` and waits (up to `timeout`) until each accepts connections;
+    /// on failure nginx is stopped and the error says what its error log says.
+    static func start(sites: [Site], timeout: TimeInterval = 20) throws -> Nginx {
+        guard isInstalled else { throw PeerProcess.Failure(description: "\(executable) is missing: apt-get install nginx-light (.ci/run does)") }
+        let nginx = try Nginx(sites: sites)
+        let deadline = Date() + timeout
+        let up = PeerProcess.wait(until: deadline) { nginx.ports.values.allSatisfy(PeerProcess.accepts(port:)) || !nginx.process.isRunning }
+        guard up, nginx.process.isRunning else {
+            nginx.stop()
+            throw PeerProcess.Failure(description: "nginx did not start (\(up ? "it exited" : "no port accepted in \(timeout) s")); error log:\n\(nginx.errorLogText)")
+        }
+        return nginx
+    }
+
+    private init(sites: [Site]) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("bt-nginx-\(getpid())-\(UUID().uuidString.prefix(8))")
+        files = directory.appendingPathComponent("files")
+        accessLog = directory.appendingPathComponent("access.log")
+        errorLog = directory.appendingPathComponent("error.log")
+        try FileManager.default.createDirectory(at: files, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("temp"), withIntermediateDirectories: true)
+        var servers = ""
+        for site in sites {
+            let port = try PeerProcess.freePort()
+            ports[site.name] = port
+            servers += """
+                  server {
+                    listen 127.0.0.1:\(port) ssl http2;
+                    ssl_certificate \(site.certificate.path);
+                    ssl_certificate_key \(site.key.path);
+                    ssl_protocols TLSv1.2 TLSv1.3;
+                    root \(files.path);
+                    access_log \(accessLog.path) peer;
+                    \(site.directives)
+                  }
+
+                """
+        }
+        let temp = directory.appendingPathComponent("temp").path
+        let configuration = """
+            daemon off;
+            master_process off;
+            worker_processes 1;
+            pid \(directory.path)/nginx.pid;
+            error_log \(errorLog.path) info;
+            events { worker_connections 1024; }
+            http {
+              log_format peer '$connection $connection_requests $server_port $server_protocol $status $request_method $request_uri "$http_range" $body_bytes_sent';
+              client_body_temp_path \(temp)/body;
+              proxy_temp_path \(temp)/proxy;
+              fastcgi_temp_path \(temp)/fastcgi;
+              uwsgi_temp_path \(temp)/uwsgi;
+              scgi_temp_path \(temp)/scgi;
+              default_type application/octet-stream;
+              keepalive_requests 10000;
+              http2_max_concurrent_streams 128;
+            \(servers)}
+
+            """
+        let configurationFile = directory.appendingPathComponent("nginx.conf")
+        try configuration.write(to: configurationFile, atomically: true, encoding: .utf8)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.executable)
+        process.arguments = ["-p", directory.path + "/", "-c", configurationFile.path, "-e", errorLog.path]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        let output = directory.appendingPathComponent("stderr.log")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: output)
+        process.terminationHandler = { [exited] _ in exited.signal() }
+        try process.run()
+    }
+
+    deinit { stop() }
+
+    /// Stops nginx by its pid and waits (up to 10 s) for it; removes its directory.
+    func stop() {
+        lock.lock()
+        let first = !stopped
+        stopped = true
+        lock.unlock()
+        guard first else { return }
+        let pid = process.processIdentifier
+        // SIGKILL, not SIGTERM: the process inherits the test runner's blocked signals, and a
+        // single-process nginx never unblocks them (measured: SIGTERM waited out its deadline).
+        // It keeps no state a test needs.
+        if process.isRunning { kill(pid, SIGKILL) }
+        _ = exited.wait(timeout: .now() + 10)
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    func port(_ site: String) -> Int { ports[site] ?? 0 }
+
+    /// https://127.0.0.1:PORT/path of a site.
+    func url(_ site: String, _ path: String) -> String {
+        "https://127.0.0.1:\(port(site))/\(path.hasPrefix("/") ? String(path.dropFirst()) : path)"
+    }
+
+    /// Writes a file to serve; returns its bytes.
+    @discardableResult
+    func serve(_ name: String, bytes count: Int, seed: UInt32 = 1) throws -> Data {
+        var state = seed &* 2_654_435_761 | 1
+        var data = Data(count: count)
+        data.withUnsafeMutableBytes { buffer in
+            for index in buffer.indices {
+                state = state &* 1_664_525 &+ 1_013_904_223
+                buffer[index] = UInt8(truncatingIfNeeded: state >> 24)
+            }
+        }
+        try data.write(to: files.appendingPathComponent(name))
+        return data
+    }
+
+    /// One access-log line, parsed.
+    struct Request {
+        var connection: Int
+        var port: Int
+        var protocolName: String
+        var status: Int
+        var uri: String
+        var range: String
+    }
+
+    /// The requests logged so far (nginx writes each line when the request ends).
+    var requests: [Request] {
+        let text = (try? String(contentsOf: accessLog, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { line in
+            let parts = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard parts.count >= 8, let connection = Int(parts[0]), let port = Int(parts[2]), let status = Int(parts[4]) else { return nil }
+            return Request(connection: connection, port: port, protocolName: String(parts[3]), status: status, uri: String(parts[6]),
+                           range: String(parts[7]).trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+        }
+    }
+
+    var errorLogText: String { (try? String(contentsOf: errorLog, encoding: .utf8)) ?? "" }
+}

@@ -1,0 +1,130 @@
+import Foundation
+
+/// Certificates made at test time with the `openssl` command line, in a temporary directory:
+/// a private CA and server certificates for 127.0.0.1 (an IP SAN) in every state a test needs.
+/// Made once per process (`shared`) — making keys costs tens of milliseconds each — and only
+/// read afterwards, so any thread may use it.
+final class TestCertificates: Sendable {
+    /// A server certificate's state, and the `URLError` code the default evaluation gives it
+    /// when the test CA is trusted.
+    enum Kind: String, CaseIterable, Sendable {
+        /// Signed by the test CA, for 127.0.0.1, valid now.
+        case trusted
+        /// Signed by the test CA, expired in 2020 (-1201).
+        case expired
+        /// Signed by the test CA, valid from 2099 (-1204).
+        case notYetValid
+        /// Signed by the test CA, for wrong.example (-1202).
+        case wrongHost
+        /// Its own issuer (-1203).
+        case selfSigned
+        /// Signed by another CA nobody trusts (-1202).
+        case otherCA
+
+        var expectedCode: Int? {
+            switch self {
+            case .trusted: nil
+            case .expired: -1201
+            case .notYetValid: -1204
+            case .wrongHost: -1202
+            case .selfSigned: -1203
+            case .otherCA: -1202
+            }
+        }
+    }
+
+    let directory: URL
+    /// The test CA, PEM file and DER.
+    let caFile: URL
+    let caDER: Data
+
+    func certificateFile(_ kind: Kind) -> URL { directory.appendingPathComponent("\(kind.rawValue).pem") }
+    func keyFile(_ kind: Kind) -> URL { directory.appendingPathComponent(kind == .selfSigned ? "self.key" : "leaf.key") }
+
+    /// The process's certificates, made on first use.
+    static let shared: Result<TestCertificates, PeerProcess.Failure> = {
+        do { return .success(try TestCertificates()) } catch let error as PeerProcess.Failure {
+            return .failure(error)
+        } catch {
+            return .failure(PeerProcess.Failure(description: "\(error)"))
+        }
+    }()
+
+    private init() throws {
+        let openssl = "/usr/bin/openssl"
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bt-certs-\(getpid())-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("db"), withIntermediateDirectories: true)
+        func write(_ name: String, _ text: String) throws {
+            try text.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        try write("ext.cnf", """
+            [leaf]
+            basicConstraints=critical,CA:FALSE
+            keyUsage=critical,digitalSignature,keyEncipherment
+            extendedKeyUsage=serverAuth
+            subjectAltName=IP:127.0.0.1
+            [wrong]
+            basicConstraints=critical,CA:FALSE
+            keyUsage=critical,digitalSignature,keyEncipherment
+            extendedKeyUsage=serverAuth
+            subjectAltName=DNS:wrong.example
+            """)
+        // `openssl ca`, because only it sets arbitrary validity dates (OpenSSL 3.0's x509 cannot).
+        try write("ca.cnf", """
+            [ca]
+            default_ca = test
+            [test]
+            dir = .
+            database = db/index.txt
+            new_certs_dir = db
+            serial = db/serial
+            default_md = sha256
+            policy = any
+            unique_subject = no
+            [any]
+            commonName = supplied
+            """)
+        try write("db/index.txt", "")
+        try write("db/serial", "1000\n")
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        let caExtensions = ["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"]
+        try PeerProcess.run(openssl, ["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.pem", "-days", "3", "-subj", "/CN=BackgroundTransfer Test CA"] + caExtensions, in: directory)
+        try PeerProcess.run(openssl, ["req", "-x509"] + ec + ["-keyout", "other-ca.key", "-out", "other-ca.pem", "-days", "3", "-subj", "/CN=Untrusted Test CA"] + caExtensions, in: directory)
+        try PeerProcess.run(openssl, ["req", "-new"] + ec + ["-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1"], in: directory)
+        func sign(_ kind: Kind, ca: String = "ca", extensions: String = "leaf", dates: [String]) throws {
+            try PeerProcess.run(openssl, ["ca", "-batch", "-notext", "-config", "ca.cnf", "-cert", "\(ca).pem", "-keyfile", "\(ca).key", "-in", "leaf.csr",
+                                          "-out", "\(kind.rawValue).pem", "-extfile", "ext.cnf", "-extensions", extensions] + dates, in: directory)
+        }
+        let now = ["-days", "3"]
+        try sign(.trusted, dates: now)
+        try sign(.expired, dates: ["-startdate", "20200101000000Z", "-enddate", "20200201000000Z"])
+        try sign(.notYetValid, dates: ["-startdate", "20990101000000Z", "-enddate", "20991231000000Z"])
+        try sign(.wrongHost, extensions: "wrong", dates: now)
+        try sign(.otherCA, ca: "other-ca", dates: now)
+        try PeerProcess.run(openssl, ["req", "-x509"] + ec + ["-keyout", "self.key", "-out", "selfSigned.pem", "-days", "3", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], in: directory)
+        let caFile = directory.appendingPathComponent("ca.pem")
+        let pem = try String(contentsOf: caFile, encoding: .utf8)
+        guard let der = Self.certificates(inPEM: pem).first else { throw PeerProcess.Failure(description: "no certificate in \(caFile.path)") }
+        self.directory = directory
+        self.caFile = caFile
+        caDER = der
+    }
+
+    /// The DER certificates of a PEM file's text.
+    static func certificates(inPEM text: String) -> [Data] {
+        var result: [Data] = []
+        var body: String?
+        for line in text.split(whereSeparator: \.isNewline) {
+            if line.hasPrefix("-----BEGIN CERTIFICATE") { body = "" } else if line.hasPrefix("-----END CERTIFICATE") {
+                if let body, let der = Data(base64Encoded: body) { result.append(der) }
+                body = nil
+            } else if let current = body { body = current + line }
+        }
+        return result
+    }
+
+    /// The DER of a certificate file.
+    func der(_ kind: Kind) -> Data? {
+        (try? String(contentsOf: certificateFile(kind), encoding: .utf8)).flatMap { Self.certificates(inPEM: $0).first }
+    }
+}
