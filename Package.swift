@@ -39,6 +39,9 @@ let package = Package(
         .target(name: "BackgroundTransfer", dependencies: ["TransferContainer", "TransferTransport"]),
         // A small HTTP/1.1 server on POSIX sockets for tests, the demo and the benchmark.
         .target(name: "LoopbackServer", dependencies: ["TransferContainer"]),
+        // Real peers from outside the project for tests and the benchmark: Debian's nginx over
+        // TLS and HTTP/2, certificates made by openssl. Test support, never shipped.
+        .target(name: "TestPeers"),
         // What the stand-in app and extensions share: identities, command lines, Downloads/.
         .target(name: "StandInSupport", dependencies: ["BackgroundTransfer", "TransferContainer"]),
 
@@ -54,11 +57,11 @@ let package = Package(
 
         .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "StandInSupport"]),
         .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer", "TransferContainer"]),
-        .testTarget(name: "TransferTransportTests", dependencies: ["TransferTransport", "LoopbackServer"]),
+        .testTarget(name: "TransferTransportTests", dependencies: ["TransferTransport", "LoopbackServer", "TestPeers"]),
         .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "LoopbackServer"]),
         // Real processes from the built executables, real sockets, real SIGKILLs.
         .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer", "StandInSupport",
-                                                          "transferd", "host-app", "fetch-extension", "share-extension", "bgtransfer"]),
+                                                          "transferd", "host-app", "fetch-extension", "share-extension", "bgtransfer", "TestPeers"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -8,24 +8,31 @@ import Glibc
 /// on a free 127.0.0.1 port, serving `files`. The access log names each request's connection
 /// (`$connection`), so a test can count connections. Started by `start`, stopped by its pid in
 /// `stop()` (also on deinit). Owned by the test that made it; `stop()` may be called from any thread.
-final class Nginx: @unchecked Sendable {
+package final class Nginx: @unchecked Sendable {
     /// One TLS server: a name to find it by, and the certificate and key it presents.
-    struct Site {
-        var name: String
-        var certificate: URL
-        var key: URL
+    package struct Site {
+        package var name: String
+        package var certificate: URL
+        package var key: URL
         /// Extra directives inside its `server { }` block.
-        var directives = ""
+        package var directives = ""
+
+        package init(name: String, certificate: URL, key: URL, directives: String = "") {
+            self.name = name
+            self.certificate = certificate
+            self.key = key
+            self.directives = directives
+        }
     }
 
-    static let executable = "/usr/sbin/nginx"
-    static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: executable) }
+    package static let executable = "/usr/sbin/nginx"
+    package static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: executable) }
 
-    let directory: URL
+    package let directory: URL
     /// What the servers serve: put files here.
-    let files: URL
-    let accessLog: URL
-    let errorLog: URL
+    package let files: URL
+    package let accessLog: URL
+    package let errorLog: URL
     private(set) var ports: [String: Int] = [:]
     private let process: Process
     private let exited = DispatchSemaphore(value: 0)
@@ -34,7 +41,7 @@ final class Nginx: @unchecked Sendable {
 
     /// Starts nginx with `sites` and waits (up to `timeout`) until each accepts connections;
     /// on failure nginx is stopped and the error says what its error log says.
-    static func start(sites: [Site], timeout: TimeInterval = 20) throws -> Nginx {
+    package static func start(sites: [Site], timeout: TimeInterval = 20) throws -> Nginx {
         guard isInstalled else { throw PeerProcess.Failure(description: "\(executable) is missing: apt-get install nginx-light (.ci/run does)") }
         let nginx = try Nginx(sites: sites)
         let deadline = Date() + timeout
@@ -108,7 +115,7 @@ final class Nginx: @unchecked Sendable {
     deinit { stop() }
 
     /// Stops nginx by its pid and waits (up to 10 s) for it; removes its directory.
-    func stop() {
+    package func stop() {
         lock.lock()
         let first = !stopped
         stopped = true
@@ -123,16 +130,16 @@ final class Nginx: @unchecked Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    func port(_ site: String) -> Int { ports[site] ?? 0 }
+    package func port(_ site: String) -> Int { ports[site] ?? 0 }
 
     /// https://127.0.0.1:PORT/path of a site.
-    func url(_ site: String, _ path: String) -> String {
+    package func url(_ site: String, _ path: String) -> String {
         "https://127.0.0.1:\(port(site))/\(path.hasPrefix("/") ? String(path.dropFirst()) : path)"
     }
 
     /// Writes a file to serve; returns its bytes.
     @discardableResult
-    func serve(_ name: String, bytes count: Int, seed: UInt32 = 1) throws -> Data {
+    package func serve(_ name: String, bytes count: Int, seed: UInt32 = 1) throws -> Data {
         var state = seed &* 2_654_435_761 | 1
         var data = Data(count: count)
         data.withUnsafeMutableBytes { buffer in
@@ -146,17 +153,17 @@ final class Nginx: @unchecked Sendable {
     }
 
     /// One access-log line, parsed.
-    struct Request {
-        var connection: Int
-        var port: Int
-        var protocolName: String
-        var status: Int
-        var uri: String
-        var range: String
+    package struct Request {
+        package var connection: Int
+        package var port: Int
+        package var protocolName: String
+        package var status: Int
+        package var uri: String
+        package var range: String
     }
 
     /// The requests logged so far (nginx writes each line when the request ends).
-    var requests: [Request] {
+    package var requests: [Request] {
         let text = (try? String(contentsOf: accessLog, encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { line in
             let parts = line.split(separator: " ", omittingEmptySubsequences: false)
@@ -166,5 +173,5 @@ final class Nginx: @unchecked Sendable {
         }
     }
 
-    var errorLogText: String { (try? String(contentsOf: errorLog, encoding: .utf8)) ?? "" }
+    package var errorLogText: String { (try? String(contentsOf: errorLog, encoding: .utf8)) ?? "" }
 }

@@ -5,15 +5,17 @@ import Glibc
 
 /// Small pieces the real test peers (nginx, openssl) share: running a command to its end with
 /// a deadline, a free loopback port, waiting for a port to accept. Any thread.
-enum PeerProcess {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+package enum PeerProcess {
+    package struct Failure: Error, CustomStringConvertible {
+        package var description: String
+
+        package init(description: String) { self.description = description }
     }
 
     /// Runs `executable` to its end (killed by its pid at the deadline); throws with its
     /// output when it fails.
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String], in directory: URL, timeout: TimeInterval = 30) throws -> String {
+    package static func run(_ executable: String, _ arguments: [String], in directory: URL, timeout: TimeInterval = 30) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
@@ -42,7 +44,7 @@ enum PeerProcess {
 
     /// A TCP port on 127.0.0.1 nobody listens on now (the kernel's pick; released at once, so
     /// the peer that binds it next is almost surely first).
-    static func freePort() throws -> Int {
+    package static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket: errno \(errno)") }
         defer { close(fd) }
@@ -55,7 +57,7 @@ enum PeerProcess {
     }
 
     /// Whether something accepts connections on 127.0.0.1:`port` now.
-    static func accepts(port: Int) -> Bool {
+    package static func accepts(port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
@@ -64,7 +66,7 @@ enum PeerProcess {
     }
 
     /// Waits until `condition` holds, checking every 10 ms, or the deadline passes; returns whether it held.
-    static func wait(until deadline: Date, _ condition: () -> Bool) -> Bool {
+    package static func wait(until deadline: Date, _ condition: () -> Bool) -> Bool {
         while !condition() {
             if Date() > deadline { return false }
             usleep(10_000)

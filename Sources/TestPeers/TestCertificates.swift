@@ -4,10 +4,10 @@ import Foundation
 /// a private CA and server certificates for 127.0.0.1 (an IP SAN) in every state a test needs.
 /// Made once per process (`shared`) — making keys costs tens of milliseconds each — and only
 /// read afterwards, so any thread may use it.
-final class TestCertificates: Sendable {
+package final class TestCertificates: Sendable {
     /// A server certificate's state, and the `URLError` code the default evaluation gives it
     /// when the test CA is trusted.
-    enum Kind: String, CaseIterable, Sendable {
+    package enum Kind: String, CaseIterable, Sendable {
         /// Signed by the test CA, for 127.0.0.1, valid now.
         case trusted
         /// Signed by the test CA, expired in 2020 (-1201).
@@ -21,7 +21,7 @@ final class TestCertificates: Sendable {
         /// Signed by another CA nobody trusts (-1202).
         case otherCA
 
-        var expectedCode: Int? {
+        package var expectedCode: Int? {
             switch self {
             case .trusted: nil
             case .expired: -1201
@@ -33,16 +33,16 @@ final class TestCertificates: Sendable {
         }
     }
 
-    let directory: URL
+    package let directory: URL
     /// The test CA, PEM file and DER.
-    let caFile: URL
-    let caDER: Data
+    package let caFile: URL
+    package let caDER: Data
 
-    func certificateFile(_ kind: Kind) -> URL { directory.appendingPathComponent("\(kind.rawValue).pem") }
-    func keyFile(_ kind: Kind) -> URL { directory.appendingPathComponent(kind == .selfSigned ? "self.key" : "leaf.key") }
+    package func certificateFile(_ kind: Kind) -> URL { directory.appendingPathComponent("\(kind.rawValue).pem") }
+    package func keyFile(_ kind: Kind) -> URL { directory.appendingPathComponent(kind == .selfSigned ? "self.key" : "leaf.key") }
 
     /// The process's certificates, made on first use.
-    static let shared: Result<TestCertificates, PeerProcess.Failure> = {
+    package static let shared: Result<TestCertificates, PeerProcess.Failure> = {
         do { return .success(try TestCertificates()) } catch let error as PeerProcess.Failure {
             return .failure(error)
         } catch {
@@ -111,7 +111,7 @@ final class TestCertificates: Sendable {
     }
 
     /// The DER certificates of a PEM file's text.
-    static func certificates(inPEM text: String) -> [Data] {
+    package static func certificates(inPEM text: String) -> [Data] {
         var result: [Data] = []
         var body: String?
         for line in text.split(whereSeparator: \.isNewline) {
@@ -124,7 +124,7 @@ final class TestCertificates: Sendable {
     }
 
     /// The DER of a certificate file.
-    func der(_ kind: Kind) -> Data? {
+    package func der(_ kind: Kind) -> Data? {
         (try? String(contentsOf: certificateFile(kind), encoding: .utf8)).flatMap { Self.certificates(inPEM: $0).first }
     }
 }
