@@ -67,14 +67,6 @@ CURLcode ccurl_easy_getinfo_string(CURL *easy, CURLINFO info, const char **value
     return curl_easy_getinfo(easy, info, (char **)value);
 }
 
-CURLcode ccurl_easy_getinfo_double(CURL *easy, CURLINFO info, double *value) {
-    return curl_easy_getinfo(easy, info, value);
-}
-
-CURLcode ccurl_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value) {
-    return curl_easy_getinfo(easy, info, (char **)value);
-}
-
 int ccurl_easy_certificate_count(CURL *easy) {
     struct curl_certinfo *info = NULL;
     if (curl_easy_getinfo(easy, CURLINFO_CERTINFO, &info) != CURLE_OK || info == NULL) {

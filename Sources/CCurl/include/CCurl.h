@@ -74,9 +74,6 @@ CURLcode ccurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value);
 CURLcode ccurl_easy_getinfo_off_t(CURL *easy, CURLINFO info, curl_off_t *value);
 /// The string belongs to the handle and is valid until the next call on it; may be NULL.
 CURLcode ccurl_easy_getinfo_string(CURL *easy, CURLINFO info, const char **value);
-CURLcode ccurl_easy_getinfo_double(CURL *easy, CURLINFO info, double *value);
-/// For CURLINFO_PRIVATE.
-CURLcode ccurl_easy_getinfo_pointer(CURL *easy, CURLINFO info, void **value);
 /// CURLINFO_CERTINFO: the number of certificates of the last connection (with CURLOPT_CERTINFO
 /// on), and the `index`-th one's fields ("Subject:…", "Cert:-----BEGIN…") as a list that
 /// belongs to the handle (valid until the next transfer). NULL when out of range.

@@ -37,9 +37,10 @@ package final class CurlEasy {
     package let handle: UnsafeMutableRawPointer
     /// libcurl writes a detailed message here on failure (CURLOPT_ERRORBUFFER).
     private let errorBuffer: UnsafeMutablePointer<CChar>
-    private var headerList: CurlHeaderList?
-    private var method = "GET"
-    private var uploadSize: Int64?
+    /// The request's state its setters keep (see `CurlEasy+Request.swift`).
+    var headerList: CurlHeaderList?
+    var method = "GET"
+    var uploadSize: Int64?
     /// Set when one of our callbacks told libcurl to stop, so the resulting
     /// CURLE_WRITE_ERROR / CURLE_ABORTED_BY_CALLBACK is reported as `.aborted`.
     private var callbackAborted = false
@@ -133,112 +134,6 @@ package final class CurlEasy {
         // headerList is released after this body, i.e. after libcurl let go of it.
     }
 
-    // MARK: Request
-
-    /// Sets the URL after checking it parses and is http or https.
-    package func setURL(_ url: String) throws(CurlError) {
-        guard let parsed = curl_url() else {
-            throw CurlError(transferCode: CURLE_OUT_OF_MEMORY.rawValue)
-        }
-        defer { curl_url_cleanup(parsed) }
-        let parseCode = curl_url_set(parsed, CURLUPART_URL, url, 0)
-        guard parseCode == CURLUE_OK else { throw CurlError(urlCode: parseCode.rawValue) }
-        var scheme: UnsafeMutablePointer<CChar>? = nil
-        let schemeCode = curl_url_get(parsed, CURLUPART_SCHEME, &scheme, 0)
-        defer { curl_free(scheme) }
-        guard schemeCode == CURLUE_OK, let scheme else { throw CurlError(urlCode: schemeCode.rawValue) }
-        let name = String(cString: scheme).lowercased()
-        guard name == "http" || name == "https" else {
-            throw CurlError(transferCode: CURLE_UNSUPPORTED_PROTOCOL.rawValue,
-                            detail: "scheme \(name) is not allowed")
-        }
-        try check(ccurl_easy_setopt_string(handle, CURLOPT_URL, url))
-    }
-
-    /// The HTTP method, "GET" by default. Applied when the handle is added to a `CurlMulti`,
-    /// together with `onUploadRead` and `setUploadSize`, so the call order does not matter:
-    /// - HEAD: no body is read (CURLOPT_NOBODY).
-    /// - POST: CURLOPT_POST, body from `onUploadRead` (none if nil). libcurl adds
-    ///   `Content-Type: application/x-www-form-urlencoded` unless a header sets one, and turns
-    ///   it into GET on a 301/302/303 redirect, as browsers and URLSession do.
-    /// - PUT: CURLOPT_UPLOAD (an empty body if `onUploadRead` is nil).
-    /// - anything else: CURLOPT_CUSTOMREQUEST, with an upload if `onUploadRead` is set.
-    package func setMethod(_ method: String) {
-        self.method = method.uppercased()
-    }
-
-    /// Replaces the request header lines ("Name: value"). See `CurlHeaderList` for the rules.
-    package func setHeaders(_ lines: [String]) throws(CurlError) {
-        let list = try CurlHeaderList(lines: lines)
-        try check(ccurl_easy_setopt_slist(handle, CURLOPT_HTTPHEADER,
-                                          UnsafeMutablePointer<curl_slist>(list.head)))
-        headerList = list  // the previous list is freed only now that libcurl no longer uses it
-    }
-
-    /// Asks for the body from `offset` on (`Range: bytes=N-`); nil asks for all of it.
-    /// CURLOPT_RANGE rather than RESUME_FROM: with RESUME_FROM libcurl fails the transfer when
-    /// the server answers 200 (e.g. because an If-Range validator no longer matched), while
-    /// we want to see that 200 and restart. So check `responseCode` (206 vs 200) in the caller,
-    /// which also adds the If-Range header itself.
-    package func setRange(from offset: Int64?) {
-        let value = offset.map { "\(max(0, $0))-" }
-        _ = ccurl_easy_setopt_string(handle, CURLOPT_RANGE, value)
-    }
-
-    /// HTTP authentication schemes libcurl may answer a challenge with.
-    package struct AuthSchemes: OptionSet {
-        package let rawValue: Int
-        package init(rawValue: Int) { self.rawValue = rawValue }
-        package static let basic = AuthSchemes(rawValue: 1)   // CURLAUTH_BASIC: sent at once
-        package static let digest = AuthSchemes(rawValue: 2)  // CURLAUTH_DIGEST: libcurl answers the nonce itself
-    }
-
-    /// User and password for the origin (nil: none).
-    package func setServerCredential(user: String?, password: String?, schemes: AuthSchemes) {
-        _ = ccurl_easy_setopt_string(handle, CURLOPT_USERNAME, user)
-        _ = ccurl_easy_setopt_string(handle, CURLOPT_PASSWORD, password)
-        _ = ccurl_easy_setopt_long(handle, CURLOPT_HTTPAUTH, schemes.rawValue)
-    }
-
-    /// An HTTP proxy ("host:port"; nil: none, whatever the environment says), and user and
-    /// password for it.
-    package func setProxy(_ proxy: String?, user: String?, password: String?, schemes: AuthSchemes) {
-        _ = ccurl_easy_setopt_string(handle, CURLOPT_PROXY, proxy.map { "http://\($0)" } ?? "")
-        _ = ccurl_easy_setopt_string(handle, CURLOPT_PROXYUSERNAME, user)
-        _ = ccurl_easy_setopt_string(handle, CURLOPT_PROXYPASSWORD, password)
-        _ = ccurl_easy_setopt_long(handle, CURLOPT_PROXYAUTH, schemes.rawValue)
-    }
-
-    /// Follow 3xx Location headers, at most `maximum` times (then `.tooManyRedirects`).
-    package func setFollowsRedirects(_ on: Bool, maximum: Int) {
-        _ = ccurl_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, on ? 1 : 0)
-        _ = ccurl_easy_setopt_long(handle, CURLOPT_MAXREDIRS, max(0, maximum))
-    }
-
-    /// The request body's length; nil (the default) means unknown, sent chunked.
-    package func setUploadSize(_ size: Int64?) {
-        uploadSize = size.map { max(0, $0) }
-    }
-
-    /// nil leaves libcurl's default (no low-speed check; 300 s to connect).
-    /// The low-speed check ends a transfer that moved fewer than `bytesPerSecond` for
-    /// `lowSpeedTime` seconds; libcurl does not count time while receiving is paused.
-    package func setTimeouts(connect: Double?, lowSpeedLimit bytesPerSecond: Int?, lowSpeedTime: Double?) {
-        // Whatever the numbers (NaN, infinity, 1e300), libcurl gets a long: never a trap.
-        let connectMilliseconds = connect.map { CheckedNumbers.wholeSeconds($0 * 1000) } ?? 0
-        _ = ccurl_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, connectMilliseconds)
-        _ = ccurl_easy_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, max(0, bytesPerSecond ?? 0))
-        let seconds = lowSpeedTime.map { CheckedNumbers.wholeSeconds($0) } ?? 0
-        _ = ccurl_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, seconds)
-    }
-
-    /// The largest chunk handed to `onBody` / asked from `onUploadRead`.
-    /// libcurl clamps it (receive 1 KiB...10 MiB, send 16 KiB...2 MiB).
-    package func setBufferSize(_ bytes: Int) {
-        _ = ccurl_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, bytes)
-        _ = ccurl_easy_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, bytes)
-    }
-
     // MARK: Pausing
 
     /// Sets the whole pause state: `receiving` stops body delivery, `sending` stops upload reads.
@@ -266,59 +161,6 @@ package final class CurlEasy {
             // the progress callback end the transfer at the next perform.
             pendingFailure = code.rawValue
         }
-    }
-
-    // MARK: Results (valid once the transfer completed; some also during it)
-
-    /// The last response's status code; 0 before one arrived.
-    package var responseCode: Int {
-        Int(getLong(CURLINFO_RESPONSE_CODE) ?? 0)
-    }
-
-    /// The URL of the last request (differs from the set one after redirects).
-    package var effectiveURL: String? {
-        getString(CURLINFO_EFFECTIVE_URL)
-    }
-
-    /// The last response's Content-Length; nil when it had none.
-    package var contentLengthDownload: Int64? {
-        guard let length = getOffset(CURLINFO_CONTENT_LENGTH_DOWNLOAD_T), length >= 0 else { return nil }
-        return length
-    }
-
-    /// The last response's Content-Type header value, if any.
-    package var contentType: String? {
-        getString(CURLINFO_CONTENT_TYPE)
-    }
-
-    /// How many redirects were followed.
-    package var redirectCount: Int {
-        Int(getLong(CURLINFO_REDIRECT_COUNT) ?? 0)
-    }
-
-    /// The IP address and port of the last connection used.
-    package var primaryIP: String? {
-        getString(CURLINFO_PRIMARY_IP)
-    }
-
-    package var primaryPort: Int? {
-        getLong(CURLINFO_PRIMARY_PORT)
-    }
-
-    /// Body bytes received (of the last response, after transfer decoding such as chunked).
-    package var bytesReceived: Int64 {
-        getOffset(CURLINFO_SIZE_DOWNLOAD_T) ?? 0
-    }
-
-    /// Body bytes sent.
-    package var bytesSent: Int64 {
-        getOffset(CURLINFO_SIZE_UPLOAD_T) ?? 0
-    }
-
-    /// Seconds the whole exchange took (including redirects).
-    package var totalTime: Double {
-        var value = 0.0
-        return ccurl_easy_getinfo_double(handle, CURLINFO_TOTAL_TIME, &value) == CURLE_OK ? value : 0
     }
 
     // MARK: For CurlMulti
@@ -440,26 +282,10 @@ package final class CurlEasy {
 
     // MARK: Helpers
 
-    private func check(_ code: CURLcode) throws(CurlError) {
+    func check(_ code: CURLcode) throws(CurlError) {
         guard code == CURLE_OK else {
             throw CurlError(transferCode: code.rawValue, detail: String(cString: errorBuffer))
         }
-    }
-
-    func getLong(_ info: CURLINFO) -> Int? {
-        var value = 0
-        return ccurl_easy_getinfo_long(handle, info, &value) == CURLE_OK ? value : nil
-    }
-
-    private func getOffset(_ info: CURLINFO) -> Int64? {
-        var value: curl_off_t = 0
-        return ccurl_easy_getinfo_off_t(handle, info, &value) == CURLE_OK ? Int64(value) : nil
-    }
-
-    func getString(_ info: CURLINFO) -> String? {
-        var value: UnsafePointer<CChar>? = nil
-        guard ccurl_easy_getinfo_string(handle, info, &value) == CURLE_OK, let value else { return nil }
-        return String(cString: value)
     }
 }
 
