@@ -27,6 +27,8 @@ let package = Package(
         // The few GNU/Linux calls Glibc's Swift module hides (SO_PEERCRED, accept4, O_PATH, setsid spawn).
         .target(name: "CPOSIX"),
         .target(name: "CSHA256"),
+        // SHA-256 from the system's libcrypto (OpenSSL 3, EVP).
+        .target(name: "CLibcrypto", linkerSettings: [.linkedLibrary("crypto")]),
         // Transfers and their transport: one download or upload over libcurl, the loop that
         // drives them, the libcurl → URLError mapping and the retry policy. The daemon and
         // default (foreground) sessions both run transfers through it.
@@ -50,7 +52,7 @@ let package = Package(
         .executableTarget(name: "bgtransfer", dependencies: ["TransferContainer", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
         // Benchmarks against curl and kill-recovery figures: `swift run -c release transfer-bench`.
-        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer", "transferd", "host-app", "fetch-extension", "share-extension"]),
+        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "CSHA256", "CLibcrypto", "LoopbackServer", "BackgroundTransfer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
         .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "StandInSupport"]),
         .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer", "TransferContainer"]),

@@ -1,0 +1,183 @@
+import CLibcrypto
+import CSHA256
+import Foundation
+import TransferContainer
+
+/// `transfer-bench hand-written`: each piece the project wrote by hand where Foundation or the
+/// system has one, timed against that one in the same run: the compact JSON coder against
+/// `JSONEncoder`/`JSONDecoder` on the real records and frames (and on the coding one task
+/// creation costs the daemon), ISO 8601 by hand against `Date.ISO8601FormatStyle` and
+/// `ISO8601DateFormatter`, SHA-256 in C against libcrypto's. Every run times each pair once,
+/// alternating which goes first; a piece's figure is the median ratio (hand-written ÷ system)
+/// and its spread over the runs. In-process; printed, not part of the report or of `all`.
+/// Runs on the main thread.
+struct HandWrittenBenchmark {
+    let runs: Int
+    let quick: Bool
+
+    /// One pair: the hand-written piece and the system's, each doing the same work `iterations` times.
+    struct Pair {
+        var name: String
+        var iterations: Int
+        var handWritten: () throws -> Void
+        var system: () throws -> Void
+    }
+
+    func run() throws {
+        let records = try SampleRecords()
+        let file = "/tmp/bgt-bench-\(getpid())-sha256.bin"
+        defer { unlink(file) }
+        let pairs = try jsonPairs(records) + iso8601Pairs() + sha256Pairs(file: file)
+        print("hand-written ÷ system: µs per operation (medians) and the ratio's median [smallest–largest] over \(runs) alternating runs, after one warm-up run")
+        print("journal line \(records.journalLine.count) bytes, createTask request \(records.request.count) bytes, event frame \(records.eventFrame.count) bytes, session record \(records.session.count) bytes")
+        print("piece".padding(toLength: 44, withPad: " ", startingAt: 0) + "   hand-written       system   ratio")
+        for pair in pairs { try compare(pair) }
+        try creationCoding(records)
+    }
+
+    /// Times the pair `runs` times after a warm-up, alternating which side goes first; prints a line.
+    private func compare(_ pair: Pair) throws {
+        func microseconds(_ body: () throws -> Void) throws -> Double {
+            let start = monotonicNow()
+            for _ in 0..<pair.iterations { try body() }
+            return (monotonicNow() - start) * 1e6 / Double(pair.iterations)
+        }
+        var handWritten: [Double] = []
+        var system: [Double] = []
+        for run in 0...runs {
+            let (ours, theirs): (Double, Double)
+            if run % 2 == 0 {
+                ours = try microseconds(pair.handWritten)
+                theirs = try microseconds(pair.system)
+            } else {
+                theirs = try microseconds(pair.system)
+                ours = try microseconds(pair.handWritten)
+            }
+            guard run > 0 else { continue } // the warm-up
+            handWritten.append(ours)
+            system.append(theirs)
+        }
+        let ratios = zip(handWritten, system).map { $0 / $1 }.sorted()
+        print(pair.name.padding(toLength: 44, withPad: " ", startingAt: 0)
+              + String(format: " %14.3f %12.3f   %.3f [%.3f–%.3f]", median(handWritten), median(system), median(ratios), ratios.first ?? 0, ratios.last ?? 0))
+    }
+
+    private func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+
+    // MARK: JSON
+
+    private func jsonPairs(_ records: SampleRecords) throws -> [Pair] {
+        let encoder = SampleRecords.foundationEncoder()
+        let decoder = RecordCoding.decoder()
+        let compact = CompactJSONEncoder()
+        let iterations = quick ? 200 : 2_000
+        let (line, request, frame, session) = (records.line, records.requestFrame, records.frame, records.sessionRecord)
+        return [
+            Pair(name: "JSON encode: journal line (TaskRecord)", iterations: iterations,
+                 handWritten: { _ = try compact.encode(line) }, system: { _ = try encoder.encode(line) }),
+            Pair(name: "JSON decode: journal line (TaskRecord)", iterations: iterations,
+                 handWritten: { _ = try RecordCoding.decode(JournalLine.self, from: records.journalLine) },
+                 system: { _ = try decoder.decode(JournalLine.self, from: records.journalLine) }),
+            Pair(name: "JSON encode: createTask request", iterations: iterations,
+                 handWritten: { _ = try compact.encode(request) }, system: { _ = try encoder.encode(request) }),
+            Pair(name: "JSON decode: createTask request", iterations: iterations,
+                 handWritten: { _ = try RecordCoding.decode(RequestFrame.self, from: records.request) },
+                 system: { _ = try decoder.decode(RequestFrame.self, from: records.request) }),
+            Pair(name: "JSON encode: event frame (push)", iterations: iterations,
+                 handWritten: { _ = try compact.encode(frame) }, system: { _ = try encoder.encode(frame) }),
+            Pair(name: "JSON decode: event frame (push)", iterations: iterations,
+                 handWritten: { _ = try RecordCoding.decode(DaemonFrame.self, from: records.eventFrame) },
+                 system: { _ = try decoder.decode(DaemonFrame.self, from: records.eventFrame) }),
+            Pair(name: "JSON encode: session record", iterations: iterations,
+                 handWritten: { _ = try compact.encode(session) }, system: { _ = try encoder.encode(session) }),
+            Pair(name: "JSON decode: session record", iterations: iterations,
+                 handWritten: { _ = try RecordCoding.decode(SessionRecord.self, from: records.session) },
+                 system: { _ = try decoder.decode(SessionRecord.self, from: records.session) }),
+        ]
+    }
+
+    /// The coding one task creation costs, by each coder: the daemon decodes the request,
+    /// journals the task and encodes its reply; the client encodes the request and decodes the
+    /// reply. The daemon's share bounds the creation rate of one session (its requests are
+    /// handled one after another), which issue 22 wants at 20,000 tasks/s or more.
+    private func creationCoding(_ records: SampleRecords) throws {
+        let encoder = SampleRecords.foundationEncoder()
+        let decoder = RecordCoding.decoder()
+        let compact = CompactJSONEncoder()
+        let reply = DaemonFrame.reply(id: 12, .task(records.createdTask))
+        let replyBytes = try compact.encode(reply)
+        let created = JournalLine.task(records.createdTask)
+        let daemon = Pair(name: "task creation, daemon's coding", iterations: quick ? 200 : 2_000, handWritten: {
+            _ = try RecordCoding.decode(RequestFrame.self, from: records.request)
+            _ = try compact.encode(created)
+            _ = try compact.encode(reply)
+        }, system: {
+            _ = try decoder.decode(RequestFrame.self, from: records.request)
+            _ = try encoder.encode(created)
+            _ = try encoder.encode(reply)
+        })
+        let client = Pair(name: "task creation, client's coding", iterations: quick ? 200 : 2_000, handWritten: {
+            _ = try compact.encode(records.requestFrame)
+            _ = try RecordCoding.decode(DaemonFrame.self, from: replyBytes)
+        }, system: {
+            _ = try encoder.encode(records.requestFrame)
+            _ = try decoder.decode(DaemonFrame.self, from: replyBytes)
+        })
+        try compare(daemon)
+        try compare(client)
+    }
+
+    // MARK: ISO 8601
+
+    private func iso8601Pairs() throws -> [Pair] {
+        let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC") ?? .gmt)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let date = Date(timeIntervalSince1970: 1_763_736_710.705)
+        let text = ISO8601Format.string(from: date)
+        let iterations = quick ? 2_000 : 20_000
+        return [
+            Pair(name: "ISO 8601 format ÷ Date.ISO8601FormatStyle", iterations: iterations,
+                 handWritten: { _ = ISO8601Format.string(from: date) }, system: { _ = style.format(date) }),
+            Pair(name: "ISO 8601 parse ÷ Date.ISO8601FormatStyle", iterations: iterations,
+                 handWritten: { _ = ISO8601Format.date(from: text) }, system: { _ = try style.parse(text) }),
+            Pair(name: "ISO 8601 format ÷ ISO8601DateFormatter", iterations: iterations,
+                 handWritten: { _ = ISO8601Format.string(from: date) }, system: { _ = formatter.string(from: date) }),
+            Pair(name: "ISO 8601 parse ÷ ISO8601DateFormatter", iterations: iterations,
+                 handWritten: { _ = ISO8601Format.date(from: text) }, system: { _ = formatter.date(from: text) }),
+        ]
+    }
+
+    // MARK: SHA-256
+
+    /// Digests of a file made at `path` (the caller removes it) and of many 16 KiB buffers.
+    private func sha256Pairs(file path: String) throws -> [Pair] {
+        let size = quick ? 4 << 20 : 64 << 20
+        try makePayloadFile(at: path, size: Int64(size))
+        let buffers = (0..<(size >> 14)).map { index in [UInt8]((0..<(1 << 14)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) }) }
+        return [
+            Pair(name: "SHA-256 of a \(size >> 20) MiB file ÷ libcrypto", iterations: 1,
+                 handWritten: { try Self.digestFile(path, CSHA256Digest()) }, system: { try Self.digestFile(path, LibcryptoDigest()) }),
+            Pair(name: "SHA-256 of \(buffers.count) buffers of 16 KiB ÷ libcrypto", iterations: 1,
+                 handWritten: { for buffer in buffers { var digest = CSHA256Digest(); digest.update(buffer); _ = digest.finish() } },
+                 system: { for buffer in buffers { var digest = LibcryptoDigest(); digest.update(buffer); _ = digest.finish() } }),
+        ]
+    }
+
+    private static func digestFile<Digest: BenchDigest>(_ path: String, _ digest: Digest) throws {
+        var digest = digest
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw BenchError("cannot open \(path)") }
+        defer { close(descriptor) }
+        var chunk = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            chunk.withUnsafeBytes { digest.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
+        _ = digest.finish()
+    }
+}
