@@ -23,11 +23,10 @@ let package = Package(
         ),
         // The shared container: layout, identifiers, durable records, file locks, the session
         // coordinator, the wire protocol, thin POSIX wrappers. Used by every executable.
-        .target(name: "TransferContainer", dependencies: ["CPOSIX", "CSHA256"]),
+        .target(name: "TransferContainer", dependencies: ["CPOSIX"]),
         // The few GNU/Linux calls Glibc's Swift module hides (SO_PEERCRED, accept4, O_PATH, setsid spawn).
         .target(name: "CPOSIX"),
-        .target(name: "CSHA256"),
-        // SHA-256 from the system's libcrypto (OpenSSL 3, EVP).
+        // SHA-256 from the system's libcrypto (OpenSSL 3, EVP), for the loopback server's checks.
         .target(name: "CLibcrypto", linkerSettings: [.linkedLibrary("crypto")]),
         // Transfers and their transport: one download or upload over libcurl, the loop that
         // drives them, the libcurl → URLError mapping and the retry policy. The daemon and
@@ -39,8 +38,9 @@ let package = Package(
         // The client API with Apple's names (URLSession, URLSessionConfiguration, delegates).
         // Default (foreground) sessions run transfers in-process through TransferTransport.
         .target(name: "BackgroundTransfer", dependencies: ["TransferContainer", "TransferTransport"]),
-        // A small HTTP/1.1 server on POSIX sockets for tests, the demo and the benchmark.
-        .target(name: "LoopbackServer", dependencies: ["TransferContainer"]),
+        // A small HTTP/1.1 server on POSIX sockets for tests, the demo and the benchmark, and
+        // the SHA-256 they check delivered files with.
+        .target(name: "LoopbackServer", dependencies: ["TransferContainer", "CLibcrypto"]),
         // What the stand-in app and extensions share: identities, command lines, Downloads/.
         .target(name: "StandInSupport", dependencies: ["BackgroundTransfer", "TransferContainer"]),
 
@@ -52,7 +52,7 @@ let package = Package(
         .executableTarget(name: "bgtransfer", dependencies: ["TransferContainer", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
         // Benchmarks against curl and kill-recovery figures: `swift run -c release transfer-bench`.
-        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "CSHA256", "CLibcrypto", "LoopbackServer", "BackgroundTransfer", "transferd", "host-app", "fetch-extension", "share-extension"]),
+        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
         .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "StandInSupport"]),
         .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer", "TransferContainer"]),

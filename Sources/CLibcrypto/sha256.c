@@ -27,6 +27,16 @@ clibcrypto_sha256 *clibcrypto_sha256_new(void) {
     return (clibcrypto_sha256 *)context;
 }
 
+clibcrypto_sha256 *clibcrypto_sha256_copy(const clibcrypto_sha256 *digest) {
+    EVP_MD_CTX *context = EVP_MD_CTX_new();
+    if (context == NULL) return NULL;
+    if (EVP_MD_CTX_copy_ex(context, (const EVP_MD_CTX *)digest) != 1) {
+        EVP_MD_CTX_free(context);
+        return NULL;
+    }
+    return (clibcrypto_sha256 *)context;
+}
+
 int clibcrypto_sha256_update(clibcrypto_sha256 *digest, const void *bytes, size_t count) {
     return EVP_DigestUpdate((EVP_MD_CTX *)digest, bytes, count);
 }

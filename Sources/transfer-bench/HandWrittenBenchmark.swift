@@ -1,5 +1,3 @@
-import CLibcrypto
-import CSHA256
 import Foundation
 import TransferContainer
 
@@ -7,7 +5,8 @@ import TransferContainer
 /// system has one, timed against that one in the same run: the compact JSON coder against
 /// `JSONEncoder`/`JSONDecoder` on the real records and frames (and on the coding one task
 /// creation costs the daemon), ISO 8601 by hand against `Date.ISO8601FormatStyle` and
-/// `ISO8601DateFormatter`, SHA-256 in C against libcrypto's. Every run times each pair once,
+/// `ISO8601DateFormatter` (SHA-256 in C was measured here against libcrypto's, which
+/// replaced it: see Benchmarks/README.md). Every run times each pair once,
 /// alternating which goes first; a piece's figure is the median ratio (hand-written ÷ system)
 /// and its spread over the runs. In-process; printed, not part of the report or of `all`.
 /// Runs on the main thread.
@@ -25,12 +24,10 @@ struct HandWrittenBenchmark {
 
     func run() throws {
         let records = try SampleRecords()
-        let file = "/tmp/bgt-bench-\(getpid())-sha256.bin"
-        defer { unlink(file) }
-        let pairs = try jsonPairs(records) + iso8601Pairs() + sha256Pairs(file: file)
+        let pairs = try jsonPairs(records) + iso8601Pairs()
         print("hand-written ÷ system: µs per operation (medians) and the ratio's median [smallest–largest] over \(runs) alternating runs, after one warm-up run")
         print("journal line \(records.journalLine.count) bytes, createTask request \(records.request.count) bytes, event frame \(records.eventFrame.count) bytes, session record \(records.session.count) bytes")
-        print("piece".padding(toLength: 44, withPad: " ", startingAt: 0) + "   hand-written       system   ratio")
+        print("piece".padding(toLength: 46, withPad: " ", startingAt: 0) + "   hand-written       system   ratio")
         for pair in pairs { try compare(pair) }
         try creationCoding(records)
     }
@@ -58,7 +55,7 @@ struct HandWrittenBenchmark {
             system.append(theirs)
         }
         let ratios = zip(handWritten, system).map { $0 / $1 }.sorted()
-        print(pair.name.padding(toLength: 44, withPad: " ", startingAt: 0)
+        print(pair.name.padding(toLength: 46, withPad: " ", startingAt: 0)
               + String(format: " %14.3f %12.3f   %.3f [%.3f–%.3f]", median(handWritten), median(system), median(ratios), ratios.first ?? 0, ratios.last ?? 0))
     }
 
@@ -149,35 +146,5 @@ struct HandWrittenBenchmark {
             Pair(name: "ISO 8601 parse ÷ ISO8601DateFormatter", iterations: iterations,
                  handWritten: { _ = ISO8601Format.date(from: text) }, system: { _ = formatter.date(from: text) }),
         ]
-    }
-
-    // MARK: SHA-256
-
-    /// Digests of a file made at `path` (the caller removes it) and of many 16 KiB buffers.
-    private func sha256Pairs(file path: String) throws -> [Pair] {
-        let size = quick ? 4 << 20 : 64 << 20
-        try makePayloadFile(at: path, size: Int64(size))
-        let buffers = (0..<(size >> 14)).map { index in [UInt8]((0..<(1 << 14)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) }) }
-        return [
-            Pair(name: "SHA-256 of a \(size >> 20) MiB file ÷ libcrypto", iterations: 1,
-                 handWritten: { try Self.digestFile(path, CSHA256Digest()) }, system: { try Self.digestFile(path, LibcryptoDigest()) }),
-            Pair(name: "SHA-256 of \(buffers.count) buffers of 16 KiB ÷ libcrypto", iterations: 1,
-                 handWritten: { for buffer in buffers { var digest = CSHA256Digest(); digest.update(buffer); _ = digest.finish() } },
-                 system: { for buffer in buffers { var digest = LibcryptoDigest(); digest.update(buffer); _ = digest.finish() } }),
-        ]
-    }
-
-    private static func digestFile<Digest: BenchDigest>(_ path: String, _ digest: Digest) throws {
-        var digest = digest
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw BenchError("cannot open \(path)") }
-        defer { close(descriptor) }
-        var chunk = [UInt8](repeating: 0, count: 1 << 20)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            guard count > 0 else { break }
-            chunk.withUnsafeBytes { digest.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-        }
-        _ = digest.finish()
     }
 }

@@ -11,6 +11,8 @@ typedef struct clibcrypto_sha256 clibcrypto_sha256;
 
 /// A new digest, started; NULL when libcrypto cannot allocate one.
 clibcrypto_sha256 *clibcrypto_sha256_new(void);
+/// A new digest that goes on from where `digest` is; NULL when libcrypto cannot allocate one.
+clibcrypto_sha256 *clibcrypto_sha256_copy(const clibcrypto_sha256 *digest);
 /// Adds `count` bytes; 0 when libcrypto refuses.
 int clibcrypto_sha256_update(clibcrypto_sha256 *digest, const void *bytes, size_t count);
 /// Writes the 32 bytes of the digest and starts it over; 0 when libcrypto refuses.
