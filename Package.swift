@@ -41,25 +41,29 @@ let package = Package(
         // A small HTTP/1.1 server on POSIX sockets for tests, the demo and the benchmark, and
         // the SHA-256 they check delivered files with.
         .target(name: "LoopbackServer", dependencies: ["TransferContainer", "CLibcrypto"]),
+        // What the tools read about a container without its daemon: the snapshot `inspect` shows, the log as it grows.
+        .target(name: "ContainerInspection", dependencies: ["TransferContainer"]),
+        // Progress drawn on a terminal by the tools and the stand-ins' --wait: bars, rates, time left.
+        .target(name: "ProgressDisplay", dependencies: ["CPOSIX"]),
         // What the stand-in app and extensions share: identities, command lines, Downloads/.
-        .target(name: "StandInSupport", dependencies: ["BackgroundTransfer", "TransferContainer"]),
+        .target(name: "StandInSupport", dependencies: ["BackgroundTransfer", "TransferContainer", "ProgressDisplay"]),
 
         .executableTarget(name: "transferd", dependencies: ["TransferEngine"]),
         .executableTarget(name: "host-app", dependencies: ["StandInSupport"]),
         .executableTarget(name: "share-extension", dependencies: ["StandInSupport"]),
         .executableTarget(name: "fetch-extension", dependencies: ["StandInSupport"]),
         // The developer tool; it depends on the other executables so that `swift run bgtransfer demo` builds them.
-        .executableTarget(name: "bgtransfer", dependencies: ["TransferContainer", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
+        .executableTarget(name: "bgtransfer", dependencies: ["TransferContainer", "ContainerInspection", "ProgressDisplay", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
         // Benchmarks against curl and kill-recovery figures: `swift run -c release transfer-bench`.
-        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer", "transferd", "host-app", "fetch-extension", "share-extension"]),
+        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "ContainerInspection", "LoopbackServer", "BackgroundTransfer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
-        .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "StandInSupport"]),
+        .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "ContainerInspection", "ProgressDisplay", "StandInSupport"]),
         .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer", "TransferContainer"]),
         .testTarget(name: "TransferTransportTests", dependencies: ["TransferTransport", "LoopbackServer"]),
         .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "LoopbackServer"]),
         // Real processes from the built executables, real sockets, real SIGKILLs.
-        .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer", "StandInSupport",
+        .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "ContainerInspection", "LoopbackServer", "BackgroundTransfer", "StandInSupport",
                                                           "transferd", "host-app", "fetch-extension", "share-extension", "bgtransfer"]),
     ],
     swiftLanguageModes: [.v6]
