@@ -67,32 +67,23 @@ struct HandWrittenBenchmark {
     // MARK: JSON
 
     private func jsonPairs(_ records: SampleRecords) throws -> [Pair] {
+        jsonPairs("journal line (TaskRecord)", records.line, records.journalLine)
+            + jsonPairs("createTask request", records.requestFrame, records.request)
+            + jsonPairs("event frame (push)", records.frame, records.eventFrame)
+            + jsonPairs("session record", records.sessionRecord, records.session)
+    }
+
+    /// Encoding `value` and decoding `encoded` (the compact coder's JSON of it), by each coder.
+    private func jsonPairs<Value: Codable>(_ name: String, _ value: Value, _ encoded: Data) -> [Pair] {
         let encoder = SampleRecords.foundationEncoder()
         let decoder = RecordCoding.decoder()
         let compact = CompactJSONEncoder()
         let iterations = quick ? 200 : 2_000
-        let (line, request, frame, session) = (records.line, records.requestFrame, records.frame, records.sessionRecord)
         return [
-            Pair(name: "JSON encode: journal line (TaskRecord)", iterations: iterations,
-                 handWritten: { _ = try compact.encode(line) }, system: { _ = try encoder.encode(line) }),
-            Pair(name: "JSON decode: journal line (TaskRecord)", iterations: iterations,
-                 handWritten: { _ = try RecordCoding.decode(JournalLine.self, from: records.journalLine) },
-                 system: { _ = try decoder.decode(JournalLine.self, from: records.journalLine) }),
-            Pair(name: "JSON encode: createTask request", iterations: iterations,
-                 handWritten: { _ = try compact.encode(request) }, system: { _ = try encoder.encode(request) }),
-            Pair(name: "JSON decode: createTask request", iterations: iterations,
-                 handWritten: { _ = try RecordCoding.decode(RequestFrame.self, from: records.request) },
-                 system: { _ = try decoder.decode(RequestFrame.self, from: records.request) }),
-            Pair(name: "JSON encode: event frame (push)", iterations: iterations,
-                 handWritten: { _ = try compact.encode(frame) }, system: { _ = try encoder.encode(frame) }),
-            Pair(name: "JSON decode: event frame (push)", iterations: iterations,
-                 handWritten: { _ = try RecordCoding.decode(DaemonFrame.self, from: records.eventFrame) },
-                 system: { _ = try decoder.decode(DaemonFrame.self, from: records.eventFrame) }),
-            Pair(name: "JSON encode: session record", iterations: iterations,
-                 handWritten: { _ = try compact.encode(session) }, system: { _ = try encoder.encode(session) }),
-            Pair(name: "JSON decode: session record", iterations: iterations,
-                 handWritten: { _ = try RecordCoding.decode(SessionRecord.self, from: records.session) },
-                 system: { _ = try decoder.decode(SessionRecord.self, from: records.session) }),
+            Pair(name: "JSON encode: \(name)", iterations: iterations,
+                 handWritten: { _ = try compact.encode(value) }, system: { _ = try encoder.encode(value) }),
+            Pair(name: "JSON decode: \(name)", iterations: iterations,
+                 handWritten: { _ = try RecordCoding.decode(Value.self, from: encoded) }, system: { _ = try decoder.decode(Value.self, from: encoded) }),
         ]
     }
 
