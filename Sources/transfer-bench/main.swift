@@ -16,8 +16,8 @@ BGTRANSFER-ENTITLEMENTS-END
 let usage = """
 usage: transfer-bench [FIGURE] [--quick] [--runs N] [--out DIR] [--size MiB] [--tasks N,N,…] [--samples N]
   FIGURE: all (the default), download, upload, refetch, many-tasks, small-files, event-latency, relaunch;
-          or hand-written: each hand-written piece (JSON coder, ISO 8601, SHA-256) against Foundation's
-          or libcrypto's, alternating (printed only; not in all)
+          or hand-written: the hand-written pieces kept (JSON coder, ISO 8601) against Foundation's,
+          alternating (printed only; not in all)
   --quick     tiny sizes and 2 runs, done in seconds (a smoke test; results go to .build/transfer-bench-quick)
   --runs N    runs of each figure and of its reference, alternating (default 5; relaunch at least 10)
   --out DIR   where results.json and results.md go (default Benchmarks)
