@@ -23,10 +23,11 @@ let package = Package(
         ),
         // The shared container: layout, identifiers, durable records, file locks, the session
         // coordinator, the wire protocol, thin POSIX wrappers. Used by every executable.
-        .target(name: "TransferContainer", dependencies: ["CPOSIX", "CSHA256"]),
+        .target(name: "TransferContainer", dependencies: ["CPOSIX", "CLibcrypto"]),
         // The few GNU/Linux calls Glibc's Swift module hides (SO_PEERCRED, accept4, O_PATH, setsid spawn).
         .target(name: "CPOSIX"),
-        .target(name: "CSHA256"),
+        // SHA-256 from the system's libcrypto (OpenSSL 3, EVP): server key pins, file checks.
+        .target(name: "CLibcrypto", linkerSettings: [.linkedLibrary("crypto")]),
         // Transfers and their transport: one download or upload over libcurl, the loop that
         // drives them, the libcurl → URLError mapping and the retry policy. The daemon and
         // default (foreground) sessions both run transfers through it.
@@ -39,28 +40,32 @@ let package = Package(
         .target(name: "BackgroundTransfer", dependencies: ["TransferContainer", "TransferTransport"]),
         // A small HTTP/1.1 server on POSIX sockets for tests, the demo and the benchmark.
         .target(name: "LoopbackServer", dependencies: ["TransferContainer"]),
+        // What the tools read about a container without its daemon: the snapshot `inspect` shows, the log as it grows.
+        .target(name: "ContainerInspection", dependencies: ["TransferContainer"]),
+        // Progress drawn on a terminal by the tools and the stand-ins' --wait: bars, rates, time left.
+        .target(name: "ProgressDisplay", dependencies: ["CPOSIX"]),
         // Real peers from outside the project for tests and the benchmark: Debian's nginx over
         // TLS and HTTP/2, certificates made by openssl. Test support, never shipped.
         .target(name: "TestPeers"),
         // What the stand-in app and extensions share: identities, command lines, Downloads/.
-        .target(name: "StandInSupport", dependencies: ["BackgroundTransfer", "TransferContainer"]),
+        .target(name: "StandInSupport", dependencies: ["BackgroundTransfer", "TransferContainer", "ProgressDisplay"]),
 
         .executableTarget(name: "transferd", dependencies: ["TransferEngine"]),
         .executableTarget(name: "host-app", dependencies: ["StandInSupport"]),
         .executableTarget(name: "share-extension", dependencies: ["StandInSupport"]),
         .executableTarget(name: "fetch-extension", dependencies: ["StandInSupport"]),
         // The developer tool; it depends on the other executables so that `swift run bgtransfer demo` builds them.
-        .executableTarget(name: "bgtransfer", dependencies: ["TransferContainer", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
+        .executableTarget(name: "bgtransfer", dependencies: ["TransferContainer", "ContainerInspection", "ProgressDisplay", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
         // Benchmarks against curl and kill-recovery figures: `swift run -c release transfer-bench`.
-        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer", "transferd", "host-app", "fetch-extension", "share-extension"]),
+        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "ContainerInspection", "LoopbackServer", "BackgroundTransfer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
-        .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "StandInSupport"]),
+        .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "ContainerInspection", "ProgressDisplay", "StandInSupport"]),
         .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer", "TransferContainer"]),
         .testTarget(name: "TransferTransportTests", dependencies: ["TransferTransport", "LoopbackServer", "TestPeers"]),
         .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "LoopbackServer"]),
         // Real processes from the built executables, real sockets, real SIGKILLs.
-        .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "LoopbackServer", "BackgroundTransfer", "StandInSupport",
+        .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "ContainerInspection", "LoopbackServer", "BackgroundTransfer", "StandInSupport",
                                                           "transferd", "host-app", "fetch-extension", "share-extension", "bgtransfer", "TestPeers"]),
     ],
     swiftLanguageModes: [.v6]

@@ -26,7 +26,7 @@ public struct Protection: Sendable, Equatable {
     public enum DigestAlgorithm: String, Sendable, CaseIterable {
         /// Plain Swift MD5 (see `MD5`), still the default of most clients.
         case md5 = "MD5"
-        /// TransferContainer's SHA256.
+        /// `SHA256`, by libcrypto.
         case sha256 = "SHA-256"
     }
 

@@ -8,8 +8,8 @@ public struct UploadOptions: Sendable {
     public enum Storage: Sendable, Equatable {
         /// Count them only: the cheapest sink, for throughput benchmarks.
         case countOnly
-        /// Count them and compute their SHA-256 as they arrive (TransferContainer's SHA256:
-        /// only a few MB/s in debug builds, so large bodies there want `.countOnly`).
+        /// Count them and compute their SHA-256 as they arrive (`SHA256`, by libcrypto: about
+        /// 1.8 GB/s on this machine, in debug builds too).
         case hash
         /// Count, hash and write them to a new file in `directory` (named `upload-<UUID>.bin`).
         case file(directory: URL)

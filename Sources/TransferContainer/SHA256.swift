@@ -1,18 +1,20 @@
+internal import CLibcrypto
 import Foundation
-internal import CSHA256
 
-/// SHA-256 (FIPS 180-4), streaming. Used to check delivered files against served ones (demo,
-/// tests, benchmark). A value type; each instance belongs to one thread.
+/// SHA-256, streaming, by the system's libcrypto: the pin of a server's public key (what an
+/// app accepts in a server-trust challenge), and, for the server, the demo and the tests,
+/// delivered files checked against served ones. A value: a copy goes
+/// on from where the original was, independently (copy on write). Each instance belongs to
+/// one thread.
 public struct SHA256 {
-    private var context = csha256_context()
+    private var context = Context()
 
-    public init() {
-        csha256_init(&context)
-    }
+    public init() {}
 
     public mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
-        csha256_update(&context, base, bytes.count)
+        if !isKnownUniquelyReferenced(&context) { context = context.copy() }
+        guard clibcrypto_sha256_update(context.digest, base, bytes.count) == 1 else { Context.refused("update") }
     }
 
     public mutating func update(_ data: Data) {
@@ -21,9 +23,9 @@ public struct SHA256 {
 
     /// The 32-byte digest; the hasher starts over afterwards.
     public mutating func finalize() -> [UInt8] {
+        if !isKnownUniquelyReferenced(&context) { context = context.copy() }
         var digest = [UInt8](repeating: 0, count: 32)
-        csha256_final(&context, &digest)
-        csha256_init(&context)
+        guard clibcrypto_sha256_final(context.digest, &digest) == 1 else { Context.refused("final") }
         return digest
     }
 
@@ -39,5 +41,30 @@ public struct SHA256 {
         var hasher = SHA256()
         hasher.update(data)
         return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// libcrypto's running digest, freed with its last owner.
+    private final class Context {
+        let digest: OpaquePointer
+
+        init() {
+            guard let digest = clibcrypto_sha256_new() else { Self.refused("new") }
+            self.digest = digest
+        }
+
+        private init(copying other: Context) {
+            guard let digest = clibcrypto_sha256_copy(other.digest) else { Self.refused("copy") }
+            self.digest = digest
+        }
+
+        func copy() -> Context { Context(copying: self) }
+
+        deinit { clibcrypto_sha256_free(digest) }
+
+        /// libcrypto fails SHA-256 only when it cannot allocate: out of memory, as when Swift
+        /// cannot allocate, the process cannot go on.
+        static func refused(_ call: String) -> Never {
+            fatalError("libcrypto refused SHA-256 \(call) (out of memory)")
+        }
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
 import LoopbackServer
 import TransferContainer
+import ProgressDisplay
+import ContainerInspection
 
 /// `bgtransfer demo`: the story of a background download from an extension, told as a
 /// timeline read from the container's log, checked by SHA-256 at the end.

@@ -1,5 +1,7 @@
 import Foundation
 import TransferContainer
+import ProgressDisplay
+import ContainerInspection
 
 /// `bgtransfer inspect [--json] [--session ID]`: the container as a person (or a script) reads it.
 enum Inspect {

@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import ContainerInspection
 
 /// `bgtransfer log [--follow] [--session ID] [--level debug|info|notice|error]`: the container's
 /// log as a person reads it, one line per entry, from every process.

@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import ContainerInspection
 
 /// `bgtransfer timeline [--session ID] [--output FILE]`: the container's story as one
 /// self-contained HTML page (see `TimelineBuilder` for what is drawn from where, and

@@ -1,5 +1,7 @@
 import Foundation
 import TransferContainer
+import ProgressDisplay
+import ContainerInspection
 
 /// A task as the timeline names it: its session and its identifier within that session.
 struct TimelineTaskKey: Hashable, Comparable {

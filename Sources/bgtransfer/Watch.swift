@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import ProgressDisplay
 
 /// `bgtransfer watch [--session ID] [--once]`: the container's running transfers as they
 /// happen, from the daemon's watch pushes (`DaemonRequest.watch`). On a terminal, live

@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import ProgressDisplay
 
 /// `bgtransfer watch` on a terminal: under each session's identifier a progress bar per
 /// running task, redrawn in place at every push (about four times a second), fitted to the

@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import ProgressDisplay
 
 /// `bgtransfer watch` when stdout is not a terminal: nothing animated, one plain line when a
 /// task starts (is first seen running) and one when it finishes (is no longer running:

@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import ContainerInspection
 
 // bgtransfer: the developer's tool around the daemon.
 //   bgtransfer [--container PATH] inspect [--json] [--session ID]

@@ -1,6 +1,7 @@
 import Foundation
 import LoopbackServer
 import TransferContainer
+import ContainerInspection
 
 /// A scratch container, a loopback server, and the built executables beside this one.
 struct BenchContainer {

@@ -1,6 +1,7 @@
 import Foundation
 import LoopbackServer
 import TransferContainer
+import ContainerInspection
 
 /// A download through the daemon into a file (`fetch-extension download URL --wait`,
 /// process start to exit, the file moved into the app group) against `curl -o FILE` from the

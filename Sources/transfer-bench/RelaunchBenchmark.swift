@@ -1,6 +1,7 @@
 import Foundation
 import LoopbackServer
 import TransferContainer
+import ContainerInspection
 
 /// From the last task of a session finishing, with no process attached, to the relaunched
 /// host app having acknowledged its events: `fetch-extension download URL` starts a download

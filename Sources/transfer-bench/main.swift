@@ -16,7 +16,8 @@ BGTRANSFER-ENTITLEMENTS-END
 let usage = """
 usage: transfer-bench [FIGURE] [--quick] [--runs N] [--out DIR] [--size MiB] [--tasks N,N,…] [--samples N]
   FIGURE: all (the default), download, upload, refetch, many-tasks, small-files, event-latency, relaunch, scale;
-          or coding: the JSON coders alone, Foundation's and the compact one (printed only; not in all)
+          or hand-written: the hand-written pieces kept (JSON coder, ISO 8601) against Foundation's,
+          alternating (printed only; not in all)
   --quick     tiny sizes and 2 runs, done in seconds (a smoke test; results go to .build/transfer-bench-quick)
   --runs N    runs of each figure and of its reference, alternating (default 5; relaunch at least 10)
   --out DIR   where results.json and results.md go (default Benchmarks)
@@ -112,8 +113,8 @@ do { settings = try Settings(arguments) } catch {
     FileHandle.standardError.write(Data("transfer-bench: \(error)\n\(usage)\n".utf8))
     exit(64)
 }
-if settings.figure == "coding" {
-    do { try CodingBenchmark.run(slices: settings.quick ? 4 : 20, iterations: 1_000) } catch {
+if settings.figure == "hand-written" {
+    do { try HandWrittenBenchmark(runs: settings.runs, quick: settings.quick).run() } catch {
         FileHandle.standardError.write(Data("transfer-bench: \(error)\n".utf8))
         exit(1)
     }

@@ -4,6 +4,7 @@ import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
 import StandInSupport
+import ContainerInspection
 
 /// What an adopter's app meets first (issue 18): a daemon that cannot be found, calls the
 /// backend refuses, long bundle identifiers, the request's own settings. Nothing an app

@@ -3,6 +3,7 @@ import Testing
 import BackgroundTransfer
 import LoopbackServer
 import TransferContainer
+import ContainerInspection
 
 /// No input puts the container's daemon into a crash loop, and no download fills its disk
 /// (issue "hostile servers, hostile peers, hostile records").

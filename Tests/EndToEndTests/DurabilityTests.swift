@@ -3,6 +3,7 @@ import Testing
 import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
+import ContainerInspection
 
 /// Suspended tasks across a crash (S4.3), the resource timeout (S6.2, S6.4) and disk trouble.
 extension InProcess {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TransferContainer
 import StandInSupport
+import ContainerInspection
 
 /// A hello is believed as far as the executable of the process that *wrote* it goes, not of
 /// the process that connected: a socket handed on by fork (or by `SCM_RIGHTS`) to a process

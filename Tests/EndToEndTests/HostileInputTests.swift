@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TransferContainer
+import ContainerInspection
 
 /// Garbage on the daemon's socket does no harm (issue "hostile input"): the daemon keeps
 /// serving, and every task it had accepted stays intact.

@@ -3,6 +3,7 @@ import Testing
 import BackgroundTransfer
 import LoopbackServer
 import TransferContainer
+import ContainerInspection
 
 /// Behaviours a deliberate-bug check found unguarded: each test here fails when its
 /// behaviour is broken (what breaks it is named in each test's comment).

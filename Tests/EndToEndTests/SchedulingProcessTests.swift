@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import LoopbackServer
 import TransferContainer
+import ContainerInspection
 
 /// Scheduling with real processes: the stand-ins' command-line options, work created in the
 /// background, the daemon's global limit and the resume rate limiter (S5, S6.5).

@@ -3,6 +3,7 @@ import Testing
 import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
+import ContainerInspection
 
 /// Device conditions, discretionary work, delayed requests, priorities and coalescing, with
 /// the conditions changed by the real `bgtransfer conditions` against the running daemon (S5).

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import LoopbackServer
 import TransferContainer
+import ContainerInspection
 
 /// Force quit versus termination by the system (S4.1, S4.2), and the background budget.
 @Suite(.timeLimit(.minutes(2)))

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import LoopbackServer
 import TransferContainer
+import ContainerInspection
 
 /// `bgtransfer` as a well-made Unix tool (issue "command lines a developer trusts"): a
 /// container that is not there, an app nobody knows and arguments nobody asked for are

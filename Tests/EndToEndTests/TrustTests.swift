@@ -4,6 +4,7 @@ import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
 import StandInSupport
+import ContainerInspection
 
 /// The daemon believes a process only as far as the executable behind its pid declares
 /// (`Entitlements`, read from `/proc/<pid>/exe`), and lets it open only its own bundle's sessions.

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Testing
 import TransferContainer
+import ContainerInspection
 
 @Suite("ContainerSnapshot")
 struct ContainerSnapshotTests {

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Testing
 import TransferContainer
+import ContainerInspection
 
 /// Appends raw bytes to a file (as another writer would).
 func appendRaw(_ bytes: Data, to path: String) throws {

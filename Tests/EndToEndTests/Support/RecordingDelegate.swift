@@ -1,5 +1,6 @@
 import Foundation
 import BackgroundTransfer
+import LoopbackServer
 import TransferContainer
 
 /// A delegate that records every call in order, and lets a test wait for one.

@@ -1,4 +1,5 @@
 import Foundation
+import TransferContainer
 
 /// What `bgtransfer inspect` shows, read from the container alone (the daemon may be
 /// stopped): the daemon, the apps, the sessions with their tasks and pending events, and the

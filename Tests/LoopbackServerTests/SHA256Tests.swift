@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LoopbackServer
 import TransferContainer
 
 @Suite("SHA256")
@@ -33,8 +34,7 @@ struct SHA256Tests {
 
     @Test("updates in odd-sized pieces equal one update", arguments: [0, 1, 55, 56, 63, 64, 65, 119, 120, 128, 1000, 10_007])
     func incremental(_ size: Int) {
-        var random = SeededGenerator(seed: UInt64(size) &+ 17)
-        let data = Data((0..<size).map { _ in UInt8.random(in: 0...255, using: &random) })
+        let data = testBytes(size, seed: UInt64(size) &+ 17)
         let oneShot = SHA256.hexDigest(of: data)
         for pieces in [[1], [3, 7, 13], [63, 1, 65], [64], [5, 0, 127, 2]] {
             var hasher = SHA256()
@@ -52,28 +52,33 @@ struct SHA256Tests {
         }
     }
 
-    @Test("hexDigest(ofFile:) equals sha256sum of the same file")
-    func fileDigest() async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        var random = SeededGenerator(seed: 20_231_114)
+    @Test("a copy goes on from where the original was, and neither disturbs the other")
+    func copies() {
+        var original = SHA256()
+        original.update(Data("ab".utf8))
+        var copy = original
+        copy.update(Data("c".utf8))
+        original.update(Data("x".utf8))
+        #expect(copy.finalize().map { String(format: "%02x", $0) }.joined() == Self.vectors[1].1)
+        #expect(original.finalize() == { var abx = SHA256(); abx.update(Data("abx".utf8)); return abx.finalize() }())
+        // After finalize the hasher starts over.
+        original.update(Data("abc".utf8))
+        #expect(original.finalize().map { String(format: "%02x", $0) }.joined() == Self.vectors[1].1)
+    }
+
+    @Test("hexDigest(ofFile:) over several reads equals the digest of the same bytes")
+    func fileDigest() throws {
         // Over three 1 MiB reads, not a multiple of 64.
-        let data = Data((0..<(3 << 20) + 17).map { _ in UInt8.random(in: 0...255, using: &random) })
-        let path = directory.path("payload.bin")
-        try data.write(to: URL(fileURLWithPath: path))
-        let output = try #require(try await runTool("/usr/bin/sha256sum", [path], in: directory), "sha256sum did not finish")
-        let expected = String(output.prefix(64))
-        #expect(try SHA256.hexDigest(ofFile: path) == expected)
-        #expect(SHA256.hexDigest(of: data) == expected)
+        let file = try TempFile(size: (3 << 20) + 17, seed: 20_231_114)
+        defer { file.remove() }
+        #expect(try SHA256.hexDigest(ofFile: file.url.path) == SHA256.hexDigest(of: file.contents))
     }
 
     @Test("hexDigest(ofFile:) of an empty file is the empty digest; of a missing file it throws")
     func fileEdgeCases() throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let empty = directory.path("empty")
-        #expect(FileManager.default.createFile(atPath: empty, contents: Data()))
-        #expect(try SHA256.hexDigest(ofFile: empty) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(throws: Errno.self) { try SHA256.hexDigest(ofFile: directory.path("missing")) }
+        let empty = try TempFile(size: 0)
+        defer { empty.remove() }
+        #expect(try SHA256.hexDigest(ofFile: empty.url.path) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(throws: Errno.self) { try SHA256.hexDigest(ofFile: empty.url.path + ".missing") }
     }
 }

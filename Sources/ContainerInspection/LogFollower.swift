@@ -1,4 +1,5 @@
 import Foundation
+import TransferContainer
 
 /// Reads the container's log as it grows: each call to `next()` returns the complete lines
 /// written since the last call. Owned by one thread.
