@@ -45,6 +45,17 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
             }
             exit(0)
         }
+        if arguments.first == "trust-certificate" {
+            guard arguments.count == 2 else { usage.usageError("trust-certificate needs one PEM file") }
+            do {
+                let added = try Keychain.trust(certificatesIn: arguments[1])
+                print("\(added) certificate\(added == 1 ? "" : "s") trusted by com.example.host and its extensions")
+            } catch {
+                StandInProgram.complain("\(error)")
+                exit(1)
+            }
+            exit(0)
+        }
         if arguments.first == "enqueue" {
             guard arguments.count == 2 else { usage.usageError("enqueue needs one URL") }
             // Checked now: a URL refused later, in the background, would be dropped unseen.

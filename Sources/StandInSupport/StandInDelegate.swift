@@ -99,6 +99,32 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
         completionHandler(.useCredential, URLCredential(user: item.user, password: item.password, persistence: .forSession))
     }
 
+    /// Server trust (S3.6): a chain the system does not trust is accepted when it verifies
+    /// against the roots in the host's keychain (`host-app trust-certificate`), for that
+    /// server's key; otherwise the default evaluation stands (the task fails with its code).
+    public func urlSession(_ session: URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        guard challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust, let trust = challenge.protectionSpace.serverTrust else {
+            completionHandler(.performDefaultHandling, nil)
+            return
+        }
+        let server = "\(challenge.protectionSpace.host):\(challenge.protectionSpace.port)"
+        let anchors = Keychain.anchors().compactMap { SecCertificateCreateWithData(nil, $0) }
+        guard !anchors.isEmpty else {
+            say("didReceive server trust challenge for \(server): no trusted certificate in the keychain; default handling", session: session)
+            completionHandler(.performDefaultHandling, nil)
+            return
+        }
+        SecTrustSetAnchorCertificates(trust, anchors)
+        var error: Error?
+        guard SecTrustEvaluateWithError(trust, &error) else {
+            say("didReceive server trust challenge for \(server): not trusted by the keychain either (\(error?.localizedDescription ?? "?")); default handling", session: session)
+            completionHandler(.performDefaultHandling, nil)
+            return
+        }
+        say("didReceive server trust challenge for \(server): the chain ends in a certificate the keychain trusts; accepted", session: session)
+        completionHandler(.useCredential, URLCredential(trust: trust))
+    }
+
     public func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {
         say("urlSessionDidFinishEvents(forBackgroundURLSession: \(session.configuration.identifier ?? "?"))", session: session)
         onFinishEvents?()

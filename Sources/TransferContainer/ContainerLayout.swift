@@ -108,6 +108,9 @@ public struct ContainerLayout: Sendable, Equatable {
     public var appRegistry: URL { daemonDirectory.appendingPathComponent("apps.json", isDirectory: false) }
     /// The simulated device conditions (`bgtransfer conditions`).
     public var deviceConditions: URL { daemonDirectory.appendingPathComponent("conditions.json", isDirectory: false) }
+    /// Root certificates installed on the simulated device (PEM), trusted for every app's
+    /// HTTPS besides the system store, as a CA installed by a profile is on iOS.
+    public var deviceTrustedRoots: URL { daemonDirectory.appendingPathComponent("trusted-roots.pem", isDirectory: false) }
 
     // MARK: Logs
 

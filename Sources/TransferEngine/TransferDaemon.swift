@@ -74,6 +74,7 @@ public final class TransferDaemon {
     private(set) lazy var listing = TaskListing(daemon: self)
     private(set) lazy var watchers = Watchers(daemon: self)
     private(set) lazy var sessionRecovery = SessionRecovery(daemon: self)
+    private(set) lazy var serverTrust = ServerTrustChallenges(daemon: self)
 
     public init(options: Options) throws {
         // Started on demand, the daemon serves an existing container only: a client racing
@@ -110,6 +111,7 @@ public final class TransferDaemon {
         sessionRecovery.loadSessions()
         guardAgainstCrashLoops()
         scheduler.loadConditions()
+        serverTrust.loadDeviceRoots()
         try clients.listen()
         loop.onTransferCompleted = { [unowned self] easy, result in transfers.transferEnded(easy, result) }
         var multiErrors = 0
@@ -120,6 +122,7 @@ public final class TransferDaemon {
         loop.onTurn = { [unowned self] in
             CrashGuard.idle()
             housekeeping()
+            serverTrust.deliverProbeResults()
             if scheduler.schedulingRequested { scheduler.startReadyTransfers() }
             commits.commitAndFlush()
         }

@@ -121,6 +121,88 @@ final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
 }
 }
 
+/// Server trust in a background session: the daemon probes the chain, holds the task and
+/// asks the attached app's session delegate (S3.6); the answer decides, as in a default session.
+extension InProcess {
+@Suite(.serialized, .timeLimit(.minutes(2)))
+final class BackgroundServerTrustTests: InProcessSuite, @unchecked Sendable {
+    let certificates: TestCertificates
+    let nginx: Nginx
+    let payload: Data
+
+    required init() throws {
+        let certificates = try TestCertificates.shared.get()
+        self.certificates = certificates
+        nginx = try Nginx.start(sites: [TestCertificates.Kind.selfSigned, .otherCA].map { kind in
+            Nginx.Site(name: kind.rawValue, certificate: certificates.certificateFile(kind), key: certificates.keyFile(kind))
+        })
+        payload = try nginx.serve("file.bin", bytes: 300_000)
+        try super.init()
+    }
+
+    deinit { nginx.stop() }
+
+    private func download(_ kind: TestCertificates.Kind, session name: String, answer: @escaping @Sendable (SecTrust) -> URLSession.AuthChallengeDisposition) throws -> (ServerTrustTests.TrustDelegate.Outcome, ServerTrustTests.TrustDelegate) {
+        let delegate = ServerTrustTests.TrustDelegate(answer: answer)
+        let configuration = URLSessionConfiguration.background(withIdentifier: name)
+        configuration.sharedContainerIdentifier = InProcess.group.rawValue
+        configuration.sessionSendsLaunchEvents = false
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let task = session.downloadTask(with: try #require(URL(string: nginx.url(kind.rawValue, "file.bin"))))
+        task.resume()
+        return (try #require(delegate.outcome(of: task.taskIdentifier, timeout: 40)), delegate)
+    }
+
+    @Test("Default handling in a background session: -1202 with the failing URL and the peer's chain, no file, no request")
+    func defaultHandling() throws {
+        let (outcome, delegate) = try download(.otherCA, session: "trust.default") { _ in .performDefaultHandling }
+        #expect(outcome.delivered == nil)
+        let error = try #require(outcome.error)
+        #expect(error.errorCode == -1202, "\(error)")
+        #expect(error.userInfo["NSErrorFailingURLStringKey"] as? String == nginx.url("otherCA", "file.bin"))
+        let trust = try #require(error.userInfo[NSURLErrorFailingURLPeerTrustErrorKey] as? SecTrust)
+        #expect(trust.certificateChain.first == certificates.der(.otherCA))
+        #expect(delegate.trusts.count == 1 && delegate.trusts.first?.isTrustedByDefault == false)
+        #expect(nginx.requests.isEmpty, "no request reaches a server nobody trusts")
+    }
+
+    @Test("Accepted with URLCredential(trust:) in a background session: the daemon downloads from that key over HTTP/2, one request")
+    func accepted() throws {
+        let (outcome, delegate) = try download(.selfSigned, session: "trust.accepted") { trust in
+            trust.certificateChain.first == TestCertificates.sharedDER(.selfSigned) ? .useCredential : .cancelAuthenticationChallenge
+        }
+        #expect(outcome.error == nil, "\(String(describing: outcome.error))")
+        #expect(outcome.delivered == payload)
+        #expect(delegate.trusts.count == 1)
+        let requests = nginx.requests
+        #expect(requests.count == 1 && requests.first?.protocolName == "HTTP/2.0", "\(requests)")
+    }
+
+    @Test("Cancelled in a background session: -999, no file, no request")
+    func cancelled() throws {
+        let (outcome, _) = try download(.selfSigned, session: "trust.cancelled") { _ in .cancelAuthenticationChallenge }
+        #expect(outcome.error?.errorCode == -999)
+        #expect(outcome.delivered == nil)
+        #expect(nginx.requests.isEmpty)
+    }
+
+    @Test("An app's own anchors judge the chain offline (SecTrustSetAnchorCertificates): the test CA trusts its server, not a self-signed one")
+    func anchorsOfTheApp() throws {
+        let ca = try #require(SecCertificateCreateWithData(nil, certificates.caDER))
+        #expect(SecCertificateCreateWithData(nil, Data("not a certificate".utf8)) == nil)
+        let (_, delegate) = try download(.otherCA, session: "trust.anchors") { trust in
+            SecTrustSetAnchorCertificates(trust, [ca])
+            var error: Error?
+            // Signed by another CA: the test CA's anchor does not make it trusted.
+            return SecTrustEvaluateWithError(trust, &error) ? .useCredential : .cancelAuthenticationChallenge
+        }
+        #expect(delegate.trusts.count == 1)
+        #expect(nginx.requests.isEmpty)
+    }
+}
+}
+
 extension TestCertificates {
     /// The DER of one of the shared certificates, nil when they could not be made.
     static func sharedDER(_ kind: Kind) -> Data? {

@@ -16,41 +16,95 @@ import TransferContainer
 public let NSURLAuthenticationMethodServerTrust = "NSURLAuthenticationMethodServerTrust"
 
 /// What a server presented in its TLS handshake and what the default evaluation made of it:
-/// this library's `SecTrust`. Immutable; any thread.
+/// this library's `SecTrust`. An app may judge it against anchors of its own
+/// (`SecTrustSetAnchorCertificates`), as on Apple's systems. Any thread (behind a lock).
 public final class SecTrust: @unchecked Sendable, CustomStringConvertible {
     let record: ServerTrustRecord
+    /// Anchors the app set, and whether they replace the system's store (Apple's default once set).
+    private let judgement = Locked<(anchors: [Data]?, anchorsOnly: Bool)>((nil, true))
 
     init(_ record: ServerTrustRecord) {
         self.record = record
     }
+
+    /// The record as the app's anchors judge it (or as the default evaluation did).
+    var evaluated: ServerTrustRecord {
+        let (anchors, only) = judgement.withLock { $0 }
+        guard let anchors else { return record }
+        return record.evaluated(anchors: anchors, anchorsOnly: only)
+    }
+
+    func setAnchors(_ anchors: [Data]?) { judgement.withLock { $0.anchors = anchors } }
+    func setAnchorsOnly(_ only: Bool) { judgement.withLock { $0.anchorsOnly = only } }
 
     /// The host and port the chain was presented for.
     public var host: String { record.host }
     public var port: Int { record.port }
     /// The presented chain, DER, the server's certificate first (`SecTrustCopyCertificateChain`).
     public var certificateChain: [Data] { record.certificates }
-    /// Whether the chain verifies against the system's trust store (`SecTrustEvaluateWithError`).
-    public var isTrustedByDefault: Bool { record.isTrustedByDefault }
+    /// Whether the chain verifies against the system's trust store, or the anchors the app set
+    /// (`SecTrustEvaluateWithError`).
+    public var isTrustedByDefault: Bool { evaluated.isTrustedByDefault }
     /// Why it does not: the `URLError` code the task would fail with (-1201…-1204, -1200).
-    public var evaluationErrorCode: Int? { record.failureCode }
+    public var evaluationErrorCode: Int? { evaluated.failureCode }
 
     public var description: String {
         "SecTrust(\(host):\(port), \(certificateChain.count) certificates, \(isTrustedByDefault ? "trusted" : "not trusted: \(record.failureReason ?? "\(record.failureCode ?? 0)")"))"
     }
 }
 
-/// `SecTrustEvaluateWithError`: whether the chain verifies by default; the failure, if not.
+/// `SecTrustEvaluateWithError`: whether the chain verifies (against the system's store, or
+/// the anchors set with `SecTrustSetAnchorCertificates`); the failure, if not.
 public func SecTrustEvaluateWithError(_ trust: SecTrust, _ error: UnsafeMutablePointer<Error?>?) -> Bool {
-    if let code = trust.evaluationErrorCode {
-        error?.pointee = URLError(URLError.Code(rawValue: code) ?? .secureConnectionFailed, userInfo: [NSLocalizedDescriptionKey: trust.record.failureReason ?? "the server's certificate is not trusted"])
+    let judged = trust.evaluated
+    if let code = judged.failureCode {
+        error?.pointee = URLError(URLError.Code(rawValue: code) ?? .secureConnectionFailed, userInfo: [NSLocalizedDescriptionKey: judged.failureReason ?? "the server's certificate is not trusted"])
         return false
     }
     return true
 }
 
-/// `SecTrustCopyCertificateChain`: the presented certificates, DER, leaf first.
-public func SecTrustCopyCertificateChain(_ trust: SecTrust) -> [Data]? {
-    trust.certificateChain
+/// `SecTrustCopyCertificateChain`: the presented certificates, leaf first.
+public func SecTrustCopyCertificateChain(_ trust: SecTrust) -> [SecCertificate]? {
+    trust.certificateChain.map(SecCertificate.init(der:))
+}
+
+/// Apple's status codes, as far as this API returns them.
+public typealias OSStatus = Int32
+public let errSecSuccess: OSStatus = 0
+/// One of the certificates given is not one (`errSecParam`).
+public let errSecParam: OSStatus = -50
+
+/// `SecTrustSetAnchorCertificates`: judge the chain against these roots instead of the
+/// system's store (add the store back with `SecTrustSetAnchorCertificatesOnly(trust, false)`).
+@discardableResult
+public func SecTrustSetAnchorCertificates(_ trust: SecTrust, _ anchorCertificates: [SecCertificate]?) -> OSStatus {
+    trust.setAnchors(anchorCertificates?.map(\.der))
+    return errSecSuccess
+}
+
+/// `SecTrustSetAnchorCertificatesOnly`: whether the anchors set replace the system's store (true, the default) or add to it.
+@discardableResult
+public func SecTrustSetAnchorCertificatesOnly(_ trust: SecTrust, _ anchorCertificatesOnly: Bool) -> OSStatus {
+    trust.setAnchorsOnly(anchorCertificatesOnly)
+    return errSecSuccess
+}
+
+/// A certificate (DER): this library's `SecCertificate`. Immutable; any thread.
+public final class SecCertificate: @unchecked Sendable, Equatable {
+    let der: Data
+    init(der: Data) { self.der = der }
+    public static func == (a: SecCertificate, b: SecCertificate) -> Bool { a.der == b.der }
+}
+
+/// `SecCertificateCreateWithData`: a certificate from its DER bytes; nil when they are not one.
+public func SecCertificateCreateWithData(_ allocator: AnyObject?, _ data: Data) -> SecCertificate? {
+    ServerTrustRecord.publicKeyPin(ofCertificate: data) == nil ? nil : SecCertificate(der: data)
+}
+
+/// `SecCertificateCopyData`: the certificate's DER bytes.
+public func SecCertificateCopyData(_ certificate: SecCertificate) -> Data {
+    certificate.der
 }
 
 /// The protection space of a server-trust challenge, which carries the trust.

@@ -41,6 +41,13 @@ extension SessionCore {
             let reply = ChallengeAnswer(disposition: disposition.record, credential: credential.flatMap(CredentialRecord.init))
             perform(.answerChallenge(session: identifier, task: task.taskIdentifier, reply), on: task)
         }
+        if let trust = record.serverTrust {
+            // Server trust is the session's question (S3.6): its delegate's session-level method.
+            let challenge = URLAuthenticationChallenge(serverTrust: SecTrust(trust))
+            guard let delegate else { return answer(.performDefaultHandling, nil) }
+            onDelegateQueue { session in delegate.urlSession(session, didReceive: challenge, completionHandler: answer) }
+            return
+        }
         let challenge = URLAuthenticationChallenge(record, failureResponse: task.response)
         if let delegate = delegate as? URLSessionTaskDelegate {
             onDelegateQueue { session in delegate.urlSession(session, task: task, didReceive: challenge, completionHandler: answer) }
@@ -77,9 +84,14 @@ extension URLSession.AuthChallengeDisposition {
 }
 
 extension CredentialRecord {
-    /// A password credential as the daemon keeps it; nil for other kinds (certificates, trust).
+    /// A credential as the daemon keeps it: a password, or the server key a
+    /// `URLCredential(trust:)` accepts; nil for other kinds (client certificates).
     init?(_ credential: URLCredential) {
-        guard credential.acceptedServerKeyPin == nil, let user = credential.user, let password = credential.password else { return nil }
+        if let pin = credential.acceptedServerKeyPin {
+            self.init(acceptingServerKey: pin)
+            return
+        }
+        guard let user = credential.user, let password = credential.password else { return nil }
         let persistence: Persistence
         switch credential.persistence {
         case .none: persistence = .none

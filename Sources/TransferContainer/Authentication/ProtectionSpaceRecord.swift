@@ -4,10 +4,12 @@ import Foundation
 /// and its authentication scheme. Made by the daemon from a `401`'s `WWW-Authenticate` or a
 /// `407`'s `Proxy-Authenticate`. A value type; any thread.
 public struct ProtectionSpaceRecord: Codable, Sendable, Hashable {
-    /// The HTTP schemes the daemon answers (through libcurl).
+    /// The HTTP schemes the daemon answers (through libcurl), and server trust: the TLS
+    /// chain the server presented, for the app to judge (`NSURLAuthenticationMethodServerTrust`).
     public enum Method: String, Codable, Sendable {
         case basic = "Basic"
         case digest = "Digest"
+        case serverTrust = "ServerTrust"
     }
 
     public var host: String
@@ -98,6 +100,9 @@ public struct CredentialRecord: Codable, Sendable, Equatable, CustomStringConver
     public var user: String
     public var password: String
     public var persistence: Persistence
+    /// For a server-trust challenge (`URLCredential(trust:)`): the accepted server's public
+    /// key pin (`ServerTrustRecord.leafPublicKeyPin`); user and password are empty.
+    public var serverKeyPin: String?
 
     public init(user: String, password: String, persistence: Persistence) {
         self.user = user
@@ -105,7 +110,15 @@ public struct CredentialRecord: Codable, Sendable, Equatable, CustomStringConver
         self.persistence = persistence
     }
 
-    public var description: String { "credential for \(user) (\(persistence.rawValue)), password hidden" }
+    /// The answer to a server-trust challenge: this server key, and no other, is trusted.
+    public init(acceptingServerKey pin: String) {
+        self.init(user: "", password: "", persistence: .forSession)
+        serverKeyPin = pin
+    }
+
+    public var description: String {
+        serverKeyPin.map { "trust in the server key \($0)" } ?? "credential for \(user) (\(persistence.rawValue)), password hidden"
+    }
     public var debugDescription: String { description }
     public var customMirror: Mirror { Mirror(self, children: ["user": user, "persistence": persistence]) }
 }
@@ -117,11 +130,21 @@ public struct ChallengeRecord: Codable, Sendable, Equatable {
     public var previousFailureCount: Int
     /// The user of the credential that was refused, if any (`proposedCredential` without its password).
     public var proposedUser: String?
+    /// For a server-trust challenge: what the server presented and how the default
+    /// evaluation judged it (Apple's `protectionSpace.serverTrust`).
+    public var serverTrust: ServerTrustRecord?
 
-    public init(protectionSpace: ProtectionSpaceRecord, previousFailureCount: Int, proposedUser: String?) {
+    public init(protectionSpace: ProtectionSpaceRecord, previousFailureCount: Int, proposedUser: String?, serverTrust: ServerTrustRecord? = nil) {
         self.protectionSpace = protectionSpace
         self.previousFailureCount = previousFailureCount
         self.proposedUser = proposedUser
+        self.serverTrust = serverTrust
+    }
+
+    /// A server-trust challenge for what a server presented (S3.6).
+    public init(serverTrust: ServerTrustRecord) {
+        self.init(protectionSpace: ProtectionSpaceRecord(host: serverTrust.host, port: serverTrust.port, protocol: "https", realm: nil, method: .serverTrust, isProxy: false),
+                  previousFailureCount: 0, proposedUser: nil, serverTrust: serverTrust)
     }
 }
 

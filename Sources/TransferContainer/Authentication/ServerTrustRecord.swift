@@ -35,6 +35,31 @@ public struct ServerTrustRecord: Codable, Sendable, Equatable {
         certificates.first.flatMap(Self.publicKeyPin(ofCertificate:))
     }
 
+    /// Apple's code for an OpenSSL verify result (x509_vfy.h). libcurl's own host-name check
+    /// leaves the result at 0 or 1 (X509_V_ERR_UNSPECIFIED): a chain for another host is
+    /// untrusted (-1202), as on Apple's systems.
+    public static func urlErrorCode(verifyResult: Int) -> Int {
+        switch verifyResult {
+        case 10, 12: TransferFailure.serverCertificateHasBadDate        // cert / CRL has expired
+        case 9, 11: TransferFailure.serverCertificateNotYetValid        // cert / CRL not yet valid
+        case 18, 19: TransferFailure.serverCertificateHasUnknownRoot    // self-signed leaf / root not in the store
+        case 2, 20, 21, 24, 27, 28, 62, 64: TransferFailure.serverCertificateUntrusted  // unknown or wrong issuer, not trusted, host or IP mismatch
+        case 0, 1: TransferFailure.serverCertificateUntrusted
+        default: TransferFailure.secureConnectionFailed
+        }
+    }
+
+    /// The chain judged again here, offline, as a TLS client would now: against `anchors`
+    /// and (unless `anchorsOnly`) the system's store, for this record's host (Apple's
+    /// `SecTrustSetAnchorCertificates` then `SecTrustEvaluateWithError`).
+    public func evaluated(anchors: [Data], anchorsOnly: Bool) -> ServerTrustRecord {
+        var judged = self
+        let outcome = ServerChainVerifier.verify(certificates, anchors: anchors, useSystemStore: !anchorsOnly, host: host)
+        judged.failureCode = outcome.verified ? nil : Self.urlErrorCode(verifyResult: outcome.verifyError)
+        judged.failureReason = outcome.verified ? nil : outcome.reason
+        return judged
+    }
+
     /// The pin of a DER certificate's public key, or nil when it does not parse.
     public static func publicKeyPin(ofCertificate der: Data) -> String? {
         guard let info = DERCertificate.subjectPublicKeyInfo(of: der) else { return nil }

@@ -73,6 +73,8 @@ public enum TaskHold: Sendable, Equatable, CustomStringConvertible {
         case .rateLimiter(let date): "created in the background: waiting out the resume rate limiter until \(ISO8601Format.string(from: date))"
         case .connectivity(let problem): "waiting for connectivity: \(problem)"
         case .discretionary(let missing): "discretionary: waiting for \(missing)"
+        case .authentication(let challenge) where challenge.serverTrust != nil:
+            "waiting for the app to judge the certificate of \(challenge.protectionSpace.host):\(challenge.protectionSpace.port) (\(challenge.serverTrust?.failureReason ?? "a server-trust challenge"))"
         case .authentication(let challenge):
             "waiting for the app to answer an authentication challenge: \(challenge.protectionSpace.method.rawValue) realm \"\(challenge.protectionSpace.realm ?? "")\" at \(challenge.protectionSpace.isProxy ? "proxy " : "")\(challenge.protectionSpace.host):\(challenge.protectionSpace.port)\(challenge.previousFailureCount > 0 ? ", \(challenge.previousFailureCount) refused" : "")"
         }

@@ -77,6 +77,7 @@ final class Challenges {
         let key = TaskKey(session: session.key, task: taskID)
         challengesAsked[key] = nil
         let name = session.key.identifier.rawValue
+        if challenge.serverTrust != nil { return try daemon.serverTrust.answer(answer, to: challenge, for: task, in: session) }
         let given = answer.disposition == .useCredential ? answer.credential : nil
         // Default handling uses what is stored (given since this attempt started), if not yet refused.
         let space = challenge.protectionSpace

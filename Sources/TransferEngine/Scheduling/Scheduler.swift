@@ -116,7 +116,8 @@ final class Scheduler {
     }
 
     private func readiness(of task: TaskRecord, in session: DaemonSession, now: Date) -> Readiness {
-        guard task.state == .running, daemon.transfers.transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)] == nil else { return .notWaiting }
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        guard task.state == .running, daemon.transfers.transfersByTask[key] == nil, !daemon.serverTrust.isProbing(key) else { return .notWaiting }
         if let hold = task.hold(under: conditions, now: now) {
             if hold.isWaitingForConnectivity { reportWaitingForConnectivity(task, in: session) }
             if case .authentication = hold { daemon.challenges.askAboutChallenge(task, in: session) }
@@ -172,6 +173,7 @@ final class Scheduler {
     /// `bgtransfer conditions` changed them: transfers the new conditions forbid pause (the
     /// bytes they have stay, and they resume from their offset), waiting ones may start.
     func conditionsChanged() {
+        daemon.serverTrust.loadDeviceRoots()
         let previous = conditions
         loadConditions()
         guard conditions != previous else { return }

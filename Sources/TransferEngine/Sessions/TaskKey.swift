@@ -1,7 +1,7 @@
 import TransferContainer
 
 /// A task in the daemon's namespace.
-struct TaskKey: Hashable {
+struct TaskKey: Hashable, Sendable {
     var session: SessionKey
     var task: Int
 }

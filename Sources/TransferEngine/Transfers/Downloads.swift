@@ -38,7 +38,8 @@ final class Downloads {
             let partial = partialPath(for: task, in: session)
             let spare = daemon.transfers.spareFiles.take(to: partial) // unless there is one: resume from it
             let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, emptyFile: spare, configuration: session.record.configuration,
-                                                credentials: daemon.challenges.credentials(for: task, in: session), freeSpaceReserve: daemon.options.freeSpaceReserve)
+                                                credentials: daemon.challenges.credentials(for: task, in: session), freeSpaceReserve: daemon.options.freeSpaceReserve,
+                                                tls: daemon.serverTrust.tlsPolicy(for: task, in: session))
             transfer.onResponse = { [unowned self, unowned session] task in
                 if let name = daemon.options.crashOnResponseHeader, task.response?.header(name) != nil {
                     fatalError("transferd: the response carries \(name) (BGTRANSFER_FAULT_CRASH_ON_RESPONSE_HEADER)")

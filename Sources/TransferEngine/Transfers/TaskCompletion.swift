@@ -15,6 +15,10 @@ final class TaskCompletion {
 
     /// A transport failure: tried again or ended, as the retry policy decides (S6.4).
     func retryOrFail(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {
+        if error.isServerTrustFailure {
+            daemon.serverTrust.trustFailed(task, in: session, error) // the app judges the chain (S3.6)
+            return
+        }
         var task = task
         task.retryCount += 1
         task.lastError = error.description
@@ -139,5 +143,6 @@ final class TaskCompletion {
     func forgetTask(_ key: TaskKey) {
         daemon.delayedRequests.forget(key)
         daemon.challenges.forget(key)
+        daemon.serverTrust.forget(key)
     }
 }

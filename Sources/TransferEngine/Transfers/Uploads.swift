@@ -83,7 +83,8 @@ final class Uploads {
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
             let transfer = try UploadTransfer(session: session.key, task: task, step: step, bodyPath: task.uploadFile.flatMap(session.resolvedPath), responsePath: uploadResponsePath(for: task, in: session),
-                                              configuration: session.record.configuration, credentials: daemon.challenges.credentials(for: task, in: session), conflicts: conflicts, retryPolicy: daemon.retryPolicy)
+                                              configuration: session.record.configuration, credentials: daemon.challenges.credentials(for: task, in: session), conflicts: conflicts, retryPolicy: daemon.retryPolicy,
+                                              tls: daemon.serverTrust.tlsPolicy(for: task, in: session))
             transfer.onResumptionOffered = { [unowned self, unowned session] task in
                 do { try session.update(task) } catch {
                     daemon.log.error("store", "cannot record the upload location: \(error)", session: sessionName, task: task.taskIdentifier)

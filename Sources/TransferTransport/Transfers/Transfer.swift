@@ -45,7 +45,7 @@ extension CurlEasy {
         switch space?.method {
         case .basic: .basic
         case .digest: .digest
-        case nil: [.basic, .digest]
+        case .serverTrust, nil: [.basic, .digest]
         }
     }
 }

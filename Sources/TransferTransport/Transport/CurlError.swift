@@ -98,7 +98,7 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
         let base = CurlError(transferCode: rawCode, detail: detail)
         let kind: Kind
         if rawCode == CURLE_PEER_FAILED_VERIFICATION.rawValue {
-            kind = .serverTrustFailed(urlErrorCode: Self.urlErrorCode(verifyResult: verifyResult))
+            kind = .serverTrustFailed(urlErrorCode: ServerTrustRecord.urlErrorCode(verifyResult: verifyResult))
         } else if let detail, detail.lowercased().contains("certificate required") {
             // TLS 1.3's certificate_required alert (116), as OpenSSL words it.
             kind = .clientCertificateRequired
@@ -106,20 +106,6 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
             kind = base.kind
         }
         self.init(kind: kind, origin: .transfer, code: Int(rawCode), message: base.message)
-    }
-
-    /// Apple's code for an OpenSSL verify result (x509_vfy.h). libcurl's own host-name check
-    /// leaves the result at 0 or 1 (X509_V_ERR_UNSPECIFIED): a chain for another host is
-    /// untrusted (-1202), as on Apple's systems.
-    package static func urlErrorCode(verifyResult: Int) -> Int {
-        switch verifyResult {
-        case 10, 12: TransferFailure.serverCertificateHasBadDate        // cert / CRL has expired
-        case 9, 11: TransferFailure.serverCertificateNotYetValid        // cert / CRL not yet valid
-        case 18, 19: TransferFailure.serverCertificateHasUnknownRoot    // self-signed leaf / root not in the store
-        case 2, 20, 21, 24, 27, 28, 62: TransferFailure.serverCertificateUntrusted  // unknown or wrong issuer, not trusted, host mismatch
-        case 0, 1: TransferFailure.serverCertificateUntrusted
-        default: TransferFailure.secureConnectionFailed
-        }
     }
 
     /// The error for a failed multi-handle call.

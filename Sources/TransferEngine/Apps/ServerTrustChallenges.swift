@@ -1,0 +1,156 @@
+import Foundation
+import TransferContainer
+import TransferTransport
+
+/// Server trust for background sessions (S3.6): a chain that does not verify against the
+/// system store (and the roots installed on the simulated device) holds its task and asks the
+/// app with a server-trust challenge, attached or relaunched for it as for a `401`; an app
+/// that accepts it with `URLCredential(trust:)` has that server's key, and no other, trusted
+/// for its session from then on. No request is sent to a server nobody trusts: the chain is
+/// learnt by a handshake-only probe, on a thread of its own. Owned by the daemon's loop thread.
+final class ServerTrustChallenges {
+    unowned let daemon: TransferDaemon
+    /// Root certificates installed on the simulated device (`Daemon/trusted-roots.pem`),
+    /// trusted besides the system store for every app, as a profile's CA is on iOS.
+    private(set) var deviceRoots: [Data] = []
+    /// The server keys apps accepted, per session and origin, for the daemon's life.
+    private var acceptedPins: [Origin: String] = [:]
+    /// Tasks whose server's chain is being probed; they wait meanwhile.
+    private var probing: Set<TaskKey> = []
+    /// Probe results, handed from the probing threads to the loop (`deliverProbeResults`).
+    private let results = Locked<[ProbeResult]>([])
+
+    /// A session's view of one server.
+    struct Origin: Hashable {
+        var session: SessionKey
+        var host: String
+        var port: Int
+    }
+
+    /// What a probe learnt for a task whose transfer failed server trust.
+    struct ProbeResult: Sendable {
+        var task: TaskKey
+        var failure: CurlError
+        var outcome: Result<ServerTrustRecord, CurlError>
+    }
+
+    init(daemon: TransferDaemon) {
+        self.daemon = daemon
+    }
+
+    /// Reads the device's installed roots (at start, and when `bgtransfer` says the device changed).
+    func loadDeviceRoots() {
+        let path = daemon.layout.deviceTrustedRoots.path
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            deviceRoots = []
+            return
+        }
+        deviceRoots = CertificatePEM.certificates(in: text)
+        daemon.log.info("trust", "\(deviceRoots.count) root certificates installed on the device (\(path))")
+    }
+
+    /// How a transfer of `task` judges its server: the system store and the device's roots,
+    /// or exactly the key the app accepted for this origin.
+    func tlsPolicy(for task: TaskRecord, in session: DaemonSession) -> TLSPolicy {
+        guard let origin = origin(of: task.requestToSend.url, in: session) else { return TLSPolicy(extraAnchors: deviceRoots) }
+        return TLSPolicy(extraAnchors: deviceRoots, acceptedPublicKeyPin: acceptedPins[origin])
+    }
+
+    func isProbing(_ key: TaskKey) -> Bool { probing.contains(key) }
+
+    /// A transfer failed because its server's chain was not trusted: the chain is probed, and
+    /// the app asked about it (`deliverProbeResults`). The task waits meanwhile.
+    func trustFailed(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        guard probing.insert(key).inserted else { return }
+        let url = task.requestToSend.url
+        let policy = TLSPolicy(extraAnchors: deviceRoots)
+        let proxy = session.record.configuration.httpProxy
+        let timeout = session.record.configuration.timeoutIntervalForRequest
+        let results = self.results
+        let waker = daemon.loop.multi.waker
+        daemon.log.notice("trust", "\(error); looking at the server's chain", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        DispatchQueue.global().async {
+            let outcome = ServerChainProbe.evaluate(url: url, policy: policy, proxy: proxy, timeout: timeout)
+            results.withLock { $0.append(ProbeResult(task: key, failure: error, outcome: outcome)) }
+            waker.wakeup()
+        }
+    }
+
+    /// Called every turn: acts on the probes that finished.
+    func deliverProbeResults() {
+        let finished = results.withLock { results -> [ProbeResult] in
+            defer { results.removeAll() }
+            return results
+        }
+        for result in finished {
+            probing.remove(result.task)
+            guard let session = daemon.sessions[result.task.session], let task = session.tasks[result.task.task] else { continue }
+            switch result.outcome {
+            case .failure(let error):
+                // No handshake at all now (the server went away): an ordinary transport failure.
+                daemon.completion.retryOrFail(task, in: session, error)
+            case .success(let record) where record.isTrustedByDefault:
+                daemon.log.notice("trust", "the chain of \(record.host):\(record.port) verifies now; trying again", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+                daemon.scheduler.scheduleTransfer(task, in: session)
+            case .success(let record):
+                ask(about: record, task, in: session)
+            }
+        }
+    }
+
+    /// Holds the task with a server-trust challenge, durably, and asks the app (attached, or
+    /// launched for it by housekeeping).
+    private func ask(about record: ServerTrustRecord, _ task: TaskRecord, in session: DaemonSession) {
+        var task = task
+        task.pendingChallenge = ChallengeRecord(serverTrust: record)
+        task.lastError = record.failureReason
+        do { try session.update(task) } catch {
+            daemon.log.error("store", "cannot record the server-trust challenge: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            return
+        }
+        daemon.log.notice("trust", "\(record.host):\(record.port) presented a chain that does not verify (\(record.failureReason ?? "code \(record.failureCode ?? 0)")); asking the app", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        daemon.delivery.pushPendingEvents(session) // nobody attached: housekeeping launches the app for it
+        daemon.scheduler.scheduleTransfers()
+    }
+
+    /// The app's answer to a server-trust challenge: trust exactly the key it accepted, keep the
+    /// default evaluation (the task fails with its TLS error and the chain), or cancel (-999).
+    func answer(_ answer: ChallengeAnswer, to challenge: ChallengeRecord, for task: TaskRecord, in session: DaemonSession) throws -> TaskRecord? {
+        guard let record = challenge.serverTrust else { return task }
+        let name = session.key.identifier.rawValue
+        var task = task
+        task.pendingChallenge = nil
+        switch answer.disposition {
+        case .cancelAuthenticationChallenge:
+            daemon.log.notice("trust", "the app cancelled the server-trust challenge", session: name, task: task.taskIdentifier)
+            try daemon.completion.cancel(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the app cancelled the server-trust challenge", subject: task.originalRequest.url))
+            return nil
+        case .useCredential where answer.credential?.serverKeyPin != nil && answer.credential?.serverKeyPin == record.leafPublicKeyPin:
+            if let pin = record.leafPublicKeyPin, let origin = origin(of: task.requestToSend.url, in: session) { acceptedPins[origin] = pin }
+            try session.update(task)
+            daemon.log.notice("trust", "the app trusts the key of \(record.host):\(record.port); trying again, pinned to it", session: name, task: task.taskIdentifier)
+            daemon.scheduler.scheduleTransfers()
+            return session.tasks[task.taskIdentifier]
+        case .useCredential, .performDefaultHandling, .rejectProtectionSpace:
+            let why = answer.disposition == .useCredential ? "a credential for another key" : answer.disposition.rawValue
+            var failure = TransferFailure(code: record.failureCode ?? TransferFailure.secureConnectionFailed,
+                                          message: "The certificate for this server is invalid (\(record.failureReason ?? "not trusted"); the app answered \(why))",
+                                          subject: task.originalRequest.url)
+            failure.failingURL = task.requestToSend.url
+            failure.serverTrust = record
+            daemon.completion.fail(task, in: session, failure)
+            return nil
+        }
+    }
+
+    /// The task ended: a probe of it still under way is dropped when it returns.
+    func forget(_ key: TaskKey) {
+        probing.remove(key)
+    }
+
+    private func origin(of url: String, in session: DaemonSession) -> Origin? {
+        guard let endpoint = ProtectionSpaceRecord.endpoint(of: url) else { return nil }
+        return Origin(session: session.key, host: endpoint.host, port: endpoint.port)
+    }
+}
