@@ -33,12 +33,15 @@ final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
         struct Outcome {
             var error: URLError?
             var delivered: Data?
+            /// What `didFinishCollecting` handed over, before `didCompleteWithError`.
+            var metrics: URLSessionTaskMetrics?
         }
         let answer: @Sendable (SecTrust) -> URLSession.AuthChallengeDisposition
         private let lock = NSCondition()
         private(set) var trusts: [SecTrust] = []
         private var outcomes: [Int: Outcome] = [:]
         private var delivered: [Int: Data] = [:]
+        private var metrics: [Int: URLSessionTaskMetrics] = [:]
 
         init(answer: @escaping @Sendable (SecTrust) -> URLSession.AuthChallengeDisposition) {
             self.answer = answer
@@ -59,9 +62,13 @@ final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
             lock.lock(); delivered[downloadTask.taskIdentifier] = data; lock.unlock()
         }
 
+        func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
+            lock.lock(); self.metrics[task.taskIdentifier] = metrics; lock.unlock()
+        }
+
         func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
             lock.lock()
-            outcomes[task.taskIdentifier] = Outcome(error: error as? URLError, delivered: delivered[task.taskIdentifier])
+            outcomes[task.taskIdentifier] = Outcome(error: error as? URLError, delivered: delivered[task.taskIdentifier], metrics: metrics[task.taskIdentifier])
             lock.broadcast()
             lock.unlock()
         }
@@ -109,6 +116,7 @@ final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
         #expect(outcome.delivered == payload)
         #expect(delegate.trusts.count == 1)
         #expect(nginx.requests.last?.protocolName == "HTTP/2.0")
+        #expect(outcome.metrics?.transactionMetrics.last?.networkProtocolName == "h2", "metrics before the completion: \(String(describing: outcome.metrics))")
     }
 
     @Test("Cancelling the server-trust challenge ends the task with -999 and sends no request")
@@ -177,6 +185,10 @@ final class BackgroundServerTrustTests: InProcessSuite, @unchecked Sendable {
         #expect(delegate.trusts.count == 1)
         let requests = nginx.requests
         #expect(requests.count == 1 && requests.first?.protocolName == "HTTP/2.0", "\(requests)")
+        let metrics = try #require(outcome.metrics, "didFinishCollecting before didCompleteWithError")
+        #expect(metrics.transactionMetrics.last?.networkProtocolName == "h2")
+        #expect(metrics.transactionMetrics.last?.request?.url?.absoluteString == nginx.url("selfSigned", "file.bin"))
+        #expect(metrics.taskInterval.duration >= 0 && metrics.taskInterval.duration < 60)
     }
 
     @Test("Cancelled in a background session: -999, no file, no request")

@@ -38,6 +38,9 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
     /// A task was made (`downloadTask(with:)`, `uploadTask(with:fromFile:)`, …): the first call
     /// about it, on the delegate queue. Not made for tasks the session refused.
     func urlSession(_ session: URLSession, didCreateTask task: URLSessionTask)
+    /// What was measured of the task: its interval and its last exchange, with the protocol
+    /// negotiated ("h2"). Called once per finished task, just before `didCompleteWithError`.
+    func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics)
 }
 
 /// Download-task events (Apple's `URLSessionDownloadDelegate`).
@@ -65,6 +68,7 @@ extension URLSessionDelegate {
 
 extension URLSessionTaskDelegate {
     public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {}
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {}
     public func urlSession(_ session: URLSession, taskIsWaitingForConnectivity task: URLSessionTask) {}
     public func urlSession(_ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest, completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void) {
         completionHandler(.continueLoading, nil)

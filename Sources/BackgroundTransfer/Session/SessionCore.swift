@@ -487,7 +487,11 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
                 }
             }
             if interruptedPhase != .completing, let delegate = delegate as? URLSessionTaskDelegate {
-                onDelegateQueue(marking: (event.number, .completing)) { session in delegate.urlSession(session, task: task, didCompleteWithError: error) }
+                let metrics = URLSessionTaskMetrics(task: event.task, endedAt: event.createdAt, request: task.currentRequest, response: task.response)
+                onDelegateQueue(marking: (event.number, .completing)) { session in
+                    delegate.urlSession(session, task: task, didFinishCollecting: metrics)
+                    delegate.urlSession(session, task: task, didCompleteWithError: error)
+                }
             }
             state.withLock { $0.deliveredThrough = event.number }
             do {

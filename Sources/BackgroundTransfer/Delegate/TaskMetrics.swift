@@ -1,0 +1,60 @@
+import Foundation
+import FoundationNetworking
+import TransferContainer
+
+/// What the library measured of a task (Apple's `URLSessionTaskMetrics`), handed to
+/// `urlSession(_:task:didFinishCollecting:)` just before `didCompleteWithError`. The
+/// corelibs class of that name cannot be filled in from outside Foundation, so this module
+/// declares its own, with Apple's names; it shadows the other for code that imports this
+/// module. Immutable; any thread.
+public final class URLSessionTaskMetrics: @unchecked Sendable, CustomStringConvertible {
+    /// One entry per request-response exchange the library knows of (the last one).
+    public let transactionMetrics: [URLSessionTaskTransactionMetrics]
+    /// From the task's creation to its completion.
+    public let taskInterval: DateInterval
+    /// Redirects followed (not counted by the daemon: 0).
+    public let redirectCount: Int
+
+    init(transactionMetrics: [URLSessionTaskTransactionMetrics], taskInterval: DateInterval, redirectCount: Int) {
+        self.transactionMetrics = transactionMetrics
+        self.taskInterval = taskInterval
+        self.redirectCount = redirectCount
+    }
+
+    /// The metrics of a finished task: its record as it ended, the request it sent last and
+    /// the response it got.
+    convenience init(task record: TaskRecord, endedAt end: Date, request: URLRequest?, response: URLResponse?) {
+        let interval = DateInterval(start: min(record.createdAt, end), end: end)
+        let transaction = URLSessionTaskTransactionMetrics(request: request, response: response, networkProtocolName: record.networkProtocolName, responseEndDate: response == nil ? nil : end)
+        self.init(transactionMetrics: request == nil ? [] : [transaction], taskInterval: interval, redirectCount: 0)
+    }
+
+    public var description: String {
+        "URLSessionTaskMetrics(\(String(format: "%.3f", taskInterval.duration)) s, \(transactionMetrics.map { $0.networkProtocolName ?? "?" }))"
+    }
+}
+
+/// One exchange of a task (Apple's `URLSessionTaskTransactionMetrics`): the request, the
+/// response, and the protocol negotiated ("h2", "http/1.1"). Immutable; any thread.
+public final class URLSessionTaskTransactionMetrics: @unchecked Sendable {
+    public let request: URLRequest?
+    public let response: URLResponse?
+    /// ALPN's name of the protocol: "h2" over HTTP/2, "http/1.1"; nil when no response arrived.
+    public let networkProtocolName: String?
+    /// When the response's last byte arrived, as far as the library knows it (the task's end).
+    public let responseEndDate: Date?
+    /// Always a load from the network here (no cache, no server push).
+    public let resourceFetchType: ResourceFetchType = .networkLoad
+
+    /// Apple's `URLSessionTaskMetrics.ResourceFetchType`.
+    public enum ResourceFetchType: Int, Sendable {
+        case unknown, networkLoad, serverPush, localCache
+    }
+
+    init(request: URLRequest?, response: URLResponse?, networkProtocolName: String?, responseEndDate: Date?) {
+        self.request = request
+        self.response = response
+        self.networkProtocolName = networkProtocolName
+        self.responseEndDate = responseEndDate
+    }
+}
