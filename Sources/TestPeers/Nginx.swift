@@ -158,6 +158,7 @@ package final class Nginx: @unchecked Sendable {
         package var port: Int
         package var protocolName: String
         package var status: Int
+        package var method: String
         package var uri: String
         package var range: String
     }
@@ -168,7 +169,7 @@ package final class Nginx: @unchecked Sendable {
         return text.split(separator: "\n").compactMap { line in
             let parts = line.split(separator: " ", omittingEmptySubsequences: false)
             guard parts.count >= 8, let connection = Int(parts[0]), let port = Int(parts[2]), let status = Int(parts[4]) else { return nil }
-            return Request(connection: connection, port: port, protocolName: String(parts[3]), status: status, uri: String(parts[6]),
+            return Request(connection: connection, port: port, protocolName: String(parts[3]), status: status, method: String(parts[5]), uri: String(parts[6]),
                            range: String(parts[7]).trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
         }
     }

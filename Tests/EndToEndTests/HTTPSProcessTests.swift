@@ -139,4 +139,39 @@ struct HTTPSProcessTests {
             #expect(!delivered.contains { $0.hasSuffix("report.bin") }, "\(delivered)")
         }
     }
+
+    @Test("A 401 over HTTP/2 asks the app, which answers from its keychain; the retried request carries the credential and the file arrives (nginx auth_basic)")
+    func authenticationOverHTTP2() async throws {
+        try await onOwnThread {
+            let hash = try PeerProcess.run("/usr/bin/openssl", ["passwd", "-apr1", "s3cret"], in: FileManager.default.temporaryDirectory).trimmingCharacters(in: .whitespacesAndNewlines)
+            let users = FileManager.default.temporaryDirectory.appendingPathComponent("htpasswd-\(UUID().uuidString.prefix(8))")
+            try "alice:\(hash)\n".write(to: users, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(at: users) }
+            let stage = try Stage(directives: "auth_basic \"vault\"; auth_basic_user_file \(users.path);", deviceTrustsCA: true)
+            defer { stage.stop() }
+            #expect(try Executable.hostApp.run(["remember-password", "vault", "alice", "s3cret"], in: stage.container).status == 0)
+            let outcome = try Executable.hostApp.run(["download", stage.url, "--wait"], in: stage.container, timeout: 60)
+            #expect(outcome.status == 0, "\(outcome.stdout)\n\(outcome.stderr)")
+            #expect(stage.delivered == stage.payload)
+            let requests = stage.nginx.requests
+            #expect(requests.map(\.status) == [401, 200] && requests.allSatisfy { $0.protocolName == "HTTP/2.0" }, "\(requests)")
+        }
+    }
+
+    @Test("An upload over HTTP/2 through the daemon: nginx (WebDAV PUT) stores exactly the file's bytes")
+    func uploadOverHTTP2() async throws {
+        try await onOwnThread {
+            let stage = try Stage(directives: "dav_methods PUT; create_full_put_path on; client_max_body_size 64m;", deviceTrustsCA: true)
+            defer { stage.stop() }
+            let body = testPayload(size: 3 << 20, seed: 77)
+            let file = stage.container.root + "/upload.bin"
+            try body.write(to: URL(fileURLWithPath: file))
+            let url = stage.nginx.url("private", "incoming/upload.bin")
+            let outcome = try Executable.fetchExtension.run(["upload", file, url, "--method", "PUT", "--wait"], in: stage.container, timeout: 60)
+            #expect(outcome.status == 0, "\(outcome.stdout)\n\(outcome.stderr)")
+            #expect(FileManager.default.contents(atPath: stage.nginx.files.appendingPathComponent("incoming/upload.bin").path) == body)
+            let puts = stage.nginx.requests.filter { $0.method == "PUT" }
+            #expect(puts.count == 1 && puts.first?.status == 201 && puts.first?.protocolName == "HTTP/2.0", "\(stage.nginx.requests)")
+        }
+    }
 }
