@@ -176,3 +176,10 @@ package final class Nginx: @unchecked Sendable {
 
     package var errorLogText: String { (try? String(contentsOf: errorLog, encoding: .utf8)) ?? "" }
 }
+
+extension TestCertificates {
+    /// One nginx site per kind of certificate, named after it.
+    package func sites(_ kinds: [Kind]) -> [Nginx.Site] {
+        kinds.map { Nginx.Site(name: $0.rawValue, certificate: certificateFile($0), key: keyFile($0)) }
+    }
+}

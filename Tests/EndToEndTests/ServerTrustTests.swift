@@ -19,9 +19,7 @@ final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
     required init() throws {
         let certificates = try TestCertificates.shared.get()
         self.certificates = certificates
-        nginx = try Nginx.start(sites: TestCertificates.Kind.allCases.map { kind in
-            Nginx.Site(name: kind.rawValue, certificate: certificates.certificateFile(kind), key: certificates.keyFile(kind))
-        })
+        nginx = try Nginx.start(sites: certificates.sites(TestCertificates.Kind.allCases))
         payload = try nginx.serve("file.bin", bytes: 200_000)
         try super.init()
     }
@@ -141,9 +139,7 @@ final class BackgroundServerTrustTests: InProcessSuite, @unchecked Sendable {
     required init() throws {
         let certificates = try TestCertificates.shared.get()
         self.certificates = certificates
-        nginx = try Nginx.start(sites: [TestCertificates.Kind.selfSigned, .otherCA].map { kind in
-            Nginx.Site(name: kind.rawValue, certificate: certificates.certificateFile(kind), key: certificates.keyFile(kind))
-        })
+        nginx = try Nginx.start(sites: certificates.sites([.selfSigned, .otherCA]))
         payload = try nginx.serve("file.bin", bytes: 300_000)
         try super.init()
     }

@@ -15,9 +15,7 @@ final class TLSTests {
     init() throws {
         let certificates = try TestCertificates.shared.get()
         self.certificates = certificates
-        nginx = try Nginx.start(sites: TestCertificates.Kind.allCases.map { kind in
-            Nginx.Site(name: kind.rawValue, certificate: certificates.certificateFile(kind), key: certificates.keyFile(kind))
-        })
+        nginx = try Nginx.start(sites: certificates.sites(TestCertificates.Kind.allCases))
         try nginx.serve("small.bin", bytes: 10_000)
     }
 
