@@ -187,6 +187,26 @@ final class BackgroundServerTrustTests: InProcessSuite, @unchecked Sendable {
         #expect(metrics.taskInterval.duration >= 0 && metrics.taskInterval.duration < 60)
     }
 
+    @Test("Three downloads to one untrusted server in one session: the chain is probed once, one acceptance covers them all, and each file arrives")
+    func oneAnswerForAServer() throws {
+        let delegate = ServerTrustTests.TrustDelegate { _ in .useCredential }
+        let configuration = URLSessionConfiguration.background(withIdentifier: "trust.three")
+        configuration.sharedContainerIdentifier = InProcess.group.rawValue
+        configuration.sessionSendsLaunchEvents = false
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let url = try #require(URL(string: nginx.url("selfSigned", "file.bin")))
+        let tasks = (0..<3).map { _ in session.downloadTask(with: url) }
+        tasks.forEach { $0.resume() }
+        for task in tasks {
+            let outcome = try #require(delegate.outcome(of: task.taskIdentifier, timeout: 40))
+            #expect(outcome.error == nil && outcome.delivered == payload, "\(String(describing: outcome.error))")
+        }
+        #expect(nginx.requests.filter { $0.status == 200 }.count == 3)
+        let probes = container.logEntries(process: "transferd", category: "trust").filter { $0.message.contains("looking at the server's chain") }
+        #expect(!probes.isEmpty && probes.count <= 3)
+    }
+
     @Test("Cancelled in a background session: -999, no file, no request")
     func cancelled() throws {
         let (outcome, _) = try download(.selfSigned, session: "trust.cancelled") { _ in .cancelAuthenticationChallenge }

@@ -171,4 +171,9 @@ final class Challenges {
         retryHeadersAnswered.remove(key)
         credentialStore.taskEnded(key)
     }
+
+    /// A task's challenge was settled without asking its holder (another task's answer covered it).
+    func answered(_ key: TaskKey) {
+        challengesAsked[key] = nil
+    }
 }

@@ -15,8 +15,9 @@ final class ServerTrustChallenges {
     private(set) var deviceRoots: [Data] = []
     /// The server keys apps accepted, per session and origin, for the daemon's life.
     private var acceptedPins: [Origin: String] = [:]
-    /// Tasks whose server's chain is being probed; they wait meanwhile.
-    private var probing: Set<TaskKey> = []
+    /// The tasks waiting for a probe of their server's chain, by origin: one probe per origin
+    /// at a time, however many of its tasks failed together.
+    private var probing: [Origin: Set<TaskKey>] = [:]
     /// Probe results, handed from the probing threads to the loop (`deliverProbeResults`).
     private let results = Locked<[ProbeResult]>([])
 
@@ -29,8 +30,7 @@ final class ServerTrustChallenges {
 
     /// What a probe learnt for a task whose transfer failed server trust.
     struct ProbeResult: Sendable {
-        var task: TaskKey
-        var failure: CurlError
+        var origin: Origin
         var outcome: Result<ServerTrustRecord, CurlError>
     }
 
@@ -56,23 +56,33 @@ final class ServerTrustChallenges {
         return TLSPolicy(extraAnchors: deviceRoots, acceptedPublicKeyPin: acceptedPins[origin])
     }
 
-    func isProbing(_ key: TaskKey) -> Bool { probing.contains(key) }
+    func isProbing(_ key: TaskKey) -> Bool { probing.values.contains { $0.contains(key) } }
 
-    /// A transfer failed because its server's chain was not trusted: the chain is probed, and
-    /// the app asked about it (`deliverProbeResults`). The task waits meanwhile.
+    /// A transfer failed because its server's chain was not trusted: the chain is probed
+    /// (once for all of the origin's tasks that failed meanwhile), and the app asked about it
+    /// (`deliverProbeResults`). The task waits meanwhile.
     func trustFailed(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        guard probing.insert(key).inserted else { return }
+        guard let origin = origin(of: task.requestToSend.url, in: session) else {
+            daemon.completion.fail(task, in: session, error.transferFailure(url: task.requestToSend.url))
+            return
+        }
+        daemon.log.notice("trust", "\(error); looking at the server's chain", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        guard probing[origin] == nil else {
+            probing[origin]?.insert(key)
+            return
+        }
+        probing[origin] = [key]
         let url = task.requestToSend.url
         let policy = TLSPolicy(extraAnchors: deviceRoots)
         let proxy = session.record.configuration.httpProxy
-        let timeout = session.record.configuration.timeoutIntervalForRequest
+        // A handshake, not a transfer: no need to wait as long as a request may idle.
+        let timeout = min(session.record.configuration.timeoutIntervalForRequest, 60)
         let results = self.results
         let waker = daemon.loop.multi.waker
-        daemon.log.notice("trust", "\(error); looking at the server's chain", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         DispatchQueue.global().async {
             let outcome = ServerChainProbe.evaluate(url: url, policy: policy, proxy: proxy, timeout: timeout)
-            results.withLock { $0.append(ProbeResult(task: key, failure: error, outcome: outcome)) }
+            results.withLock { $0.append(ProbeResult(origin: origin, outcome: outcome)) }
             waker.wakeup()
         }
     }
@@ -84,18 +94,24 @@ final class ServerTrustChallenges {
             return results
         }
         for result in finished {
-            probing.remove(result.task)
-            guard let session = daemon.sessions[result.task.session], let task = session.tasks[result.task.task] else { continue }
-            switch result.outcome {
-            case .failure(let error):
-                // No handshake at all now (the server went away): an ordinary transport failure.
-                daemon.completion.retryOrFail(task, in: session, error)
-            case .success(let record) where record.isTrustedByDefault:
-                daemon.log.notice("trust", "the chain of \(record.host):\(record.port) verifies now; trying again", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-                daemon.scheduler.scheduleTransfer(task, in: session)
-            case .success(let record):
-                ask(about: record, task, in: session)
+            for key in probing.removeValue(forKey: result.origin) ?? [] {
+                guard let session = daemon.sessions[key.session], let task = session.tasks[key.task] else { continue }
+                act(on: result.outcome, for: task, in: session)
             }
+        }
+    }
+
+    /// What a task whose server failed trust does once its chain is known.
+    private func act(on outcome: Result<ServerTrustRecord, CurlError>, for task: TaskRecord, in session: DaemonSession) {
+        switch outcome {
+        case .failure(let error):
+            // No handshake at all now (the server went away): an ordinary transport failure.
+            daemon.completion.retryOrFail(task, in: session, error)
+        case .success(let record) where record.isTrustedByDefault:
+            daemon.log.notice("trust", "the chain of \(record.host):\(record.port) verifies now; trying again", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            daemon.scheduler.scheduleTransfer(task, in: session)
+        case .success(let record):
+            ask(about: record, task, in: session)
         }
     }
 
@@ -127,8 +143,11 @@ final class ServerTrustChallenges {
             try daemon.completion.cancel(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the app cancelled the server-trust challenge", subject: task.originalRequest.url))
             return nil
         case .useCredential where answer.credential?.serverKeyPin != nil && answer.credential?.serverKeyPin == record.leafPublicKeyPin:
-            if let pin = record.leafPublicKeyPin, let origin = origin(of: task.requestToSend.url, in: session) { acceptedPins[origin] = pin }
             try session.update(task)
+            if let pin = record.leafPublicKeyPin, let origin = origin(of: task.requestToSend.url, in: session) {
+                acceptedPins[origin] = pin
+                try settleOthers(waitingFor: pin, at: origin, in: session)
+            }
             daemon.log.notice("trust", "the app trusts the key of \(record.host):\(record.port); trying again, pinned to it", session: name, task: task.taskIdentifier)
             daemon.scheduler.scheduleTransfers()
             return session.tasks[task.taskIdentifier]
@@ -144,9 +163,19 @@ final class ServerTrustChallenges {
         }
     }
 
+    /// Other tasks of the session held by a challenge for the same server key go on with the
+    /// app's acceptance too: one answer per server, as one connection would have asked once.
+    private func settleOthers(waitingFor pin: String, at origin: Origin, in session: DaemonSession) throws {
+        for var other in session.tasks.values where other.pendingChallenge?.serverTrust?.leafPublicKeyPin == pin && self.origin(of: other.requestToSend.url, in: session) == origin {
+            other.pendingChallenge = nil
+            try session.update(other)
+            daemon.challenges.answered(TaskKey(session: session.key, task: other.taskIdentifier))
+        }
+    }
+
     /// The task ended: a probe of it still under way is dropped when it returns.
     func forget(_ key: TaskKey) {
-        probing.remove(key)
+        for origin in probing.keys { probing[origin]?.remove(key) }
     }
 
     private func origin(of url: String, in session: DaemonSession) -> Origin? {
