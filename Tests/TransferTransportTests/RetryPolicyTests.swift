@@ -22,6 +22,20 @@ import TransferContainer
         #expect(RetryPolicy.reconnect.backoff(beforeRetry: Int.max) == 1)
     }
 
+    @Test("Fresh headers are asked for before a retry, a resume, a resumed upload or after a refused credential, never before a first attempt")
+    func freshHeaders() {
+        var task = TaskRecord(taskIdentifier: 1, kind: .download, originalRequest: RequestRecord(url: "http://127.0.0.1:9/x"))
+        #expect(!policy.asksForFreshHeaders(before: task))
+        task.retryCount = 1
+        #expect(policy.asksForFreshHeaders(before: task))
+        task.retryCount = 0
+        task.countOfBytesReceived = 10
+        #expect(policy.asksForFreshHeaders(before: task))
+        task.countOfBytesReceived = 0
+        task.authenticationFailures = 1
+        #expect(policy.asksForFreshHeaders(before: task))
+    }
+
     @Test("Network trouble is retried after the backoff; other failures end the task at once with their own code")
     func whatRetries() {
         let now = created.addingTimeInterval(10)

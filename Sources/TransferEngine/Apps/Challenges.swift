@@ -124,22 +124,18 @@ final class Challenges {
     }
 
 
-    /// Whether the next start of `task` retries or resumes an earlier attempt.
-    static func isRetryOrResume(_ task: TaskRecord) -> Bool {
-        task.retryCount > 0 || task.progressBytes.done > 0 || task.uploadResumption != nil || task.authenticationFailures > 0
-    }
-
     /// Before a retry or resume, an attached app may refresh the request's headers (a fresh
-    /// token): it is asked and the task waits for the answer (at most 10 s). Returns true
-    /// when the task may start now.
+    /// token): it is asked (when the retry policy says so) and the task waits for the answer
+    /// (the policy's `freshHeadersWait`). Returns true when the task may start now.
     func headersReadyForRetry(_ task: TaskRecord, in session: DaemonSession, now: Date) -> Bool {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        guard Self.isRetryOrResume(task), !retryHeadersAnswered.contains(key) else { return true }
-        switch daemon.delivery.askHolder(&retryHeadersAsked, key, in: session, now: now, timeout: 10, .retryHeaders(session: session.key.identifier, task)) {
+        let policy = daemon.retryPolicy
+        guard policy.asksForFreshHeaders(before: task), !retryHeadersAnswered.contains(key) else { return true }
+        switch daemon.delivery.askHolder(&retryHeadersAsked, key, in: session, now: now, timeout: policy.freshHeadersWait, .retryHeaders(session: session.key.identifier, task)) {
         case .asked, .waiting:
             return false
         case .overdue:
-            daemon.log.error("auth", "no refreshed headers within 10 s; retrying with the headers it has", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            daemon.log.error("auth", "no refreshed headers within \(Int(policy.freshHeadersWait)) s; retrying with the headers it has", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return true
         case .nobodyAttached:
             return true

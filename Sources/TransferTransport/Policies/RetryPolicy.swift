@@ -61,6 +61,15 @@ package struct RetryPolicy: Sendable {
         return .retry(notBefore: start)
     }
 
+    /// How long a task waits for an attached app to refresh its headers before a retry.
+    package var freshHeadersWait: TimeInterval { 10 }
+
+    /// Whether the app is asked for fresh headers (a new token) before `task` starts: when the
+    /// start retries or resumes an earlier attempt (ours, not Apple's).
+    package func asksForFreshHeaders(before task: TaskRecord) -> Bool {
+        task.retryCount > 0 || task.progressBytes.done > 0 || task.uploadResumption != nil || task.authenticationFailures > 0
+    }
+
     /// Whether a resumable upload whose server answered 409 to `conflicts` offset requests
     /// in a row (this one included) starts over instead of asking for the offset again.
     package func restartsUpload(afterOffsetConflicts conflicts: Int) -> Bool {
