@@ -76,6 +76,31 @@ struct SessionJournalTests {
         #expect(contents.unreadable[2].reason.contains("unsupported version"))
     }
 
+    @Test("a long journal (decoded on several threads) reads as one reader would: later lines win, corrupt lines are reported with their numbers")
+    func longJournalInOrder() throws {
+        let encoder = RecordCoding.encoder(pretty: false)
+        var data = Data()
+        for identifier in 1...6000 {
+            data.append(identifier == 3001 ? Data("{broken".utf8) : try encoder.encode(JournalLine.task(sampleTask(identifier))))
+            data.append(UInt8(ascii: "\n"))
+        }
+        // Task 10 again, later: the later record is the one that stays; then its end.
+        var updated = sampleTask(10)
+        updated.countOfBytesReceived = 777
+        data.append(try encoder.encode(JournalLine.task(updated)))
+        data.append(UInt8(ascii: "\n"))
+        data.append(try encoder.encode(JournalLine.event(sampleEvent(1, task: sampleTask(20)))))
+        data.append(UInt8(ascii: "\n"))
+        data.append(Data("{\"task\"".utf8)) // a torn tail
+        let contents = JournalContents(parsing: data)
+        #expect(contents.lineCount == 6002)
+        #expect(contents.unreadable.map(\.line) == [3001])
+        #expect(contents.tasks.count == 5998)
+        #expect(contents.tasks[10]?.countOfBytesReceived == 777)
+        #expect(contents.tasks[20] == nil && contents.events[1] != nil)
+        #expect(contents.tornTailLength == 7)
+    }
+
     @Test("a compaction says the same in fewer lines, and numbers never go back")
     func compaction() throws {
         let directory = try TemporaryDirectory()

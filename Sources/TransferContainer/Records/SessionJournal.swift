@@ -83,23 +83,55 @@ public struct JournalContents: Sendable {
     }
 
     public init(parsing data: Data) {
+        var lines: [Range<Data.Index>] = []
         var start = data.startIndex
         while start < data.endIndex {
             guard let newline = data[start...].firstIndex(of: UInt8(ascii: "\n")) else {
                 tornTailLength = data.endIndex - start
                 break
             }
-            let text = data[start..<newline]
-            lineCount += 1
+            lines.append(start..<newline)
             start = newline + 1
             wholeLength = start - data.startIndex
-            if text.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }) { continue }
-            do {
-                try apply(RecordCoding.decode(JournalLine.self, from: text))
-            } catch {
-                unreadable.append((lineCount, "\(error)", Data(text)))
+        }
+        lineCount = lines.count
+        // Decoding is most of reading a long journal (a daemon's start-up): lines are decoded
+        // on every core, then applied here in order, as one reader would.
+        let decoded = Self.decode(lines, of: data)
+        for (index, line) in decoded.enumerated() {
+            switch line {
+            case .blank: continue
+            case .decoded(let journalLine):
+                do { try apply(journalLine) } catch { unreadable.append((index + 1, "\(error)", Data(data[lines[index]]))) }
+            case .unreadable(let reason):
+                unreadable.append((index + 1, reason, Data(data[lines[index]])))
             }
         }
+    }
+
+    /// One line of the journal, decoded.
+    private enum DecodedLine: Sendable {
+        case blank
+        case decoded(JournalLine)
+        case unreadable(String)
+    }
+
+    /// Decodes each line; on several threads when there are many.
+    private static func decode(_ lines: [Range<Data.Index>], of data: Data) -> [DecodedLine] {
+        @Sendable func decodeLine(_ range: Range<Data.Index>) -> DecodedLine {
+            let text = data[range]
+            if text.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }) { return .blank }
+            do { return .decoded(try RecordCoding.decode(JournalLine.self, from: text)) } catch { return .unreadable("\(error)") }
+        }
+        let chunks = lines.count >= 4096 ? min(ProcessInfo.processInfo.activeProcessorCount, 8) : 1
+        guard chunks > 1 else { return lines.map(decodeLine) }
+        let results = Locked<[[DecodedLine]]>(Array(repeating: [], count: chunks))
+        let size = (lines.count + chunks - 1) / chunks
+        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+            let part = lines[min(chunk * size, lines.count)..<min((chunk + 1) * size, lines.count)].map(decodeLine)
+            results.withLock { $0[chunk] = part }
+        }
+        return results.withLock { $0.flatMap { $0 } }
     }
 
     /// Applies one line. Throws, leaving the contents unchanged, for a record of a newer version.
