@@ -65,7 +65,7 @@ final class ServerTrustChallenges {
         guard probing.insert(key).inserted else { return }
         let url = task.requestToSend.url
         let policy = TLSPolicy(extraAnchors: deviceRoots)
-        let proxy = session.record.configuration.httpProxy
+        let proxy = session.record.configuration.proxy(for: url)
         let timeout = session.record.configuration.timeoutIntervalForRequest
         let results = self.results
         let waker = daemon.loop.multi.waker

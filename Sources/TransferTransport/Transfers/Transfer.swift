@@ -38,7 +38,7 @@ extension CurlEasy {
         setIdleTimeout(idle)
         let server = credentials.server, proxy = credentials.proxy
         setServerCredential(user: server?.credential.user, password: server?.credential.password, schemes: Self.schemes(server?.space))
-        setProxy(configuration.httpProxy, user: proxy?.credential.user, password: proxy?.credential.password, schemes: Self.schemes(proxy?.space))
+        setProxy(configuration.proxy(for: request.url), user: proxy?.credential.user, password: proxy?.credential.password, schemes: Self.schemes(proxy?.space))
         try setTLS(tls)
     }
 
