@@ -141,7 +141,10 @@ final class Connection {
     private func write(_ plan: ResponsePlan, headOnly: Bool) -> Bool {
         let sendsBody = !headOnly && plan.body != nil && (!plan.range.isEmpty || plan.framing == .chunked)
         do {
-            try writer.writeHead(plan.head, bodyFollows: sendsBody)
+            // A body that stalls before its first byte must not leave the head corked (MSG_MORE).
+            let bodyFollowsAtOnce = sendsBody && plan.pacing.stallPoint(total: Int64(plan.range.count)) != 0
+                && plan.pacing.trickleInterval == nil
+            try writer.writeHead(plan.head, bodyFollows: bodyFollowsAtOnce)
             guard sendsBody, let body = plan.body else { return true }
             return try writer.writeBody(body, range: plan.range, framing: plan.framing,
                                         pacing: plan.pacing) == .complete

@@ -79,13 +79,21 @@ enum ResponseFraming {
 struct BodyPacing {
     var bytesPerSecond: Int?
     var dropAfterBytes: Int64?
+    var stallAfterBytes: Int64?
+    var trickleInterval: Double?
+
+    /// Where a body of `total` bytes stalls, if it does (a stall at or past its end is none).
+    func stallPoint(total: Int64) -> Int64? {
+        stallAfterBytes.flatMap { $0 < total ? max(0, $0) : nil }
+    }
 }
 
 /// Writes response heads and bodies to one connection's socket. Used only on that
 /// connection's thread; body bytes are added to the server's shared total and throttle
 /// pauses wait on the server's condition, so `stop()` cuts them short.
 struct HTTPResponseWriter {
-    /// Whether a body went out whole or was cut off on purpose (`dropAfterBytes`).
+    /// Whether a body went out whole or was cut off on purpose (`dropAfterBytes`, or a stall
+    /// the client gave up on).
     enum Outcome {
         case complete
         case dropped
@@ -119,16 +127,22 @@ struct HTTPResponseWriter {
                    pacing: BodyPacing) throws -> Outcome {
         let total = Int64(range.count)
         let dropAt = pacing.dropAfterBytes.flatMap { $0 < total ? max(0, $0) : nil }
-        let limit = dropAt ?? total
+        let stallAt = pacing.stallPoint(total: total)
+        let limit = [dropAt, stallAt, total].compactMap { $0 }.min() ?? total
         // Throttled bodies go out in pieces of about 1/20 s each, then pause until due.
         let rate = pacing.bytesPerSecond.flatMap { $0 > 0 ? $0 : nil }
         let ratePiece = rate.map { Int64(max(1, $0 / 20)) }
+        let trickle = pacing.trickleInterval.flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
         let started = Date()
         var sent: Int64 = 0
 
         while sent < limit {
+            if let trickle {
+                guard core.pause(until: Date(timeIntervalSinceNow: trickle)) else { throw Stopped() }
+            }
             var piece = min(limit - sent, Int64(framing == .chunked ? Self.chunkLimit : Self.pieceLimit))
             if let ratePiece { piece = min(piece, ratePiece) }
+            if trickle != nil { piece = 1 }
             if framing == .chunked {
                 try socket.sendAll(Array((String(piece, radix: 16) + "\r\n").utf8), more: true)
             }
@@ -142,11 +156,29 @@ struct HTTPResponseWriter {
                 guard core.pause(until: due) else { throw Stopped() }
             }
         }
+        if let stallAt, limit == stallAt, dropAt.map({ $0 >= stallAt }) ?? true {
+            holdUntilClientLeaves()
+            return .dropped
+        }
         if dropAt != nil { return .dropped }
         if framing == .chunked {
             try socket.sendAll(Array("0\r\n\r\n".utf8))
         }
         return .complete
+    }
+
+    /// A stalled link: sends nothing more and keeps the connection open until the client
+    /// closes it (or the server stops, whose shutdown wakes the read). What the client
+    /// sends meanwhile is read and dropped; the socket's receive timeout only makes the
+    /// loop look at `isStopping` again.
+    private func holdUntilClientLeaves() {
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        while !core.isStopping {
+            let n = scratch.withUnsafeMutableBytes { recv(socket.raw, $0.baseAddress, $0.count, 0) }
+            if n > 0 { continue }
+            if n < 0, errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK { continue }
+            return  // end of stream or a reset: the client gave up
+        }
     }
 
     /// Sends exactly `count` bytes starting at `offset`.

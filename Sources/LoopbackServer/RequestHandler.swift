@@ -106,7 +106,8 @@ struct RequestHandler {
             plan.framing = .closeDelimited  // HTTP/1.0 has no chunked coding
             plan.closeConnection = true
         }
-        plan.pacing = BodyPacing(bytesPerSecond: options.bytesPerSecond, dropAfterBytes: options.dropAfterBytes)
+        plan.pacing = BodyPacing(bytesPerSecond: options.bytesPerSecond, dropAfterBytes: options.dropAfterBytes,
+                                 stallAfterBytes: options.stallAfterBytes, trickleInterval: options.trickleInterval)
         return plan
     }
 

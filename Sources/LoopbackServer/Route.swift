@@ -36,6 +36,14 @@ public struct RouteOptions: Sendable {
     public var dropAfterBytes: Int64?
     /// Fault: throttle each response body to about this many bytes per second.
     public var bytesPerSecond: Int?
+    /// Fault, a link that stalls: send the head, then this many body bytes of each response
+    /// (0: none at all), then nothing more, keeping the connection open until the client
+    /// closes it or the server stops. Applies only when the body is longer than that.
+    public var stallAfterBytes: Int64?
+    /// Fault, a slow trickle: each response body goes out one byte at a time, one every
+    /// this many seconds (the head at once, the first byte one interval after it). For
+    /// links slower than `bytesPerSecond` can say (under 1 byte per second).
+    public var trickleInterval: Double?
     /// Answer 302 with `Location` set to this path (or absolute URL).
     public var redirectTo: String?
     public var contentType: String
@@ -54,6 +62,8 @@ public struct RouteOptions: Sendable {
                 retryAfter: Int? = nil,
                 dropAfterBytes: Int64? = nil,
                 bytesPerSecond: Int? = nil,
+                stallAfterBytes: Int64? = nil,
+                trickleInterval: Double? = nil,
                 redirectTo: String? = nil,
                 contentType: String = "application/octet-stream") {
         self.etag = etag
@@ -65,6 +75,8 @@ public struct RouteOptions: Sendable {
         self.retryAfter = retryAfter
         self.dropAfterBytes = dropAfterBytes
         self.bytesPerSecond = bytesPerSecond
+        self.stallAfterBytes = stallAfterBytes
+        self.trickleInterval = trickleInterval
         self.redirectTo = redirectTo
         self.contentType = contentType
     }

@@ -2,8 +2,9 @@ import BackgroundTransfer
 import TransferContainer
 
 /// `[--discretionary] [--no-cellular] [--no-expensive] [--no-constrained]
-/// [--begin-after SECONDS] [--priority 0…1]`: how the stand-ins' download and upload commands
-/// ask the daemon to schedule a task (S5), through Apple's configuration and task properties.
+/// [--begin-after SECONDS] [--priority 0…1] [--request-timeout SECONDS]`: how the stand-ins'
+/// download and upload commands ask the daemon to schedule a task (S5), through Apple's
+/// configuration and task properties.
 public struct SchedulingOptions {
     public var isDiscretionary = false
     public var allowsCellularAccess = true
@@ -12,8 +13,10 @@ public struct SchedulingOptions {
     /// `earliestBeginDate` this long after the task is created.
     public var beginAfter: TimeInterval?
     public var priority: Float?
+    /// The session's `timeoutIntervalForRequest`: how long a link may stay silent.
+    public var requestTimeout: TimeInterval?
 
-    public static let usage = "[--discretionary] [--no-cellular] [--no-expensive] [--no-constrained] [--begin-after SECONDS] [--priority 0…1]"
+    public static let usage = "[--discretionary] [--no-cellular] [--no-expensive] [--no-constrained] [--begin-after SECONDS] [--priority 0…1] [--request-timeout SECONDS]"
 
     public init() {}
 
@@ -30,6 +33,9 @@ public struct SchedulingOptions {
         case "--priority":
             guard let text = rest.popFirst(), let value = Float(text), (0...1).contains(value) else { throw UsageError("--priority needs a number from 0 to 1") }
             priority = value
+        case "--request-timeout":
+            guard let text = rest.popFirst(), let seconds = TimeInterval(text), seconds > 0, seconds.isFinite else { throw UsageError("--request-timeout needs a number of seconds above 0") }
+            requestTimeout = seconds
         default:
             return false
         }
@@ -41,6 +47,7 @@ public struct SchedulingOptions {
         configuration.allowsCellularAccess = allowsCellularAccess
         configuration.allowsExpensiveNetworkAccess = allowsExpensiveNetworkAccess
         configuration.allowsConstrainedNetworkAccess = allowsConstrainedNetworkAccess
+        if let requestTimeout { configuration.timeoutIntervalForRequest = requestTimeout }
     }
 
     /// Sets the task's properties; before `resume()`.

@@ -87,7 +87,7 @@ public final class LocalTransferRunner: @unchecked Sendable {
             do {
                 let transfer = try DownloadTransfer(session: key, task: task, partialPath: partialPath, configuration: configuration, credentials: .none, tls: tls)
                 try loop.multi.add(transfer.easy)
-                self.running[ObjectIdentifier(transfer.easy)] = Running(transfer: transfer, callbacks: callbacks, tls: tls, proxy: configuration.httpProxy)
+                self.running[ObjectIdentifier(transfer.easy)] = Running(transfer: transfer, callbacks: callbacks, tls: tls, proxy: configuration.proxy(for: transfer.task.requestToSend.url))
                 self.byTask[task.taskIdentifier] = ObjectIdentifier(transfer.easy)
             } catch {
                 callbacks.finished(task, .failure(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath)))

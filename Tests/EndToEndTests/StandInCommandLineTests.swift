@@ -96,4 +96,18 @@ struct StandInCommandLineTests {
         try #require(conditions.status == 0, "\(conditions.stderr)")
         #expect(waitUntil(timeout: 20) { waiting.stderr.contains("waiting for connectivity") }, "the new reason is said: \(waiting.stderr)")
     }
+
+    @Test("--wait on a link that stalls says so: no data for the idle timeout, and when it retries")
+    func waitSaysTheLinkStalled() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        _ = try DaemonUnderTest.start(container)
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        server.serve("/stalls", data: testPayload(size: 100_000, seed: 3), options: RouteOptions(stallAfterBytes: 10_000))
+        let waiting = try Executable.fetchExtension.start(["download", server.url(for: "/stalls").absoluteString, "--wait", "--request-timeout", "1"], in: container)
+        defer { waiting.kill() }
+        #expect(waitUntil(timeout: 20) { waiting.stderr.contains("retrying in") }, "stderr: \(waiting.stderr)")
+        #expect(waiting.stderr.contains("fetch-extension: task 1:") && waiting.stderr.contains("no data for 1 s"), "the line says the link went silent: \(waiting.stderr)")
+    }
 }

@@ -104,6 +104,32 @@ final class RawHTTPClient {
         return response
     }
 
+    /// Reads only a response's head (status and fields), leaving its body unread.
+    func readResponseHead() throws -> RawResponse {
+        let lines = String(decoding: try readHead(), as: UTF8.self).components(separatedBy: "\r\n").filter { !$0.isEmpty }
+        guard let statusLine = lines.first, let status = Int(statusLine.dropFirst(9).prefix(3)) else {
+            throw ClientError.malformed("status line: \(lines.first ?? "")")
+        }
+        let fields = lines.dropFirst().compactMap { line -> (String, String)? in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+        }
+        return RawResponse(status: status, fields: fields, body: [])
+    }
+
+    /// Body bytes that arrive until the socket's deadline passes with nothing more, or the
+    /// connection ends (`closed`): what a client of a stalled link has got.
+    func readUntilSilent() throws -> (bytes: [UInt8], closed: Bool) {
+        do {
+            while try fill() {}
+            defer { buffer.removeAll() }
+            return (buffer, true)
+        } catch ClientError.timeout {
+            defer { buffer.removeAll() }
+            return (buffer, false)
+        }
+    }
+
     /// True when the server has closed the connection (reads end of stream) within the deadline.
     func isClosedByServer() -> Bool {
         guard buffer.isEmpty else { return false }

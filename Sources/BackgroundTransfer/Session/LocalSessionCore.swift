@@ -256,7 +256,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
         guard let endpoint = ProtectionSpaceRecord.endpoint(of: url) else { return .proceed(.systemDefault) }
         let origin = "\(endpoint.host):\(endpoint.port)"
         if let known = state.withLock({ $0.trustByOrigin[origin] }) { return .proceed(known) }
-        guard case .success(let record) = ServerChainProbe.evaluate(url: url, proxy: configuration.httpProxy, timeout: min(configuration.timeoutIntervalForRequest, 60)) else {
+        guard case .success(let record) = ServerChainProbe.evaluate(url: url, proxy: configuration.proxy(for: url), timeout: min(configuration.timeoutIntervalForRequest, 60)) else {
             return .proceed(.systemDefault) // no handshake at all: the transfer reports why
         }
         let trust = SecTrust(record)

@@ -109,7 +109,7 @@ extension URLAuthenticationChallenge {
         let space = record.protectionSpace
         let method = space.method == .digest ? NSURLAuthenticationMethodHTTPDigest : NSURLAuthenticationMethodHTTPBasic
         let protectionSpace = space.isProxy
-            ? URLProtectionSpace(proxyHost: space.host, port: space.port, type: NSURLProtectionSpaceHTTPProxy, realm: space.realm, authenticationMethod: method)
+            ? URLProtectionSpace(proxyHost: space.host, port: space.port, type: space.protocol == "https" ? NSURLProtectionSpaceHTTPSProxy : NSURLProtectionSpaceHTTPProxy, realm: space.realm, authenticationMethod: method)
             : URLProtectionSpace(host: space.host, port: space.port, protocol: space.protocol, realm: space.realm, authenticationMethod: method)
         let proposed = record.proposedUser.map { URLCredential(user: $0, password: "", persistence: .none) }
         self.init(protectionSpace: protectionSpace, proposedCredential: proposed, previousFailureCount: record.previousFailureCount,

@@ -22,8 +22,11 @@ open class URLSessionConfiguration: @unchecked Sendable {
     /// Ours, not Apple's (S7.4): download tasks of this session with the same GET (URL and
     /// headers) are fetched once; each task still gets its own identifier, file and callbacks.
     public var coalescesIdenticalDownloads = false
-    /// Apple's proxy settings; the daemon uses an HTTP proxy given as `"HTTPEnable": 1`
-    /// (optional), `"HTTPProxy": host`, `"HTTPPort": port` (CFNetwork's key names).
+    /// Apple's proxy settings, with CFNetwork's key names (the values of
+    /// `kCFNetworkProxiesHTTPEnable` and the rest): an HTTP proxy for http URLs as
+    /// `"HTTPEnable": 1` (optional), `"HTTPProxy": host`, `"HTTPPort": port` (8080 when
+    /// missing), and an HTTPS proxy for https URLs, reached with `CONNECT`, as
+    /// `"HTTPSEnable"`, `"HTTPSProxy"`, `"HTTPSPort"` (443 when missing).
     public var connectionProxyDictionary: [AnyHashable: Any]?
     /// Kept and ignored: a background session's connections are the daemon's, which keeps
     /// nothing open on an app's behalf after its tasks end.
@@ -86,16 +89,18 @@ open class URLSessionConfiguration: @unchecked Sendable {
         record.httpMaximumConnectionsPerHost = httpMaximumConnectionsPerHost
         record.httpAdditionalHeaders = httpAdditionalHeaders
         record.coalescesIdenticalDownloads = coalescesIdenticalDownloads
-        record.httpProxy = httpProxy
+        record.httpProxy = proxy(prefix: "HTTP", defaultPort: 8080)
+        record.httpsProxy = proxy(prefix: "HTTPS", defaultPort: 443)
         return record.checked
     }
 
-    /// "host:port" of the HTTP proxy in `connectionProxyDictionary`, if it names one.
-    private var httpProxy: String? {
+    /// "host:port" of the proxy `connectionProxyDictionary` names with keys `<prefix>Enable`,
+    /// `<prefix>Proxy` and `<prefix>Port` ("HTTP" or "HTTPS"), if it names one.
+    private func proxy(prefix: String, defaultPort: Int) -> String? {
         guard let settings = connectionProxyDictionary else { return nil }
-        if let enabled = settings["HTTPEnable"], (enabled as? Int) == 0 || (enabled as? Bool) == false { return nil }
-        guard let host = settings["HTTPProxy"] as? String, !host.isEmpty else { return nil }
-        let port = (settings["HTTPPort"] as? Int) ?? Int(settings["HTTPPort"] as? String ?? "") ?? 8080
+        if let enabled = settings[prefix + "Enable"], (enabled as? Int) == 0 || (enabled as? Bool) == false { return nil }
+        guard let host = settings[prefix + "Proxy"] as? String, !host.isEmpty else { return nil }
+        let port = (settings[prefix + "Port"] as? Int) ?? Int(settings[prefix + "Port"] as? String ?? "") ?? defaultPort
         return "\(host):\(port)"
     }
 }

@@ -37,7 +37,9 @@ public struct ProtectionSpaceRecord: Codable, Sendable, Hashable {
         let offered = Self.challenges(in: header)
         guard let chosen = offered.first(where: { $0.method == .digest }) ?? offered.first,
               let endpoint = proxy.map(Self.endpoint(ofProxy:)) ?? Self.endpoint(of: url) else { return nil }
-        self.init(host: endpoint.host, port: endpoint.port, protocol: endpoint.scheme, realm: chosen.realm, method: chosen.method, isProxy: proxy != nil)
+        // A proxy that tunnels an https URL (CONNECT) is an HTTPS proxy, as Apple types it.
+        let scheme = proxy != nil && url.prefix(8).lowercased() == "https://" ? "https" : endpoint.scheme
+        self.init(host: endpoint.host, port: endpoint.port, protocol: scheme, realm: chosen.realm, method: chosen.method, isProxy: proxy != nil)
     }
 
     /// Where a URL connects: its host (lowercased), its port or its scheme's, and its scheme.

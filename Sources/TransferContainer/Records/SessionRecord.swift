@@ -15,8 +15,11 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     public var httpAdditionalHeaders: [String: String]?
     /// Ours (S7.4, a MAY): download tasks of the session with the same GET are fetched once.
     public var coalescesIdenticalDownloads: Bool = false
-    /// The HTTP proxy ("host:port") from `connectionProxyDictionary`; nil: none.
+    /// The HTTP proxy ("host:port") from `connectionProxyDictionary`, for http URLs; nil: none.
     public var httpProxy: String?
+    /// The HTTPS proxy ("host:port") from `connectionProxyDictionary`, for https URLs, which
+    /// go through it in a `CONNECT` tunnel; nil: none. Missing from older records.
+    public var httpsProxy: String?
 
     public init() {}
 
@@ -36,7 +39,14 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         httpAdditionalHeaders = try values.decodeIfPresent([String: String].self, forKey: .httpAdditionalHeaders)
         coalescesIdenticalDownloads = try values.decodeIfPresent(Bool.self, forKey: .coalescesIdenticalDownloads) ?? defaults.coalescesIdenticalDownloads
         httpProxy = try values.decodeIfPresent(String.self, forKey: .httpProxy)
+        httpsProxy = try values.decodeIfPresent(String.self, forKey: .httpsProxy)
         self = checked
+    }
+
+    /// The proxy ("host:port") a request to `url` goes through, as Apple's settings say:
+    /// the HTTPS proxy for https URLs (a `CONNECT` tunnel), the HTTP proxy for the rest.
+    public func proxy(for url: String) -> String? {
+        url.prefix(8).lowercased() == "https://" ? httpsProxy : httpProxy
     }
 
     /// This configuration with its numbers in range (`CheckedNumbers`): what an app sets and

@@ -28,7 +28,7 @@ final class Challenges {
            let entry = credentialStore.credential(host: server.host, port: server.port, isProxy: false, task: key) {
             credentials.server = (entry.credential, entry.space)
         }
-        if let proxy = session.record.configuration.httpProxy.flatMap(ProtectionSpaceRecord.endpoint(ofProxy:)),
+        if let proxy = session.record.configuration.proxy(for: task.requestToSend.url).flatMap(ProtectionSpaceRecord.endpoint(ofProxy:)),
            let entry = credentialStore.credential(host: proxy.host, port: proxy.port, isProxy: true, task: key) {
             credentials.proxy = (entry.credential, entry.space)
         }
@@ -40,9 +40,10 @@ final class Challenges {
     func takeChallenge(_ task: TaskRecord, in session: DaemonSession) -> Bool {
         guard let response = task.response, response.statusCode == 401 || response.statusCode == 407 else { return false }
         let isProxy = response.statusCode == 407
-        guard !(isProxy && session.record.configuration.httpProxy == nil),
+        let proxy = session.record.configuration.proxy(for: task.requestToSend.url)
+        guard !(isProxy && proxy == nil),
               let header = response.header(isProxy ? "Proxy-Authenticate" : "WWW-Authenticate"),
-              let space = ProtectionSpaceRecord(challenge: header, url: task.requestToSend.url, proxy: isProxy ? session.record.configuration.httpProxy : nil) else { return false }
+              let space = ProtectionSpaceRecord(challenge: header, url: task.requestToSend.url, proxy: isProxy ? proxy : nil) else { return false }
         var task = task
         let offered = credentials(for: task, in: session)
         let sent = isProxy ? offered.proxy : offered.server

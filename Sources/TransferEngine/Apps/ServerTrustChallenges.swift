@@ -75,7 +75,7 @@ final class ServerTrustChallenges {
         probing[origin] = [key]
         let url = task.requestToSend.url
         let policy = TLSPolicy(extraAnchors: deviceRoots)
-        let proxy = session.record.configuration.httpProxy
+        let proxy = session.record.configuration.proxy(for: url)
         // A handshake, not a transfer: no need to wait as long as a request may idle.
         let timeout = min(session.record.configuration.timeoutIntervalForRequest, 60)
         let results = self.results

@@ -90,6 +90,7 @@ final class Downloads {
             return
         }
         if case .success = result, transfer.bodyIsErrorResponse, daemon.challenges.takeChallenge(task, in: session) { return }
+        if transfer.tunnelNeedsProxyCredentials, daemon.challenges.takeChallenge(task, in: session) { return } // 407 to CONNECT
         switch result {
         case .success:
             do {

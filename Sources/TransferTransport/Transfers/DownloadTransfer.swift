@@ -30,6 +30,9 @@ package final class DownloadTransfer: Transfer {
     package private(set) var diskFailure: TransferFailure?
     /// Set when the server's answer cannot be used at all (a `206` to a request without `Range`).
     package private(set) var protocolFailure: TransferFailure?
+    /// Set when the proxy refused the `CONNECT` tunnel with `407`: the task's response is that
+    /// answer (with its `Proxy-Authenticate`), for the engine to ask the app (S3.1).
+    package private(set) var tunnelNeedsProxyCredentials = false
     /// Set when the server answered a range with something unusable; the engine starts over from zero.
     package private(set) var mustRestartFromZero = false
     /// When the transfer last pushed progress; owned by the engine.
@@ -248,6 +251,11 @@ package final class DownloadTransfer: Transfer {
             // An empty body: the head is all there is.
             bodyStarted = true
             _ = beginBody()
+        }
+        if !success && !bodyStarted && easy.proxyConnectCode == 407 && head.statusCode == 407 {
+            // libcurl ends the transfer on a refused tunnel; the head it passed on is the proxy's.
+            tunnelNeedsProxyCredentials = true
+            task.response = ResponseRecord(url: task.requestToSend.url, statusCode: 407, headers: head.headerDictionary)
         }
         if let file {
             if success {

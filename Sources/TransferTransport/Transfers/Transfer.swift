@@ -33,10 +33,12 @@ extension CurlEasy {
         try setHeaders(headers + extraHeaders)
         setFollowsRedirects(true, maximum: 16)
         let idle = request.timeoutInterval.map { CheckedNumbers.timeout($0, fallback: configuration.timeoutIntervalForRequest) } ?? configuration.timeoutIntervalForRequest
-        setTimeouts(connect: min(idle, 60), lowSpeedLimit: 1, lowSpeedTime: idle)
+        // Idle means no byte at all for `idle` seconds (Apple), not libcurl's low-speed average.
+        setTimeouts(connect: min(idle, 60), lowSpeedLimit: nil, lowSpeedTime: nil)
+        setIdleTimeout(idle)
         let server = credentials.server, proxy = credentials.proxy
         setServerCredential(user: server?.credential.user, password: server?.credential.password, schemes: Self.schemes(server?.space))
-        setProxy(configuration.httpProxy, user: proxy?.credential.user, password: proxy?.credential.password, schemes: Self.schemes(proxy?.space))
+        setProxy(configuration.proxy(for: request.url), user: proxy?.credential.user, password: proxy?.credential.password, schemes: Self.schemes(proxy?.space))
         try setTLS(tls)
     }
 

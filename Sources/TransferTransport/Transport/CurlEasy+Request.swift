@@ -101,6 +101,17 @@ extension CurlEasy {
         _ = ccurl_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, seconds)
     }
 
+    /// Apple's `timeoutIntervalForRequest`: the exchange fails with `.timedOut` once no byte
+    /// has moved either way (request, response head, body) for longer than `seconds`; nil:
+    /// no limit. Unlike libcurl's low-speed check, which averages over seconds in whole bytes
+    /// per second and so cuts a link that sends a byte every few seconds, this counts only
+    /// silence. Time while a transfer is paused on purpose does not count. Checked in the
+    /// progress callback, i.e. each time the handle is driven (the daemon's loop turns at
+    /// least every 0.25 s), so it fires within a turn of the limit.
+    package func setIdleTimeout(_ seconds: Double?) {
+        idleTimeout = seconds.flatMap { $0.isNaN || $0 <= 0 ? nil : $0 }
+    }
+
     /// The largest chunk handed to `onBody` / asked from `onUploadRead`.
     /// libcurl clamps it (receive 1 KiB...10 MiB, send 16 KiB...2 MiB).
     package func setBufferSize(_ bytes: Int) {

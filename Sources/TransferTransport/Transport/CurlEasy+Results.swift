@@ -12,6 +12,11 @@ extension CurlEasy {
     }
 
     /// The URL of the last request (differs from the set one after redirects).
+    /// The status a proxy answered `CONNECT` with (0: no tunnel was asked for).
+    package var proxyConnectCode: Int {
+        Int(getLong(CURLINFO_HTTP_CONNECTCODE) ?? 0)
+    }
+
     package var effectiveURL: String? {
         getString(CURLINFO_EFFECTIVE_URL)
     }

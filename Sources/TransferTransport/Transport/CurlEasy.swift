@@ -47,6 +47,17 @@ package final class CurlEasy {
     /// A failure seen outside `perform` (from `curl_easy_pause`) that must end the transfer.
     private var pendingFailure: UInt32?
 
+    /// The idle timeout (`setIdleTimeout`): the longest the exchange may go without a byte
+    /// moving either way. Nil: none.
+    var idleTimeout: Double?
+    /// When a byte last moved (monotonic seconds), and the counts progress last reported.
+    private var lastActivity: Double = 0
+    private var lastCounts: (downloaded: Int64, uploaded: Int64) = (0, 0)
+    /// Set when the idle timeout ended the transfer; reported as `.timedOut`.
+    private var idleExpired = false
+    /// Whether receiving or sending is paused on purpose: waiting on ourselves is not idle.
+    private var isPaused = false
+
     /// Whether a `CurlMulti` holds this handle now (one at a time). Set by `CurlMulti` only.
     package var isAttached = false
 
@@ -140,6 +151,8 @@ package final class CurlEasy {
     /// (pause(receiving: false, sending: false) is `resume()`.)
     package func pause(receiving: Bool, sending: Bool) {
         let bits = (receiving ? CCURL_PAUSE_RECV : 0) | (sending ? CCURL_PAUSE_SEND : 0)
+        isPaused = bits != 0
+        noteActivity()
         setPauseState(bits)
     }
 
@@ -150,6 +163,8 @@ package final class CurlEasy {
     /// else continues on the next `CurlMulti.perform()`; libcurl makes the next `poll` return
     /// at once for that. Do not call it from inside this handle's own callbacks.
     package func resume() {
+        isPaused = false
+        noteActivity()
         setPauseState(CCURL_PAUSE_CONT)
     }
 
@@ -171,6 +186,10 @@ package final class CurlEasy {
         errorBuffer[0] = 0
         callbackAborted = false
         pendingFailure = nil
+        idleExpired = false
+        isPaused = false
+        lastCounts = (0, 0)
+        noteActivity()
         let hasBody = onUploadRead != nil
         let bodySize = hasBody ? (uploadSize ?? -1) : 0
         // Back to a plain GET first (clears UPLOAD, NOBODY, POST and a custom verb), so a
@@ -202,8 +221,13 @@ package final class CurlEasy {
 
     /// The outcome of a finished transfer, given libcurl's result code.
     package func completionResult(code: UInt32) -> Result<Void, CurlError> {
-        if code == CURLE_OK.rawValue && !callbackAborted && pendingFailure == nil {
+        if code == CURLE_OK.rawValue && !callbackAborted && pendingFailure == nil && !idleExpired {
             return .success(())
+        }
+        if idleExpired {
+            let seconds = idleTimeout.map { CheckedNumbers.wholeSeconds($0) } ?? 0
+            return .failure(CurlError(kind: .timedOut, origin: .transfer, code: Int(CURLE_OPERATION_TIMEDOUT.rawValue),
+                                      message: "no data for \(seconds) s (the request's idle timeout)"))
         }
         // A failure from resume() is the real cause; libcurl only reports our progress abort.
         let cause = pendingFailure ?? code
@@ -226,12 +250,14 @@ package final class CurlEasy {
 
     fileprivate func deliverBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         if callbackAborted { return 0 }
+        noteActivity()
         guard bytes.count > 0, let onBody else { return bytes.count }
         onCallback?()
         switch onBody(bytes) {
         case .consumed:
             return bytes.count
         case .pause:
+            isPaused = true
             return CCURL_WRITEFUNC_PAUSE
         case .abort:
             callbackAborted = true
@@ -240,6 +266,7 @@ package final class CurlEasy {
     }
 
     fileprivate func deliverHeader(_ bytes: UnsafeRawBufferPointer) {
+        noteActivity()
         guard let onHeaderLine else { return }
         onCallback?()
         var line = bytes[...]
@@ -259,6 +286,7 @@ package final class CurlEasy {
             }
             return count
         case .pause:
+            isPaused = true
             return CCURL_READFUNC_PAUSE
         case .abort:
             callbackAborted = true
@@ -273,11 +301,40 @@ package final class CurlEasy {
 
     fileprivate func reportProgress(downloaded: Int64, downloadTotal: Int64,
                                     uploaded: Int64, uploadTotal: Int64) -> Int32 {
-        if pendingFailure != nil || callbackAborted { return 1 }
+        if pendingFailure != nil || callbackAborted || idleExpired { return 1 }
+        if idleHasExpired(downloaded: downloaded, uploaded: uploaded) {
+            idleExpired = true
+            return 1
+        }
         guard let onProgress else { return 0 }
         if onProgress(downloaded, downloadTotal, uploaded, uploadTotal) { return 0 }
         callbackAborted = true
         return 1
+    }
+
+    // MARK: Idle timeout
+
+    /// A byte moved (or we paused on purpose): the idle clock starts again.
+    private func noteActivity() {
+        lastActivity = Self.monotonicSeconds()
+    }
+
+    /// Whether no byte has moved either way for longer than `idleTimeout`. Called from the
+    /// progress callback, which libcurl calls at least every time the handle is driven.
+    private func idleHasExpired(downloaded: Int64, uploaded: Int64) -> Bool {
+        if (downloaded, uploaded) != lastCounts || isPaused {
+            lastCounts = (downloaded, uploaded)
+            noteActivity()
+            return false
+        }
+        guard let idleTimeout else { return false }
+        return Self.monotonicSeconds() - lastActivity > idleTimeout
+    }
+
+    private static func monotonicSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
     // MARK: Helpers

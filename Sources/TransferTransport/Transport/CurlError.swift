@@ -16,7 +16,7 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
         case cannotResolveHost
         /// The connection broke mid-exchange: receive/send error, short body, empty reply.
         case connectionLost
-        /// A connect timeout or the low-speed limit fired.
+        /// A connect timeout, the low-speed limit or the idle timeout (`setIdleTimeout`) fired.
         case timedOut
         /// One of our callbacks asked to stop (onBody `.abort`, onUploadRead `.abort`,
         /// onProgress returning false).
