@@ -58,7 +58,7 @@ let package = Package(
         .executableTarget(name: "bgtransfer", dependencies: ["TransferContainer", "ContainerInspection", "ProgressDisplay", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
         // Benchmarks against curl and kill-recovery figures: `swift run -c release transfer-bench`.
-        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "ContainerInspection", "LoopbackServer", "BackgroundTransfer", "transferd", "host-app", "fetch-extension", "share-extension"]),
+        .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "ContainerInspection", "LoopbackServer", "BackgroundTransfer", "TestPeers", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
         .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "ContainerInspection", "ProgressDisplay", "StandInSupport"]),
         .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer", "TransferContainer"]),

@@ -15,14 +15,15 @@ BGTRANSFER-ENTITLEMENTS-END
 // written to DIR/results.json and DIR/results.md (see Benchmarks/README.md).
 let usage = """
 usage: transfer-bench [FIGURE] [--quick] [--runs N] [--out DIR] [--size MiB] [--tasks N,N,…] [--samples N]
-  FIGURE: all (the default), download, upload, refetch, many-tasks, small-files, event-latency, relaunch, scale;
+  FIGURE: all (the default), download, upload, refetch, many-tasks, small-files, event-latency, relaunch, scale,
+          https (nginx over TLS + HTTP/2 ÷ curl --cacert), cpu (transferd CPU per GiB ÷ curl's);
           or hand-written: the hand-written pieces kept (JSON coder, ISO 8601) against Foundation's,
           alternating (printed only; not in all)
   --quick     tiny sizes and 2 runs, done in seconds (a smoke test; results go to .build/transfer-bench-quick)
   --runs N    runs of each figure and of its reference, alternating (default 5; relaunch at least 10)
   --out DIR   where results.json and results.md go (default Benchmarks)
-  --size MiB  the download, upload and refetch size (default 1024)
-  --tasks L   task counts for many-tasks and small-files (default 100,1000,10000)
+  --size MiB  the download, upload, refetch, https and cpu size (default 1024)
+  --tasks L   task counts for many-tasks and small-files (default 100,1000,10000); https uses 1000 or the largest
   --samples N downloads per run for event-latency (default 100)
 """
 
@@ -101,6 +102,10 @@ let figures: [(name: String, title: String, run: (Settings, Report) throws -> Vo
     ("scale", "start-up with many tasks, many sessions, extension start", { settings, report in
         try ScaleBenchmark(tasks: settings.quick ? 2000 : 100_000, sessions: settings.quick ? 50 : 1000, extensionStarts: settings.quick ? 10 : 100,
                            runs: settings.runs, entitlements: entitlements).run(into: report) }),
+    ("https", "HTTPS from nginx (TLS, HTTP/2) ÷ curl --cacert", { settings, report in
+        try HTTPSBenchmark(size: settings.size, count: settings.smallFilesHeadline, runs: settings.runs, entitlements: entitlements).run(into: report) }),
+    ("cpu", "transferd CPU per GiB ÷ curl's", { settings, report in
+        try CPUBenchmark(size: settings.size, runs: settings.runs, entitlements: entitlements).run(into: report) }),
 ]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -131,6 +136,7 @@ var failed = 0
 for figure in chosen {
     if !report.measure(id: figure.name, title: figure.title, { try figure.run(settings, report) }) { failed += 1 }
 }
+if chosen.contains(where: { $0.name == "https" || $0.name == "cpu" }) { BenchNginx.removeCertificates() }
 do {
     let paths = try report.write(to: settings.outputDirectory)
     print("\nwrote \(paths.joined(separator: " and "))\n")
