@@ -72,6 +72,23 @@ import TransferContainer
         #expect(global.daemon.transfers.transfersByTask.count == 3)
     }
 
+    @Test("Once a host answered over HTTP/2, httpMaximumConnectionsPerHost counts connections of many streams: more of its transfers run at once")
+    func multiplexedHost() throws {
+        let fixture = try DaemonFixture { _, configuration in configuration.httpMaximumConnectionsPerHost = 2 }
+        var tasks: [TaskRecord] = []
+        for _ in 0..<5 { tasks.append(try fixture.createDownload()) }
+        var answered = tasks[0]
+        answered.networkProtocolName = "http/1.1"
+        fixture.daemon.scheduler.learnProtocol(of: answered)
+        fixture.daemon.scheduler.scheduleTransfers()
+        fixture.daemon.scheduler.startReadyTransfers()
+        #expect(fixture.daemon.transfers.transfersByTask.count == 2, "HTTP/1.1: one transfer a connection")
+        answered.networkProtocolName = "h2"
+        fixture.daemon.scheduler.learnProtocol(of: answered)
+        fixture.daemon.scheduler.startReadyTransfers()
+        #expect(fixture.daemon.transfers.transfersByTask.count == 5)
+    }
+
     @Test("A suspended task never starts, whatever the clock says")
     func suspended() throws {
         let fixture = try DaemonFixture()

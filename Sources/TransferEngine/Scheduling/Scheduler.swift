@@ -19,6 +19,11 @@ final class Scheduler {
     var nextResourceDeadline = Date.distantPast
     /// The scheduler's memo of each URL's host.
     var hostsByURL: [String: String] = [:]
+    /// Hosts whose server answered over HTTP/2: their transfers share multiplexed connections,
+    /// so `httpMaximumConnectionsPerHost` counts connections of `streamsPerConnection` streams.
+    private(set) var multiplexedHosts: Set<String> = []
+    /// Streams the transport runs on one HTTP/2 connection (libcurl's default concurrency).
+    static let streamsPerConnection = 100
 
     init(daemon: TransferDaemon) {
         self.daemon = daemon
@@ -59,7 +64,7 @@ final class Scheduler {
         var fetching = daemon.coalescing.coalescedRequestsInFlight()
         var pass = readyQueue.beginPass()
         while daemon.transfers.transfersByHandle.count < limit, let candidate = readyQueue.next(in: &pass, hasRoom: { candidate in
-            perHost[candidate.lane, default: 0] < max(1, candidate.session.record.configuration.httpMaximumConnectionsPerHost)
+            perHost[candidate.lane, default: 0] < transfersAllowed(in: candidate)
         }) {
             // Still ready? Things may have changed since it was queued.
             let session = candidate.session
@@ -151,6 +156,21 @@ final class Scheduler {
     }
 
     /// Transfers running in each lane (`httpMaximumConnectionsPerHost` is per session).
+    /// How many transfers a lane may run at once: its session's connections per host, each
+    /// one transfer over HTTP/1.1, or `streamsPerConnection` over HTTP/2.
+    private func transfersAllowed(in candidate: ReadyQueue.Candidate) -> Int {
+        let connections = max(1, candidate.session.record.configuration.httpMaximumConnectionsPerHost)
+        return multiplexedHosts.contains(candidate.lane.host) ? connections * Self.streamsPerConnection : connections
+    }
+
+    /// A transfer learnt its server's protocol: an HTTP/2 host takes more transfers at once.
+    func learnProtocol(of task: TaskRecord) {
+        guard task.networkProtocolName == "h2" else { return }
+        let host = host(of: task.requestToSend.url)
+        if multiplexedHosts.count >= 4096 { multiplexedHosts.removeAll() }
+        if multiplexedHosts.insert(host).inserted { scheduleTransfers() }
+    }
+
     private func connectionsPerHost() -> [ReadyQueue.Lane: Int] {
         var counts: [ReadyQueue.Lane: Int] = [:]
         for (key, transfer) in daemon.transfers.transfersByTask {

@@ -66,6 +66,7 @@ final class RunningTransfers {
         defer { CrashGuard.idle() }
         transfersByTask.removeValue(forKey: key) // libcurl has already taken it out of the multi
         daemon.scheduler.schedulingRequested = true // its slot goes to the next task
+        daemon.scheduler.learnProtocol(of: transfer.task)
         guard let session = daemon.sessions[transfer.session], session.tasks[key.task] != nil else {
             transfer.close()
             return
