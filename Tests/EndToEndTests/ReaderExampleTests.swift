@@ -80,8 +80,13 @@ struct ReaderExampleTests {
         let delivered = container.layout.root.appendingPathComponent("AppGroups/group.com.example.reader/Downloads/issue-18.pdf")
         #expect(waitUntil(timeout: 60) { FileManager.default.fileExists(atPath: delivered.path) }, "not delivered: \(TransferLog.entries(layout: container.layout).map(\.message).suffix(20))")
         #expect(try SHA256.hexDigest(ofFile: delivered.path) == SHA256.hexDigest(of: payload))
-        let acknowledged = container.waitForCompletionHandler(of: "reader-app")
-        #expect(acknowledged?.session == "com.example.reader.widget.background", "reader-app was relaunched for the widget's session")
+        // On a loaded machine the download may finish while the widget still holds its session:
+        // then the widget takes the event and files the file itself, as an extension does on iOS.
+        let widgetTookIt = outcome.stdout.contains("saved issue-18.pdf")
+        if !widgetTookIt {
+            let acknowledged = container.waitForCompletionHandler(of: "reader-app")
+            #expect(acknowledged?.session == "com.example.reader.widget.background", "reader-app was relaunched for the widget's session")
+        }
         let widgetSession = container.layout.sessionsDirectory.appendingPathComponent("com.example.reader/com.example.reader.widget.background")
         #expect(waitUntil { (try? JournalContents.read(session: widgetSession))?.events.isEmpty == true }, "the event was acknowledged")
         let daemon = container.logEntries(process: "reader-widget").first { $0.message.contains("started") && $0.message.contains("transferd") }

@@ -33,8 +33,17 @@ final class Widget: BackgroundApplicationDelegate {
     }
 }
 
+/// A widget still running when its download finishes gets the events itself, as on iOS: it
+/// files the file where the app would.
 final class WidgetDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
-    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {}
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        guard let group = FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: "group.com.example.reader"),
+              let name = downloadTask.originalRequest?.url?.lastPathComponent, !name.isEmpty, name != "/" else { return }
+        let folder = group.appendingPathComponent("Downloads")
+        try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
+        if (try? FileManager.default.moveItem(at: location, to: folder.appendingPathComponent(name))) != nil { print("saved \(name)") }
+    }
 }
 
 BackgroundApplication.main(entitlements: entitlements, delegate: Widget())
