@@ -61,7 +61,7 @@ let package = Package(
         .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "ContainerInspection", "LoopbackServer", "BackgroundTransfer", "TestPeers", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
         .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "ContainerInspection", "ProgressDisplay", "StandInSupport"]),
-        .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer", "TransferContainer"]),
+        .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer", "TransferContainer", "TestPeers"]),
         .testTarget(name: "TransferTransportTests", dependencies: ["TransferTransport", "LoopbackServer", "TestPeers"]),
         .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "LoopbackServer"]),
         // Real processes from the built executables, real sockets, real SIGKILLs.

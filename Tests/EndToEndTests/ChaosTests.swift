@@ -1,4 +1,5 @@
 import Foundation
+import TestPeers
 import Testing
 import LoopbackServer
 import TransferContainer

@@ -30,9 +30,16 @@ struct UploadProcessTests {
 
         let outcome = try Executable.shareExtension.run(["upload", file.path, server.url(for: "/shared").absoluteString, "--method", "POST"], in: container)
         #expect(outcome.status == 0, "\(outcome.stderr)")
-        #expect(outcome.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+        #expect(outcome.stdout.split(separator: "\n").first == "1")
         let staging = container.appGroup.appendingPathComponent("Uploads")
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: staging.path)) ?? []).isEmpty, "the extension's copy is gone; the daemon holds its own")
+        // On a loaded machine the upload may finish while the extension still holds its session:
+        // it takes the events itself, as an extension does on iOS, and the host is not needed.
+        if outcome.stdout.contains("didCompleteWithError(nil): task 1, HTTP 200") {
+            #expect(outcome.stdout.contains(digest), "the server's answer reaches the extension: \(outcome.stdout)")
+            #expect(server.receivedUploads(at: "/shared").first?.sha256 == digest)
+            return
+        }
 
         let status = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("didCompleteWithError(nil): task 1") }
         #expect(status?.message == "didCompleteWithError(nil): task 1, HTTP 200")

@@ -1,4 +1,5 @@
 import Foundation
+import TestPeers
 import Glibc
 import Testing
 @testable import LoopbackServer
@@ -8,7 +9,8 @@ import Testing
 /// exactly what a transport would: silence on an open connection, not an end.
 @Suite(.timeLimit(.minutes(1)))
 struct StallTests {
-    @Test func stallAfterHeadersSendsTheHeadThenNothing() throws {
+    @Test func stallAfterHeadersSendsTheHeadThenNothing() async throws { try await onOwnThread { [self] in try self.stallAfterHeadersSendsTheHeadThenNothingOnItsThread() } }
+    func stallAfterHeadersSendsTheHeadThenNothingOnItsThread() throws {
         let server = try LoopbackServer()
         let data = testBytes(10_000)
         server.serve("/s", data: data, options: RouteOptions(stallAfterBytes: 0))
@@ -23,7 +25,8 @@ struct StallTests {
         #expect(server.bytesSent == 0)
     }
 
-    @Test func stallMidBodyStopsAfterTheBytesAndStaysOpen() throws {
+    @Test func stallMidBodyStopsAfterTheBytesAndStaysOpen() async throws { try await onOwnThread { [self] in try self.stallMidBodyStopsAfterTheBytesAndStaysOpenOnItsThread() } }
+    func stallMidBodyStopsAfterTheBytesAndStaysOpenOnItsThread() throws {
         let server = try LoopbackServer()
         let data = testBytes(100_000)
         server.serve("/s", data: data, options: RouteOptions(stallAfterBytes: 30_000))
@@ -45,7 +48,8 @@ struct StallTests {
         #expect(!second.closed)
     }
 
-    @Test func stallBeyondTheBodyIsNoStall() throws {
+    @Test func stallBeyondTheBodyIsNoStall() async throws { try await onOwnThread { [self] in try self.stallBeyondTheBodyIsNoStallOnItsThread() } }
+    func stallBeyondTheBodyIsNoStallOnItsThread() throws {
         let server = try LoopbackServer()
         let data = testBytes(1000)
         server.serve("/s", data: data, options: RouteOptions(stallAfterBytes: 1000))
@@ -56,7 +60,8 @@ struct StallTests {
         #expect(response.data == data)
     }
 
-    @Test func aClientThatGivesUpFreesTheStalledConnection() throws {
+    @Test func aClientThatGivesUpFreesTheStalledConnection() async throws { try await onOwnThread { [self] in try self.aClientThatGivesUpFreesTheStalledConnectionOnItsThread() } }
+    func aClientThatGivesUpFreesTheStalledConnectionOnItsThread() throws {
         let server = try LoopbackServer()
         server.serve("/s", data: testBytes(1000), options: RouteOptions(stallAfterBytes: 10))
         do {
@@ -75,7 +80,8 @@ struct StallTests {
         #expect(Date().timeIntervalSince(started) < 5)
     }
 
-    @Test func stopEndsAStallTheClientStillWaitsOn() throws {
+    @Test func stopEndsAStallTheClientStillWaitsOn() async throws { try await onOwnThread { [self] in try self.stopEndsAStallTheClientStillWaitsOnOnItsThread() } }
+    func stopEndsAStallTheClientStillWaitsOnOnItsThread() throws {
         let server = try LoopbackServer()
         server.serve("/s", data: testBytes(1000), options: RouteOptions(stallAfterBytes: 0))
         let client = try RawHTTPClient(port: server.port, timeout: 5)
@@ -87,7 +93,8 @@ struct StallTests {
         #expect(try client.readUntilSilent().closed)
     }
 
-    @Test func trickleSendsOneByteEachInterval() throws {
+    @Test func trickleSendsOneByteEachInterval() async throws { try await onOwnThread { [self] in try self.trickleSendsOneByteEachIntervalOnItsThread() } }
+    func trickleSendsOneByteEachIntervalOnItsThread() throws {
         let server = try LoopbackServer()
         let data = testBytes(4)
         server.serve("/t", data: data, options: RouteOptions(trickleInterval: 0.5))
@@ -102,7 +109,8 @@ struct StallTests {
         #expect(elapsed >= 1.9 && elapsed < 4, "took \(elapsed) s")
     }
 
-    @Test func trickleKeepsTheLinkAliveBetweenBytes() throws {
+    @Test func trickleKeepsTheLinkAliveBetweenBytes() async throws { try await onOwnThread { [self] in try self.trickleKeepsTheLinkAliveBetweenBytesOnItsThread() } }
+    func trickleKeepsTheLinkAliveBetweenBytesOnItsThread() throws {
         let server = try LoopbackServer()
         server.serve("/t", data: testBytes(3), options: RouteOptions(trickleInterval: 1.5))
         // A deadline shorter than the interval sees silence, but no end, between bytes.

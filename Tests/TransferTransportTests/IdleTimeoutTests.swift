@@ -1,4 +1,5 @@
 import Foundation
+import TestPeers
 import Testing
 import LoopbackServer
 @testable import TransferTransport
@@ -7,7 +8,8 @@ import LoopbackServer
 /// slowness does not; a pause of our own is not silence.
 @Suite(.timeLimit(.minutes(1)))
 struct IdleTimeoutTests {
-    @Test func headersThenNothingTimesOut() throws {
+    @Test func headersThenNothingTimesOut() async throws { try await onOwnThread { [self] in try self.headersThenNothingTimesOutOnItsThread() } }
+    func headersThenNothingTimesOutOnItsThread() throws {
         let server = try LoopbackServer()
         server.serve("/s", data: Data(count: 10_000), options: RouteOptions(stallAfterBytes: 0))
         let (result, elapsed) = try run(server.url(for: "/s"), idle: 1)
@@ -17,7 +19,8 @@ struct IdleTimeoutTests {
         #expect(elapsed >= 1 && elapsed < 4, "cut after \(elapsed) s")
     }
 
-    @Test func stallMidBodyTimesOutAfterTheBytes() throws {
+    @Test func stallMidBodyTimesOutAfterTheBytes() async throws { try await onOwnThread { [self] in try self.stallMidBodyTimesOutAfterTheBytesOnItsThread() } }
+    func stallMidBodyTimesOutAfterTheBytesOnItsThread() throws {
         let server = try LoopbackServer()
         server.serve("/s", data: Data(count: 100_000), options: RouteOptions(stallAfterBytes: 40_000))
         var received = 0
@@ -27,7 +30,8 @@ struct IdleTimeoutTests {
         #expect(received == 40_000)
     }
 
-    @Test func aTrickleSlowerThanAByteASecondIsNotCut() throws {
+    @Test func aTrickleSlowerThanAByteASecondIsNotCut() async throws { try await onOwnThread { [self] in try self.aTrickleSlowerThanAByteASecondIsNotCutOnItsThread() } }
+    func aTrickleSlowerThanAByteASecondIsNotCutOnItsThread() throws {
         let server = try LoopbackServer()
         server.serve("/t", data: Data("abcd".utf8), options: RouteOptions(trickleInterval: 0.8))
         var received = Data()
@@ -36,7 +40,8 @@ struct IdleTimeoutTests {
         #expect(received == Data("abcd".utf8))
     }
 
-    @Test func ourOwnPauseIsNotSilence() throws {
+    @Test func ourOwnPauseIsNotSilence() async throws { try await onOwnThread { [self] in try self.ourOwnPauseIsNotSilenceOnItsThread() } }
+    func ourOwnPauseIsNotSilenceOnItsThread() throws {
         let server = try LoopbackServer()
         let body = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0) })
         server.serve("/p", data: body)

@@ -6,7 +6,7 @@ import Foundation
 /// limits go on counting while they wait for a thread. Expectations that fail inside `body`
 /// still fail the run, with their file and line, but Swift Testing cannot name the test
 /// they belong to (it knows the test from the task, which this thread is not part of).
-func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+package func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         let thread = Thread { continuation.resume(with: Result { try body() }) }
         thread.stackSize = 16 << 20
