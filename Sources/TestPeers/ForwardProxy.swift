@@ -40,7 +40,7 @@ package final class ForwardProxy: @unchecked Sendable {
         self.credential = credential
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw PeerProcess.Failure(description: "proxy socket: errno \(errno)") }
-        var address = Self.loopback(port: 0)
+        var address = PeerProcess.loopback(port: 0)
         let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         guard bound == 0, listen(fd, 64) == 0 else {
             let code = errno
@@ -199,7 +199,7 @@ package final class ForwardProxy: @unchecked Sendable {
         guard parts.count == 2, ["127.0.0.1", "localhost"].contains(parts[0].lowercased()), let port = Int(parts[1]), (1...65535).contains(port) else { return nil }
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
-        var address = Self.loopback(port: port)
+        var address = PeerProcess.loopback(port: port)
         let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         guard connected == 0, register(fd) else { close(fd); return nil }
         return fd
@@ -248,13 +248,5 @@ package final class ForwardProxy: @unchecked Sendable {
             offset += n
         }
         return true
-    }
-
-    private static func loopback(port: Int) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return address
     }
 }

@@ -74,7 +74,8 @@ package enum PeerProcess {
         return true
     }
 
-    private static func loopback(port: Int) -> sockaddr_in {
+    /// 127.0.0.1:`port` as a socket address.
+    static func loopback(port: Int) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian
