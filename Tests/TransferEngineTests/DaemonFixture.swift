@@ -45,8 +45,8 @@ final class DaemonFixture {
     }
 
     /// A download task to a port nobody listens on, created and resumed as the app would now.
-    func createDownload(inBackground: Bool = false) throws -> TaskRecord {
-        let creation = TaskCreation(kind: .download, request: RequestRecord(url: "http://127.0.0.1:9/file"))
+    func createDownload(inBackground: Bool = false, url: String = "http://127.0.0.1:9/file") throws -> TaskRecord {
+        let creation = TaskCreation(kind: .download, request: RequestRecord(url: url))
         var task = try session.createTask(creation, inBackground: inBackground, pendingFailure: nil, at: clock.now)
         task.state = .running
         try session.update(task)

@@ -89,6 +89,20 @@ import TransferContainer
         #expect(fixture.daemon.transfers.transfersByTask.count == 5)
     }
 
+    @Test("HTTP/2 on one port of a host does not widen another port of it, which may speak HTTP/1.1")
+    func multiplexingIsPerOrigin() throws {
+        let fixture = try DaemonFixture { _, configuration in configuration.httpMaximumConnectionsPerHost = 2 }
+        var answered = try fixture.createDownload(url: "https://127.0.0.1:8443/file")
+        answered.networkProtocolName = "h2"
+        answered.state = .suspended
+        try fixture.session.update(answered)
+        fixture.daemon.scheduler.learnProtocol(of: answered)
+        let plain = try (0..<4).map { _ in try fixture.createDownload(url: "http://127.0.0.1:9/file") }
+        fixture.daemon.scheduler.scheduleTransfers()
+        fixture.daemon.scheduler.startReadyTransfers()
+        #expect(plain.filter(fixture.isTransferring).count == 2)
+    }
+
     @Test("A suspended task never starts, whatever the clock says")
     func suspended() throws {
         let fixture = try DaemonFixture()

@@ -17,11 +17,13 @@ final class Scheduler {
     /// The earliest a task can outlive its resource timeout (S6.4): until then there is no
     /// need to look at every task for it.
     var nextResourceDeadline = Date.distantPast
-    /// The scheduler's memo of each URL's host.
-    var hostsByURL: [String: String] = [:]
-    /// Hosts whose server answered over HTTP/2: their transfers share multiplexed connections,
-    /// so `httpMaximumConnectionsPerHost` counts connections of `streamsPerConnection` streams.
-    private(set) var multiplexedHosts: Set<String> = []
+    /// The scheduler's memo of each URL's host (its lane) and origin ("host:port").
+    var hostsByURL: [String: (host: String, origin: String)] = [:]
+    /// Origins whose server answered over HTTP/2: their transfers share multiplexed
+    /// connections, so `httpMaximumConnectionsPerHost` counts connections of
+    /// `streamsPerConnection` streams. By origin, not host: another port of the same host may
+    /// speak HTTP/1.1, one connection a transfer.
+    private(set) var multiplexedOrigins: Set<String> = []
     /// Streams the transport runs on one HTTP/2 connection (libcurl's default concurrency).
     static let streamsPerConnection = 100
 
@@ -130,7 +132,7 @@ final class Scheduler {
         }
         guard let ready = daemon.delayedRequests.readyAfterDelayedRequest(task, in: session, now: now),
               daemon.challenges.headersReadyForRetry(ready, in: session, now: now) else { return .held }
-        let lane = ReadyQueue.Lane(session: session.key, host: host(of: ready.requestToSend.url))
+        let lane = ReadyQueue.Lane(session: session.key, host: endpoint(of: ready.requestToSend.url).host)
         return .ready(ReadyQueue.Candidate(session: session, task: ready.taskIdentifier, priority: ready.priority, createdAt: ready.createdAt, lane: lane))
     }
 
@@ -145,36 +147,39 @@ final class Scheduler {
         }
     }
 
-    /// The host a URL names, remembered: parsing each queued task's URL on every turn was a
+    /// The host a URL names (its lane) and its origin, remembered: parsing each queued task's URL on every turn was a
     /// good part of the daemon's time with thousands of tasks queued.
-    private func host(of url: String) -> String {
+    private func endpoint(of url: String) -> (host: String, origin: String) {
         if let known = hostsByURL[url] { return known }
-        let host = URLComponents(string: url)?.host?.lowercased() ?? ""
+        let parsed = ProtectionSpaceRecord.endpoint(of: url)
+        let endpoint = (host: parsed?.host ?? "", origin: parsed.map { "\($0.host):\($0.port)" } ?? "")
         if hostsByURL.count >= 65_536 { hostsByURL.removeAll(keepingCapacity: true) }
-        hostsByURL[url] = host
-        return host
+        hostsByURL[url] = endpoint
+        return endpoint
     }
 
-    /// Transfers running in each lane (`httpMaximumConnectionsPerHost` is per session).
     /// How many transfers a lane may run at once: its session's connections per host, each
     /// one transfer over HTTP/1.1, or `streamsPerConnection` over HTTP/2.
     private func transfersAllowed(in candidate: ReadyQueue.Candidate) -> Int {
         let connections = max(1, candidate.session.record.configuration.httpMaximumConnectionsPerHost)
-        return multiplexedHosts.contains(candidate.lane.host) ? connections * Self.streamsPerConnection : connections
+        guard let url = candidate.session.tasks[candidate.task]?.requestToSend.url,
+              multiplexedOrigins.contains(endpoint(of: url).origin) else { return connections }
+        return connections * Self.streamsPerConnection
     }
 
     /// A transfer learnt its server's protocol: an HTTP/2 host takes more transfers at once.
     func learnProtocol(of task: TaskRecord) {
         guard task.networkProtocolName == "h2" else { return }
-        let host = host(of: task.requestToSend.url)
-        if multiplexedHosts.count >= 4096 { multiplexedHosts.removeAll() }
-        if multiplexedHosts.insert(host).inserted { scheduleTransfers() }
+        let origin = endpoint(of: task.requestToSend.url).origin
+        if multiplexedOrigins.count >= 4096 { multiplexedOrigins.removeAll() }
+        if multiplexedOrigins.insert(origin).inserted { scheduleTransfers() }
     }
 
+    /// Transfers running in each lane (`httpMaximumConnectionsPerHost` is per session).
     private func connectionsPerHost() -> [ReadyQueue.Lane: Int] {
         var counts: [ReadyQueue.Lane: Int] = [:]
         for (key, transfer) in daemon.transfers.transfersByTask {
-            counts[ReadyQueue.Lane(session: key.session, host: host(of: transfer.task.requestToSend.url)), default: 0] += 1
+            counts[ReadyQueue.Lane(session: key.session, host: endpoint(of: transfer.task.requestToSend.url).host), default: 0] += 1
         }
         return counts
     }
