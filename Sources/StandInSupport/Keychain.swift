@@ -40,7 +40,8 @@ enum Keychain {
         }
         let added = CertificatePEM.certificates(in: text)
         guard !added.isEmpty else { throw KeychainError("\(path) holds no PEM certificate") }
-        let all = anchors() + added.filter { !anchors().contains($0) }
+        let kept = anchors()
+        let all = kept + added.filter { !kept.contains($0) }
         try DurableFile.makeDirectory(anchorsFile.deletingLastPathComponent().path)
         try DurableFile.write(Data(all.map(CertificatePEM.pem(of:)).joined().utf8), to: anchorsFile.path)
         return added.count

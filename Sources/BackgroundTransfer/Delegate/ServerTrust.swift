@@ -20,8 +20,10 @@ public let NSURLAuthenticationMethodServerTrust = "NSURLAuthenticationMethodServ
 /// (`SecTrustSetAnchorCertificates`), as on Apple's systems. Any thread (behind a lock).
 public final class SecTrust: @unchecked Sendable, CustomStringConvertible {
     let record: ServerTrustRecord
-    /// Anchors the app set, and whether they replace the system's store (Apple's default once set).
-    private let judgement = Locked<(anchors: [Data]?, anchorsOnly: Bool)>((nil, true))
+    /// Anchors the app set, whether they replace the system's store (Apple's default once
+    /// set), and the chain as they judge it, once asked (a verification is not repeated for
+    /// every property read).
+    private let judgement = Locked<(anchors: [Data]?, anchorsOnly: Bool, judged: ServerTrustRecord?)>((nil, true, nil))
 
     init(_ record: ServerTrustRecord) {
         self.record = record
@@ -29,13 +31,17 @@ public final class SecTrust: @unchecked Sendable, CustomStringConvertible {
 
     /// The record as the app's anchors judge it (or as the default evaluation did).
     var evaluated: ServerTrustRecord {
-        let (anchors, only) = judgement.withLock { $0 }
-        guard let anchors else { return record }
-        return record.evaluated(anchors: anchors, anchorsOnly: only)
+        judgement.withLock { state in
+            guard let anchors = state.anchors else { return record }
+            if let judged = state.judged { return judged }
+            let judged = record.evaluated(anchors: anchors, anchorsOnly: state.anchorsOnly)
+            state.judged = judged
+            return judged
+        }
     }
 
-    func setAnchors(_ anchors: [Data]?) { judgement.withLock { $0.anchors = anchors } }
-    func setAnchorsOnly(_ only: Bool) { judgement.withLock { $0.anchorsOnly = only } }
+    func setAnchors(_ anchors: [Data]?) { judgement.withLock { $0 = (anchors, $0.anchorsOnly, nil) } }
+    func setAnchorsOnly(_ only: Bool) { judgement.withLock { $0 = ($0.anchors, only, nil) } }
 
     /// The host and port the chain was presented for.
     public var host: String { record.host }
