@@ -215,6 +215,40 @@ final class LifetimeGuardTests: InProcessSuite, @unchecked Sendable {
         try expectNextIdentifier("compacted at the start")
     }
 
+    /// Breaks when a daemon rewrites a long journal at start that has no stale line (it did,
+    /// past 4,096 lines: 100,000 live tasks took two seconds to encode and sync again).
+    @Test("A journal of 5,000 live tasks is read at start, not rewritten: the file is the same one, every task is there")
+    func longCompactJournalKeptAtStart() throws {
+        let identifier = try SessionIdentifier("long")
+        let directory = container.layout.sessionDirectory(family: InProcess.family, identifier: identifier)
+        var daemon = try DaemonUnderTest.start(container)
+        let delegate = RecordingDelegate()
+        fixture.session("long", delegate: delegate).finishTasksAndInvalidate() // its record, no task
+        try #require(delegate.wait { $0 == .invalid(code: nil) })
+        try #require(waitUntil { !SessionCoordinator.shared.openIdentifiers.contains(identifier) })
+        daemon.process.kill()
+        _ = daemon.process.wait(timeout: 10)
+
+        let path = JournalContents.path(inSession: directory)
+        let journal = try SessionJournal(path: path, contents: JournalContents.read(path))
+        for number in 1_000...5_999 {
+            try journal.append(.task(TaskRecord(taskIdentifier: number, kind: .download, originalRequest: RequestRecord(url: server.url(for: "/never/\(number)").absoluteString))))
+        }
+        try journal.commit()
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let inode = try #require(try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? Int)
+
+        daemon = try DaemonUnderTest.start(container)
+        let reopened = fixture.session("long", delegate: RecordingDelegate())
+        let tasks = try #require(allTasks(reopened, timeout: 30))
+        #expect(tasks.count == 5_000, "\(tasks.count) tasks")
+        let after = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(try FileManager.default.attributesOfItem(atPath: path)[.systemFileNumber] as? Int == inode, "the journal was replaced")
+        #expect(after.starts(with: before), "the journal's lines were rewritten (\(before.count) → \(after.count) bytes)")
+        reopened.invalidateAndCancel()
+        _ = daemon
+    }
+
     /// Lines in a journal file.
     private static func lineCount(_ path: String) -> Int {
         ((try? Data(contentsOf: URL(fileURLWithPath: path))) ?? Data()).reduce(0) { $1 == UInt8(ascii: "\n") ? $0 + 1 : $0 }

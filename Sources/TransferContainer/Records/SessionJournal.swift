@@ -83,29 +83,48 @@ public struct JournalContents: Sendable {
     }
 
     public init(parsing data: Data) {
-        var lines: [Range<Data.Index>] = []
-        var start = data.startIndex
-        while start < data.endIndex {
-            guard let newline = data[start...].firstIndex(of: UInt8(ascii: "\n")) else {
-                tornTailLength = data.endIndex - start
-                break
-            }
-            lines.append(start..<newline)
-            start = newline + 1
-            wholeLength = start - data.startIndex
-        }
+        let lines = Self.lineRanges(of: data)
         lineCount = lines.count
-        // Decoding is most of reading a long journal (a daemon's start-up): lines are decoded
-        // on every core, then applied here in order, as one reader would.
-        let decoded = Self.decode(lines, of: data)
-        for (index, line) in decoded.enumerated() {
-            switch line {
-            case .blank: continue
-            case .decoded(let journalLine):
-                do { try apply(journalLine) } catch { unreadable.append((index + 1, "\(error)", Data(data[lines[index]]))) }
-            case .unreadable(let reason):
-                unreadable.append((index + 1, reason, Data(data[lines[index]])))
+        wholeLength = (lines.last?.upperBound).map { $0 + 1 - data.startIndex } ?? 0
+        tornTailLength = data.count - wholeLength
+        // Most lines are tasks, and a dictionary grown line by line moves every record at
+        // each doubling.
+        tasks.reserveCapacity(lineCount)
+        // Decoding and checking are most of reading a long journal (a daemon's start-up):
+        // lines are decoded and checked on every core, then replayed here in order, as one
+        // reader would. The replay moves each record out of the array rather than copying it
+        // (a task record is some twenty strings and optionals to retain and release).
+        var parts = Self.decode(lines, of: data)
+        var index = 0
+        for number in parts.indices {
+            var part = parts[number]
+            parts[number] = [] // `part` is now the only reference: reversed in place, then moved out
+            part.reverse()
+            while let line = part.popLast() {
+                index += 1
+                switch consume line {
+                case .blank: continue
+                case .decoded(let journalLine): replay(journalLine)
+                case .unreadable(let reason): unreadable.append((index, reason, Data(data[lines[index - 1]])))
+                }
             }
+        }
+    }
+
+    /// The ranges of the whole lines of `data`, without their newlines (`memchr`: a byte at
+    /// a time through `Data`'s index was a tenth of a long journal's start-up).
+    private static func lineRanges(of data: Data) -> [Range<Data.Index>] {
+        data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> [Range<Data.Index>] in
+            guard let base = buffer.baseAddress else { return [] }
+            var lines: [Range<Data.Index>] = []
+            lines.reserveCapacity(buffer.count / 512)
+            var offset = 0
+            while offset < buffer.count, let found = memchr(base + offset, Int32(UInt8(ascii: "\n")), buffer.count - offset) {
+                let newline = base.distance(to: UnsafeRawPointer(found))
+                lines.append(data.startIndex + offset ..< data.startIndex + newline)
+                offset = newline + 1
+            }
+            return lines
         }
     }
 
@@ -116,26 +135,36 @@ public struct JournalContents: Sendable {
         case unreadable(String)
     }
 
-    /// Decodes each line; on several threads when there are many.
-    private static func decode(_ lines: [Range<Data.Index>], of data: Data) -> [DecodedLine] {
+    /// Decodes and checks each line; on several threads when there are many. The lines come
+    /// back in order, in parts (one a thread).
+    private static func decode(_ lines: [Range<Data.Index>], of data: Data) -> [[DecodedLine]] {
         @Sendable func decodeLine(_ range: Range<Data.Index>) -> DecodedLine {
             let text = data[range]
             if text.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }) { return .blank }
-            do { return .decoded(try RecordCoding.decode(JournalLine.self, from: text)) } catch { return .unreadable("\(error)") }
+            do { return .decoded(try checked(RecordCoding.decode(JournalLine.self, from: text))) } catch { return .unreadable("\(error)") }
         }
         let chunks = lines.count >= 4096 ? min(ProcessInfo.processInfo.activeProcessorCount, 8) : 1
-        guard chunks > 1 else { return lines.map(decodeLine) }
+        guard chunks > 1 else { return [lines.map(decodeLine)] }
         let results = Locked<[[DecodedLine]]>(Array(repeating: [], count: chunks))
         let size = (lines.count + chunks - 1) / chunks
         DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
             let part = lines[min(chunk * size, lines.count)..<min((chunk + 1) * size, lines.count)].map(decodeLine)
             results.withLock { $0[chunk] = part }
         }
-        return results.withLock { $0.flatMap { $0 } }
+        return results.withLock { parts in
+            defer { parts = [] } // the caller's copy is then the only one
+            return parts
+        }
     }
 
     /// Applies one line. Throws, leaving the contents unchanged, for a record of a newer version.
     public mutating func apply(_ line: JournalLine) throws(RecordError) {
+        replay(try Self.checked(line))
+    }
+
+    /// `line` with every number checked (`CheckedNumbers`): a line out of range is unusable,
+    /// never a trap. Depends on nothing read before it, so lines are checked in parallel.
+    private static func checked(_ line: JournalLine) throws(RecordError) -> JournalLine {
         guard line.task != nil || line.event != nil || line.acknowledgedThrough != nil || line.counters != nil else {
             throw .corrupt(path: "journal", reason: "a line with none of task, event, acknowledgedThrough, counters")
         }
@@ -163,15 +192,20 @@ public struct JournalContents: Sendable {
                 throw .corrupt(path: "journal", reason: "counters \(given.nextTaskIdentifier), \(given.nextEventNumber) are out of range")
             }
         }
-        if let task {
+        return JournalLine(task: task, event: event, acknowledgedThrough: line.acknowledgedThrough, counters: line.counters)
+    }
+
+    /// Applies a line `checked` has passed.
+    private mutating func replay(_ line: consuming JournalLine) {
+        if let task = line.task.take() {
             tasks[task.taskIdentifier] = task
             counters.nextTaskIdentifier = max(counters.nextTaskIdentifier, task.taskIdentifier + 1)
         }
-        if let event {
-            events[event.number] = event
+        if let event = line.event.take() {
             tasks.removeValue(forKey: event.task.taskIdentifier)
             counters.nextEventNumber = max(counters.nextEventNumber, event.number + 1)
             counters.nextTaskIdentifier = max(counters.nextTaskIdentifier, event.task.taskIdentifier + 1)
+            events[event.number] = event
         }
         if let through = line.acknowledgedThrough {
             events = events.filter { $0.key > through }

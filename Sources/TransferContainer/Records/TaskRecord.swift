@@ -232,23 +232,25 @@ extension TaskRecord {
     /// numbers checked: an identifier out of range makes the record unusable (thrown);
     /// counters, byte counts and the priority are brought into range, so that no later
     /// `+ 1` or comparison can trap.
-    public func checked(in path: String) throws(RecordError) -> TaskRecord {
-        guard CheckedNumbers.check(taskIdentifier, in: CheckedNumbers.taskIdentifiers) != nil else {
-            throw .corrupt(path: path, reason: "task identifier \(taskIdentifier) is outside \(CheckedNumbers.taskIdentifiers)")
-        }
+    public consuming func checked(in path: String) throws(RecordError) -> TaskRecord {
         var task = self
-        task.revision = CheckedNumbers.clamp(revision, to: CheckedNumbers.counters)
-        task.retryCount = CheckedNumbers.clamp(retryCount, to: CheckedNumbers.counters)
-        task.authenticationFailures = CheckedNumbers.clamp(authenticationFailures, to: CheckedNumbers.counters)
-        task.daemonCrashes = daemonCrashes.map { CheckedNumbers.clamp($0, to: CheckedNumbers.counters) }
-        task.pendingChallenge?.previousFailureCount = CheckedNumbers.clamp(pendingChallenge?.previousFailureCount ?? 0, to: CheckedNumbers.counters)
-        task.priority = CheckedNumbers.priority(priority)
-        task.countOfBytesReceived = CheckedNumbers.clamp(countOfBytesReceived, to: 0...CheckedNumbers.byteCounts.upperBound)
-        task.countOfBytesSent = CheckedNumbers.clamp(countOfBytesSent, to: 0...CheckedNumbers.byteCounts.upperBound)
-        task.countOfBytesExpectedToReceive = CheckedNumbers.clamp(countOfBytesExpectedToReceive, to: CheckedNumbers.byteCounts)
-        task.countOfBytesExpectedToSend = CheckedNumbers.clamp(countOfBytesExpectedToSend, to: CheckedNumbers.byteCounts)
-        task.countOfBytesClientExpectsToReceive = CheckedNumbers.clamp(countOfBytesClientExpectsToReceive, to: CheckedNumbers.byteCounts)
-        task.countOfBytesClientExpectsToSend = CheckedNumbers.clamp(countOfBytesClientExpectsToSend, to: CheckedNumbers.byteCounts)
+        guard CheckedNumbers.check(task.taskIdentifier, in: CheckedNumbers.taskIdentifiers) != nil else {
+            throw .corrupt(path: path, reason: "task identifier \(task.taskIdentifier) is outside \(CheckedNumbers.taskIdentifiers)")
+        }
+        task.revision = CheckedNumbers.clamp(task.revision, to: CheckedNumbers.counters)
+        task.retryCount = CheckedNumbers.clamp(task.retryCount, to: CheckedNumbers.counters)
+        task.authenticationFailures = CheckedNumbers.clamp(task.authenticationFailures, to: CheckedNumbers.counters)
+        task.daemonCrashes = task.daemonCrashes.map { CheckedNumbers.clamp($0, to: CheckedNumbers.counters) }
+        if let failures = task.pendingChallenge?.previousFailureCount {
+            task.pendingChallenge?.previousFailureCount = CheckedNumbers.clamp(failures, to: CheckedNumbers.counters)
+        }
+        task.priority = CheckedNumbers.priority(task.priority)
+        task.countOfBytesReceived = CheckedNumbers.clamp(task.countOfBytesReceived, to: 0...CheckedNumbers.byteCounts.upperBound)
+        task.countOfBytesSent = CheckedNumbers.clamp(task.countOfBytesSent, to: 0...CheckedNumbers.byteCounts.upperBound)
+        task.countOfBytesExpectedToReceive = CheckedNumbers.clamp(task.countOfBytesExpectedToReceive, to: CheckedNumbers.byteCounts)
+        task.countOfBytesExpectedToSend = CheckedNumbers.clamp(task.countOfBytesExpectedToSend, to: CheckedNumbers.byteCounts)
+        task.countOfBytesClientExpectsToReceive = CheckedNumbers.clamp(task.countOfBytesClientExpectsToReceive, to: CheckedNumbers.byteCounts)
+        task.countOfBytesClientExpectsToSend = CheckedNumbers.clamp(task.countOfBytesClientExpectsToSend, to: CheckedNumbers.byteCounts)
         return task
     }
 }

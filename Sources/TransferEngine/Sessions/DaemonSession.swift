@@ -94,7 +94,7 @@ final class DaemonSession {
         self.tasks = contents.tasks
         self.events = contents.events
         self.counters = contents.counters
-        if rewrite || journal.lineCount > Self.compactionFloor { try compact() }
+        if rewrite || isStale { try compact() }
     }
 
     /// Reads the journal in `directory` (a missing one is empty). A torn last line is
@@ -306,6 +306,13 @@ final class DaemonSession {
     /// Past this many lines a journal is rewritten when most of its lines are stale.
     static let compactionFloor = 4096
 
+    /// Most of the journal's lines are stale: rewriting it pays. A journal of one line a task
+    /// (as a compaction leaves it) is not, however long: at start-up, rewriting 100,000 live
+    /// tasks cost more than reading them.
+    private var isStale: Bool {
+        journal.lineCount > Self.compactionFloor && journal.lineCount > 4 * (tasks.count + events.count + 1)
+    }
+
     var needsCommit: Bool {
         journal.hasPending || journal.needsReplacement || !changedTasks.isEmpty || !filesToSync.isEmpty || !directoriesToSync.isEmpty
     }
@@ -322,8 +329,7 @@ final class DaemonSession {
         }
         changedTasks.removeAll()
         isChanged.removeAll()
-        let stale = journal.lineCount > Self.compactionFloor && journal.lineCount > 4 * (tasks.count + events.count + 1)
-        let write = journal.needsReplacement || stale ? try journal.replacement(compactedLines) : journal.takeWrite()
+        let write = journal.needsReplacement || isStale ? try journal.replacement(compactedLines) : journal.takeWrite()
         defer {
             filesToSync.removeAll()
             directoriesToSync.removeAll()

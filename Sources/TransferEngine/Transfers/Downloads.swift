@@ -19,13 +19,20 @@ final class Downloads {
     /// The finished file handed to `didFinishDownloadingTo`: named after the task, so that a
     /// restart finds a download that was finished but not yet announced.
     func finishedPath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsPath("CFNetworkDownload_\(task.taskIdentifier).tmp")
+        session.downloadsPath(finishedName(for: task))
+    }
+
+    private func finishedName(for task: TaskRecord) -> String {
+        "CFNetworkDownload_\(task.taskIdentifier).tmp"
     }
 
     /// After a restart: announces downloads finished before the kill; running tasks start again.
     func recoverTasks() {
         for session in daemon.sessions.values {
-            for task in session.unfinishedTasks where FileManager.default.fileExists(atPath: finishedPath(for: task, in: session)) {
+            // One listing of the folder, not a stat a task: a session may hold 100,000.
+            let present = Set((try? FileManager.default.contentsOfDirectory(atPath: session.downloadsDirectory)) ?? [])
+            guard !present.isEmpty else { continue }
+            for task in session.unfinishedTasks where present.contains(finishedName(for: task)) {
                 completeDownload(task, in: session)
             }
         }
