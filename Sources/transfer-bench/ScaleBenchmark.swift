@@ -19,15 +19,9 @@ struct ScaleBenchmark {
     let runs: Int
     let entitlements: String
 
-    func run(into report: Report) throws {
-        try startUp(into: report)
-        try manySessions(into: report)
-        try extensionStart(into: report)
-    }
-
     // MARK: Start-up
 
-    private func startUp(into report: Report) throws {
+    func startUp(into report: Report) throws {
         print("start-up: transferd recovering \(tasks) queued tasks, \(runs) runs")
         var startUps: [Double] = [], reads: [Double] = [], residents: [Double] = []
         for run in 1...runs {
@@ -102,7 +96,7 @@ struct ScaleBenchmark {
 
     // MARK: Many sessions
 
-    private func manySessions(into report: Report) throws {
+    func manySessions(into report: Report) throws {
         print("sessions: \(sessions) background sessions opened in one container, each creating a task")
         var container = try BenchContainer()
         defer { container.tearDown() }
@@ -141,7 +135,7 @@ struct ScaleBenchmark {
 
     // MARK: Extension start
 
-    private func extensionStart(into report: Report) throws {
+    func extensionStart(into report: Report) throws {
         print("extension start: fetch-extension download URL, \(extensionStarts) starts, alternating with fetch-extension --help")
         var container = try BenchContainer()
         defer { container.tearDown() }

@@ -15,7 +15,7 @@ BGTRANSFER-ENTITLEMENTS-END
 // written to DIR/results.json and DIR/results.md (see Benchmarks/README.md).
 let usage = """
 usage: transfer-bench [FIGURE] [--quick] [--runs N] [--out DIR] [--size MiB] [--tasks N,N,…] [--samples N]
-  FIGURE: all (the default), download, upload, refetch, many-tasks, small-files, event-latency, relaunch, scale,
+  FIGURE: all (the default), download, upload, refetch, many-tasks, small-files, event-latency, relaunch, startup, sessions, extension-start,
           https (nginx over TLS + HTTP/2 ÷ curl --cacert), cpu (transferd CPU per GiB ÷ curl's);
           or hand-written: the hand-written pieces kept (JSON coder, ISO 8601) against Foundation's,
           alternating (printed only; not in all)
@@ -82,6 +82,9 @@ struct Settings {
     var manyTasksHeadline: Int { counts.contains(10000) ? 10000 : counts.last! }
     var smallFilesHeadline: Int { counts.contains(1000) ? 1000 : counts.last! }
     var relaunchRuns: Int { quick ? runs : max(runs, 10) }
+    var scale: ScaleBenchmark {
+        ScaleBenchmark(tasks: quick ? 2000 : 100_000, sessions: quick ? 50 : 1000, extensionStarts: quick ? 10 : 100, runs: runs, entitlements: entitlements)
+    }
 }
 
 let figures: [(name: String, title: String, run: (Settings, Report) throws -> Void)] = [
@@ -99,9 +102,12 @@ let figures: [(name: String, title: String, run: (Settings, Report) throws -> Vo
         try EventLatencyBenchmark(samplesPerRun: settings.samples, runs: settings.runs, entitlements: entitlements).run(into: report) }),
     ("relaunch", "task finished → relaunched host acknowledged", { settings, report in
         try RelaunchBenchmark(runs: settings.relaunchRuns).run(into: report) }),
-    ("scale", "start-up with many tasks, many sessions, extension start", { settings, report in
-        try ScaleBenchmark(tasks: settings.quick ? 2000 : 100_000, sessions: settings.quick ? 50 : 1000, extensionStarts: settings.quick ? 10 : 100,
-                           runs: settings.runs, entitlements: entitlements).run(into: report) }),
+    ("startup", "transferd start-up with 100,000 tasks in the journal", { settings, report in
+        try settings.scale.startUp(into: report) }),
+    ("sessions", "1,000 sessions in one container", { settings, report in
+        try settings.scale.manySessions(into: report) }),
+    ("extension-start", "fetch-extension start → task durable → exited", { settings, report in
+        try settings.scale.extensionStart(into: report) }),
     ("https", "HTTPS from nginx (TLS, HTTP/2) ÷ curl --cacert", { settings, report in
         try HTTPSBenchmark(size: settings.size, count: settings.smallFilesHeadline, runs: settings.runs, entitlements: entitlements).run(into: report) }),
     ("cpu", "transferd CPU per GiB ÷ curl's", { settings, report in
