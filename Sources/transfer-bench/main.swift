@@ -23,7 +23,7 @@ usage: transfer-bench [FIGURE] [--quick] [--runs N] [--out DIR] [--size MiB] [--
   --runs N    runs of each figure and of its reference, alternating (default 5; relaunch at least 10)
   --out DIR   where results.json and results.md go (default Benchmarks)
   --size MiB  the download, upload, refetch, https and cpu size (default 1024)
-  --tasks L   task counts for many-tasks and small-files (default 100,1000,10000); https uses 1000 or the largest
+  --tasks L   task counts for many-tasks and small-files (default 100,1000,10000; many-tasks also 100000); https uses 1000 or the largest
   --samples N downloads per run for event-latency (default 100)
 """
 
@@ -33,7 +33,9 @@ struct Settings {
     var runs = 5
     var out: String?
     var size: Int64 = 1024 << 20
+    /// Task counts for small-files; many-tasks also goes to 100,000 (issue 22's scale).
     var counts = [100, 1000, 10000]
+    var queuedCounts = [100, 1000, 10000, 100_000]
     var samples = 100
 
     init(_ arguments: [String]) throws {
@@ -63,13 +65,14 @@ struct Settings {
                 let list = try value(option).split(separator: ",").compactMap { Int($0) }.filter { $0 > 0 }
                 guard !list.isEmpty else { throw BenchError("--tasks needs task counts, e.g. 100,1000") }
                 counts = list.sorted()
+                queuedCounts = counts
             default: throw BenchError("unknown option \(option)")
             }
         }
         if quick {
             if !explicit.contains("--runs") { runs = 2 }
             if !explicit.contains("--size") { size = 16 << 20 }
-            if !explicit.contains("--tasks") { counts = [20, 100] }
+            if !explicit.contains("--tasks") { counts = [20, 100]; queuedCounts = counts }
             if !explicit.contains("--samples") { samples = 10 }
         }
     }
@@ -78,8 +81,8 @@ struct Settings {
         URL(fileURLWithPath: out ?? (quick ? ".build/transfer-bench-quick" : "Benchmarks"))
     }
 
-    /// The headline task counts: 10,000 queued tasks, 1,000 small downloads (or the largest asked for).
-    var manyTasksHeadline: Int { counts.contains(10000) ? 10000 : counts.last! }
+    /// The headline task counts: 100,000 queued tasks, 1,000 small downloads (or the largest asked for).
+    var manyTasksHeadline: Int { queuedCounts.contains(100_000) ? 100_000 : queuedCounts.last! }
     var smallFilesHeadline: Int { counts.contains(1000) ? 1000 : counts.last! }
     var relaunchRuns: Int { quick ? runs : max(runs, 10) }
     var scale: ScaleBenchmark {
@@ -95,7 +98,7 @@ let figures: [(name: String, title: String, run: (Settings, Report) throws -> Vo
     ("refetch", "bytes fetched again after a SIGKILL", { settings, report in
         try RefetchBenchmark(size: settings.quick ? 2 * settings.size : settings.size, runs: settings.runs).run(into: report) }),
     ("many-tasks", "many queued tasks", { settings, report in
-        try ManyTasksBenchmark(counts: settings.counts, runs: settings.runs, entitlements: entitlements, headline: settings.manyTasksHeadline).run(into: report) }),
+        try ManyTasksBenchmark(counts: settings.queuedCounts, runs: settings.runs, entitlements: entitlements, headline: settings.manyTasksHeadline).run(into: report) }),
     ("small-files", "many small downloads ÷ curl -Z", { settings, report in
         try SmallFilesBenchmark(counts: settings.counts, runs: settings.runs, entitlements: entitlements, headline: settings.smallFilesHeadline).run(into: report) }),
     ("event-latency", "task finished → didCompleteWithError", { settings, report in
@@ -143,6 +146,7 @@ for figure in chosen {
     if !report.measure(id: figure.name, title: figure.title, { try figure.run(settings, report) }) { failed += 1 }
 }
 if chosen.contains(where: { $0.name == "https" || $0.name == "cpu" }) { BenchNginx.removeCertificates() }
+RetiredScratch.removeAll()
 do {
     let paths = try report.write(to: settings.outputDirectory)
     print("\nwrote \(paths.joined(separator: " and "))\n")
