@@ -24,37 +24,63 @@ public enum Entitlements {
         return found
     }
 
-    /// Every identity the executable at `path` declares; empty when it declares none.
+    /// Every identity the executable at `path` declares; empty when it declares none. Read
+    /// a window at a time: mapping a statically linked executable whole (80 MB) made it part
+    /// of the reader's resident memory, the daemon's.
     public static func identities(inExecutableAt path: String) throws(EntitlementsError) -> [AppIdentity] {
-        let data: Data
-        do { data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped) } catch {
+        let file: FileDescriptor
+        do { file = try FileDescriptor.open(path, O_RDONLY) } catch {
             throw .unreadable(source: path, reason: "\(error)")
         }
-        return try identities(in: data, source: path)
+        defer { file.close() }
+        // Each window also holds the longest declaration that can start in its first `step`
+        // bytes; a declaration is taken from the window it starts in.
+        let step = 1 << 20, reach = declarationLimit + beginMarker.utf8.count + endMarker.utf8.count
+        var window = [UInt8](repeating: 0, count: step + reach)
+        var found: [AppIdentity] = []
+        var offset: Int64 = 0
+        while true {
+            let filled: Int
+            do { filled = try window.withUnsafeMutableBytes { buffer throws(Errno) in try file.read(into: buffer, at: offset) } } catch {
+                throw .unreadable(source: path, reason: "\(error)")
+            }
+            let isLast = filled < window.count // no window after this one: take every declaration
+            found += window.withUnsafeBytes { buffer in
+                scan(UnsafeRawBufferPointer(rebasing: buffer[..<filled]), startingBefore: isLast ? filled : step)
+            }
+            if isLast { return found }
+            offset += Int64(step)
+        }
     }
+
+    /// The longest declaration body read.
+    static let declarationLimit = 64 << 10
 
     /// Scans `bytes` for declarations. Marker text that is not a declaration (the markers
     /// themselves appear in any binary that links this file) is skipped.
     static func identities(in bytes: Data, source: String) throws(EntitlementsError) -> [AppIdentity] {
+        bytes.withUnsafeBytes { scan($0, startingBefore: $0.count) }
+    }
+
+    /// The declarations in `raw` that begin before `limit`.
+    private static func scan(_ raw: UnsafeRawBufferPointer, startingBefore limit: Int) -> [AppIdentity] {
         let begin = Array(beginMarker.utf8), end = Array(endMarker.utf8)
         var found: [AppIdentity] = []
-        bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
-            guard let base = raw.baseAddress else { return }
-            var offset = 0
-            while offset < raw.count, let start = find(begin, in: base + offset, count: raw.count - offset) {
-                let bodyStart = start + begin.count
-                let remaining = raw.count - (bodyStart - base)
-                guard let stop = find(end, in: bodyStart, count: min(remaining, 64 << 10)) else {
-                    offset = bodyStart - base
-                    continue
-                }
-                let body = Data(bytes: bodyStart, count: stop - bodyStart)
-                if let identities = try? JSONDecoder().decode([AppIdentity].self, from: body) {
-                    found += identities
-                    offset = stop + end.count - base
-                } else {
-                    offset = bodyStart - base  // not a declaration: a real one may start before `stop`
-                }
+        guard let base = raw.baseAddress else { return found }
+        var offset = 0
+        while offset < min(raw.count, limit), let start = find(begin, in: base + offset, count: raw.count - offset), start - base < limit {
+            let bodyStart = start + begin.count
+            let remaining = raw.count - (bodyStart - base)
+            guard let stop = find(end, in: bodyStart, count: min(remaining, declarationLimit)) else {
+                offset = bodyStart - base
+                continue
+            }
+            let body = Data(bytes: bodyStart, count: stop - bodyStart)
+            if let identities = try? JSONDecoder().decode([AppIdentity].self, from: body) {
+                found += identities
+                offset = stop + end.count - base
+            } else {
+                offset = bodyStart - base  // not a declaration: a real one may start before `stop`
             }
         }
         return found

@@ -21,6 +21,29 @@ struct EntitlementsTests {
         #expect(found.first?.appGroups.map(\.rawValue) == ["group.com.example.transfers"])
     }
 
+    /// The daemon reads an executable a window at a time (1 MiB, overlapping by the longest
+    /// declaration): one that straddles a window's edge, one past several windows and one at
+    /// the file's very end are each found once.
+    @Test("Declarations across the reader's window edges, deep in a large file and at its end are each found once")
+    func windows() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("entitlements-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let step = 1 << 20
+        var bytes = Data((0..<(step - 40)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        bytes += Data("\(begin)\(host)\(end)".utf8)            // starts 40 bytes before the edge
+        bytes += Data(repeating: 0, count: 3 * step + 12_345)
+        bytes += Data("\(begin)\(share)\(end)".utf8)           // in the fifth window
+        bytes += Data(repeating: 1, count: step - 7_000)
+        let last = #"[{"bundleIdentifier": "com.example.last", "kind": "app", "containingApp": "com.example.last", "containingAppExecutable": "last", "appGroups": []}]"#
+        bytes += Data("\(begin)\(last)\(end)".utf8) // the file's last bytes
+        let file = directory.appendingPathComponent("large")
+        try bytes.write(to: file)
+        let found = try Entitlements.identities(inExecutableAt: file.path)
+        #expect(found.map(\.bundleIdentifier.rawValue) == ["com.example.host", "com.example.host.share", "com.example.last"])
+        #expect(try Entitlements.identities(in: bytes, source: "test") == found, "the same as scanning the bytes whole")
+    }
+
     @Test("A file with no declaration declares nothing; an unreadable one is an error naming it")
     func files() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("entitlements-\(UUID().uuidString)")

@@ -29,6 +29,19 @@ public struct FileDescriptor: Hashable, Sendable {
         return n
     }
 
+    /// Reads up to `buffer.count` bytes from `offset` (`pread`), looping over short reads;
+    /// fewer only at the end of the file.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno) -> Int {
+        var filled = 0
+        while filled < buffer.count {
+            let n = retryingOnInterrupt { Glibc.pread(rawValue, buffer.baseAddress.map { $0 + filled }, buffer.count - filled, off_t(offset) + off_t(filled)) }
+            guard n >= 0 else { throw .current("pread") }
+            if n == 0 { break }
+            filled += n
+        }
+        return filled
+    }
+
     /// Writes every byte, looping over short writes.
     public func writeAll(_ bytes: UnsafeRawBufferPointer) throws(Errno) {
         var offset = 0
