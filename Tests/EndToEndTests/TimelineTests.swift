@@ -108,7 +108,11 @@ struct TimelineTests {
         defer { container.tearDown() }
         let server = try LoopbackServer()
         defer { server.stop() }
-        for name in ["a", "b", "c", "d"] { server.serve("/\(name).bin", data: testPayload(size: 64 << 10)) }
+        // a and b take a second each, so that the extension that starts them has exited when
+        // they end and their events go to the host (under CI load a faster one was seen to end
+        // while the extension still held the session, which then took the event itself).
+        for name in ["a", "b"] { server.serve("/\(name).bin", data: testPayload(size: 64 << 10), options: RouteOptions(bytesPerSecond: 64 << 10)) }
+        for name in ["c", "d"] { server.serve("/\(name).bin", data: testPayload(size: 64 << 10)) }
         let info = ["BGTRANSFER_LOG_LEVEL": "info"]
         _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "60"], environment: info)
         func download(_ name: String, _ options: [String] = []) throws {
