@@ -22,6 +22,8 @@ struct RelaunchBenchmark {
         var appStarted: Double
         var acknowledged: Double
         var pid: Int32
+        /// The daemon's line saying the app exited was read already.
+        var exitSeen: Bool
     }
 
     func run(into report: Report) throws {
@@ -50,7 +52,7 @@ struct RelaunchBenchmark {
                     phases.append(phase)
                     print(String(format: "  run %d: finished → launched %.1f ms → app started %.1f ms → acknowledged %.1f ms; total %.1f ms",
                                  run, (phase.launched - phase.finished) * 1000, (phase.appStarted - phase.launched) * 1000, (phase.acknowledged - phase.appStarted) * 1000, (phase.acknowledged - phase.finished) * 1000))
-                    try waitForExit(of: phase.pid, &follower)
+                    if !phase.exitSeen { try waitForExit(of: phase.pid, &follower) }
                 }
             }
         }
@@ -72,7 +74,8 @@ struct RelaunchBenchmark {
         var finished: Double?, spawned: Double?, appStarted: Double?, pid: Int32?
         let deadline = monotonicNow() + 30
         while monotonicNow() < deadline {
-            for entry in follower.next() where entry.session == Self.session {
+            let entries = follower.next()
+            for (index, entry) in entries.enumerated() where entry.session == Self.session {
                 let time = entry.time.timeIntervalSince1970
                 switch (entry.process, entry.category) {
                 case ("transferd", "transfers") where entry.message.hasPrefix("finished:"):
@@ -87,7 +90,10 @@ struct RelaunchBenchmark {
                     guard let finished, let spawned, let appStarted, let pid else {
                         throw BenchError("events were acknowledged without the expected relaunch (finished \(finished != nil), launched \(spawned != nil), app started \(appStarted != nil))")
                     }
-                    return Phases(finished: finished, launched: spawned, appStarted: appStarted, acknowledged: time, pid: pid)
+                    // The app's exit may be among the lines read with this one (a quick app's
+                    // is): the next wait must not look for it again.
+                    let exited = entries[(index + 1)...].contains { Self.isExit(of: pid, $0) }
+                    return Phases(finished: finished, launched: spawned, appStarted: appStarted, acknowledged: time, pid: pid, exitSeen: exited)
                 default:
                     break
                 }
@@ -101,10 +107,15 @@ struct RelaunchBenchmark {
     private func waitForExit(of pid: Int32, _ follower: inout LogFollower) throws {
         let deadline = monotonicNow() + 30
         while monotonicNow() < deadline {
-            if follower.next().contains(where: { $0.process == "transferd" && $0.message.hasPrefix("launched app") && $0.message.contains("(pid \(pid)) exited") }) { return }
+            if follower.next().contains(where: { Self.isExit(of: pid, $0) }) { return }
             usleep(2_000)
         }
         throw BenchError("the relaunched host-app (pid \(pid)) did not exit within 30 s")
+    }
+
+    /// The daemon's line saying that the app it launched as `pid` exited.
+    private static func isExit(of pid: Int32, _ entry: LogEntry) -> Bool {
+        entry.process == "transferd" && entry.message.hasPrefix("launched app") && entry.message.contains("(pid \(pid)) exited")
     }
 
     /// Ends relaunched apps still running (the daemon started them for this benchmark).
