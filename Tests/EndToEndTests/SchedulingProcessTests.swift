@@ -16,10 +16,13 @@ struct SchedulingProcessTests {
         let container: TestContainer
         let server: LoopbackServer
 
-        init(paths: [String], daemonArguments: [String] = ["--relaunch-delay", "0.1"]) throws {
+        /// `bytesPerSecond`: every path is served that slowly (nil: at once).
+        init(paths: [String], daemonArguments: [String] = ["--relaunch-delay", "0.1"], bytesPerSecond: Int? = nil) throws {
             container = try TestContainer()
             server = try LoopbackServer()
-            for (index, path) in paths.enumerated() { server.serve(path, data: testPayload(size: 32 << 10, seed: UInt64(index + 1))) }
+            for (index, path) in paths.enumerated() {
+                server.serve(path, data: testPayload(size: 32 << 10, seed: UInt64(index + 1)), options: RouteOptions(bytesPerSecond: bytesPerSecond))
+            }
             _ = try DaemonUnderTest.start(container, extraArguments: daemonArguments)
         }
 
@@ -173,11 +176,14 @@ struct SchedulingProcessTests {
 
     @Test("A quiet period of twice the delay resets the resume rate limiter; relaunches in quick succession double it (S6.5)")
     func rateLimiterResetsAfterQuiet() throws {
-        let stage = try Stage(paths: ["/a.bin", "/b.bin", "/c.bin"], daemonArguments: ["--relaunch-delay", "0.4"])
-        // Each relaunch within the period doubles the delay: 0.4 s after the first, 0.8 after
-        // the second. (On a loaded machine the daemon has been seen to relaunch the host twice
+        // Each download takes a quarter of a second, so that the extension that starts it has
+        // exited when it ends and the event goes to a relaunched host (under CI load a faster
+        // one ended while the extension still held the session, which took the event itself).
+        let stage = try Stage(paths: ["/a.bin", "/b.bin", "/c.bin"], daemonArguments: ["--relaunch-delay", "1"], bytesPerSecond: 128 << 10)
+        // Each relaunch within the period doubles the delay: 1 s after the first, 2 after the
+        // second. (On a loaded machine the daemon has been seen to relaunch the host twice
         // for one download; the rule is checked against the relaunches the log shows.)
-        func expectedDelay(relaunches: Int) -> Double { 0.4 * pow(2, Double(max(relaunches, 1) - 1)) }
+        func expectedDelay(relaunches: Int) -> Double { pow(2, Double(max(relaunches, 1) - 1)) }
         try stage.run(.fetchExtension, ["download", stage.url("/a.bin")])
         #expect(waitUntil(timeout: 30) { stage.completionHandlerCalls(of: "host-app") == 1 })
         #expect(stage.hostRelaunchDelay() == expectedDelay(relaunches: stage.hostRelaunches()))
@@ -190,7 +196,7 @@ struct SchedulingProcessTests {
         #expect(stage.hostRelaunchDelay() == expectedDelay(relaunches: beforeQuiet), "a relaunch within the period doubles the delay")
 
         // Let twice the delay pass with no relaunch: that is the behaviour under test.
-        let quietUntil = try #require(stage.snapshot().apps.first { $0.bundleIdentifier == "com.example.host" }?.lastRelaunch).addingTimeInterval(1.7)
+        let quietUntil = try #require(stage.snapshot().apps.first { $0.bundleIdentifier == "com.example.host" }?.lastRelaunch).addingTimeInterval(4.2)
         #expect(waitUntil { Date() > quietUntil })
         try stage.run(.fetchExtension, ["download", stage.url("/c.bin")])
         #expect(waitUntil(timeout: 30) { stage.completionHandlerCalls(of: "host-app") == 3 })
