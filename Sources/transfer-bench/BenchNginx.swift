@@ -54,6 +54,19 @@ struct BenchNginx {
         try FileManager.default.copyItem(at: certificates.caFile, to: target)
     }
 
+    /// Runs `body` with a scratch container whose daemon trusts the test CA (started after
+    /// the CA is installed; its pid), nginx, and the benchmark's app in that container.
+    /// nginx and the container's processes are ended by pid afterwards, whatever `body` does.
+    static func withTrustingDaemon(entitlements: String, _ body: (BenchContainer, BenchNginx, Int32, BenchApp) throws -> Void) throws {
+        var container = try BenchContainer()
+        defer { container.tearDown() }
+        let nginx = try BenchNginx()
+        defer { nginx.stop() }
+        try nginx.trustCA(in: container.layout)
+        let daemon = try container.startDaemon()
+        try body(container, nginx, daemon, try BenchApp(entitlements: entitlements, container: container))
+    }
+
     /// The access log's requests so far (one line a finished request).
     var requests: [Nginx.Request] { nginx.requests }
 

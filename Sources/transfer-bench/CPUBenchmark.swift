@@ -14,19 +14,14 @@ struct CPUBenchmark {
     let entitlements: String
 
     func run(into report: Report) throws {
-        var container = try BenchContainer()
-        defer { container.tearDown() }
-        let nginx = try BenchNginx()
-        defer { nginx.stop() }
-        try nginx.trustCA(in: container.layout)
-        let daemon = try container.startDaemon()
-        let app = try BenchApp(entitlements: entitlements, container: container)
-        let curl = try ChildUsage.which("curl"), sync = try ChildUsage.which("sync")
-        try makePayloadFile(at: nginx.path(of: "payload.bin"), size: size)
-        let digest = try SHA256.hexDigest(ofFile: nginx.path(of: "payload.bin"))
-        for secure in [false, true] {
-            try measure(secure: secure, url: secure ? nginx.httpsURL("payload.bin") : nginx.httpURL("payload.bin"), digest: digest,
-                        daemon: daemon, app: app, container: container, nginx: nginx, curl: curl, sync: sync, into: report)
+        try BenchNginx.withTrustingDaemon(entitlements: entitlements) { container, nginx, daemon, app in
+            let curl = try ChildUsage.which("curl"), sync = try ChildUsage.which("sync")
+            try makePayloadFile(at: nginx.path(of: "payload.bin"), size: size)
+            let digest = try SHA256.hexDigest(ofFile: nginx.path(of: "payload.bin"))
+            for secure in [false, true] {
+                try measure(secure: secure, url: secure ? nginx.httpsURL("payload.bin") : nginx.httpURL("payload.bin"), digest: digest,
+                            daemon: daemon, app: app, container: container, nginx: nginx, curl: curl, sync: sync, into: report)
+            }
         }
     }
 

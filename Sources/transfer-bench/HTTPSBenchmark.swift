@@ -18,16 +18,11 @@ struct HTTPSBenchmark {
     static let smallSize = 16 << 10
 
     func run(into report: Report) throws {
-        var container = try BenchContainer()
-        defer { container.tearDown() }
-        let nginx = try BenchNginx()
-        defer { nginx.stop() }
-        try nginx.trustCA(in: container.layout)
-        _ = try container.startDaemon()
-        let app = try BenchApp(entitlements: entitlements, container: container)
-        let curl = try ChildUsage.which("curl")
-        try largeDownload(app: app, container: container, nginx: nginx, curl: curl, into: report)
-        try smallFiles(app: app, container: container, nginx: nginx, curl: curl, into: report)
+        try BenchNginx.withTrustingDaemon(entitlements: entitlements) { container, nginx, _, app in
+            let curl = try ChildUsage.which("curl")
+            try largeDownload(app: app, container: container, nginx: nginx, curl: curl, into: report)
+            try smallFiles(app: app, container: container, nginx: nginx, curl: curl, into: report)
+        }
     }
 
     // MARK: One large file
