@@ -497,6 +497,11 @@ struct PowerCutLedger {
                           label: "round \(round): \(key) (event \(event.number) pending) was moved into Downloads/ before the cut; the app's copy after the cut")
                     continue
                 }
+                if !FileManager.default.fileExists(atPath: local), diedWhileMoving.contains(key) {
+                    // Found in an earlier round (below): the file went with that cut, and its event
+                    // waits until an acknowledgement is durable, which this cut took again.
+                    continue
+                }
                 if !FileManager.default.fileExists(atPath: local), interruptedInFinishing.contains(key) || Self.deliveryInProgress(preCut: preCut, session: session).map({ $0 == (event.number, "finishingDownload") }) == true,
                    FileManager.default.contents(atPath: preCut.appendingPathComponent("AppGroups/group.com.example.transfers/Downloads/\(name)").path) == Self.payload(name: name) {
                     // A holder died inside didFinishDownloadingTo after moving the file, before
