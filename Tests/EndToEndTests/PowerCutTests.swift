@@ -196,6 +196,58 @@ struct PowerCutTests {
         fileSystem = nil
         return done
     }
+
+    @Test("An upload's body is removed only once the task's end is on disk: a cut at that instant leaves the task ended, never unfinished without its body",
+          .enabled(if: PowerCutFileSystem.unavailableReason == nil, "skipped: /dev/fuse is absent (the power-cut test needs FUSE)"))
+    func uploadBodyOutlivesItsTask() async throws {
+        try await onOwnThread { try self.runUploadBodyCut() }
+    }
+
+    /// The random cuts found it: the body went at the upload's end, before the line ending the
+    /// task was durable; a cut then brought the task back without its body, and it failed
+    /// (-1100) although the server had every byte. Here the power goes right after that unlink.
+    func runUploadBodyCut() throws {
+        let container = try TestContainer()
+        let base = container.parent
+        var fileSystem: PowerCutFileSystem?
+        defer {
+            for pid in container.processesNamingContainer() where pid != fileSystem?.process.pid { kill(pid, SIGKILL) }
+            fileSystem?.end()
+            container.tearDown()
+        }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let executable = try PowerCutFileSystem.build(into: base, container: container)
+        let backing = base.appendingPathComponent("backing")
+        try FileManager.default.moveItem(atPath: container.root, toPath: backing.path)
+        try FileManager.default.createDirectory(atPath: container.root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let source = base.appendingPathComponent("body.bin")
+        let body = PowerCutLedger.payload(name: "u-body-40000.bin")
+        try body.write(to: source)
+        server.acceptUploads(at: "/up/body")
+
+        let survivors = base.appendingPathComponent("survivors")
+        let mounted = try PowerCutFileSystem.mount(executable: executable, backing: backing, at: container.root, survivors: survivors,
+                                                   marker: base.appendingPathComponent("cut.done"), container: container, cutAt: "unlink:.upload:1")
+        fileSystem = mounted
+        _ = try DaemonUnderTest.start(container)
+        let upload = try Executable.shareExtension.start(["upload", source.path, server.url(for: "/up/body").absoluteString, "--wait"], in: container)
+        let cut = waitUntil(timeout: 30) { mounted.hasCut }
+        let summary = try mounted.cut()
+        for pid in container.processesNamingContainer() where pid != mounted.process.pid { kill(pid, SIGKILL) }
+        upload.kill()
+        mounted.end()
+        fileSystem = nil
+        try #require(cut, "the upload's body was never removed (no cut): \(summary); extension: \(upload.stdout)")
+        let received = server.receivedUploads(at: "/up/body").last
+        #expect(received?.byteCount == Int64(body.count) && received?.sha256 == SHA256.hexDigest(of: body), "the server did not get the whole body: \(received?.byteCount ?? 0) bytes")
+
+        let journal = try JournalContents.read(session: survivors.appendingPathComponent("Sessions/com.example.host/\(Self.sessions.share)"))
+        let unfinished = journal.tasks.values.map(\.taskIdentifier)
+        let ended = journal.events.values.filter { $0.task.kind == .upload }
+        #expect(unfinished.isEmpty, "tasks unfinished on disk when the body went: \(unfinished) (\(summary))")
+        #expect(ended.count == 1 && ended.first?.error == nil, "the upload's end on disk: \(ended.map { "\($0.task.taskIdentifier) \($0.error?.message ?? "ok")" })")
+    }
 }
 
 /// One round's clients: two threads, each starting stand-in processes one after another

@@ -34,7 +34,8 @@ final class DaemonSession {
     /// Finished files and folders to make durable before the journal lines that name them.
     private var filesToSync: [(FileDescriptor, path: String)] = []
     private var directoriesToSync: Set<String> = []
-    /// Finished files the client left behind, removed once the acknowledgement is on disk.
+    /// Files no record will name once the lines that say so are on disk: finished files the
+    /// client left behind (the acknowledgement), an ended task's partial data and upload body.
     private var filesToRemove: [String] = []
     /// Events ended while a holder was attached, as their journal lines encoded them, until
     /// they are pushed: the push reuses the bytes.
@@ -301,6 +302,12 @@ final class DaemonSession {
         for number in done { encodedEvents.removeValue(forKey: number) }
     }
 
+    /// Removes `files` once the next commit's lines are on disk: files of a task that has
+    /// just ended, which the journal a power cut could leave would still name.
+    func removeAfterCommit(_ files: [String]) {
+        filesToRemove += files
+    }
+
     // MARK: Commit
 
     /// Past this many lines a journal is rewritten when most of its lines are stale.
@@ -314,7 +321,7 @@ final class DaemonSession {
     }
 
     var needsCommit: Bool {
-        journal.hasPending || journal.needsReplacement || !changedTasks.isEmpty || !filesToSync.isEmpty || !directoriesToSync.isEmpty
+        journal.hasPending || journal.needsReplacement || !changedTasks.isEmpty || !filesToSync.isEmpty || !directoriesToSync.isEmpty || !filesToRemove.isEmpty
     }
 
     /// Takes every change since the last commit for the commit thread (see `SessionCommit`):

@@ -18,15 +18,16 @@ final class RunningTransfers {
         self.daemon = daemon
     }
 
-    /// Removes a task's partial data, error page or upload files (cancel, failure, done).
+    /// Removes an ended task's partial data, error page or upload files (cancel, failure,
+    /// done) once its end is on disk: until then a power cut can bring the task back, and it
+    /// must find its upload body.
     func removeTransferFiles(of task: TaskRecord, in session: DaemonSession) {
         let partial = daemon.downloads.partialPath(for: task, in: session)
-        unlink(partial)
-        unlink(DownloadTransfer.errorBodyPath(partialPath: partial))
+        var files = [partial, DownloadTransfer.errorBodyPath(partialPath: partial)]
         if task.kind == .upload {
-            unlink(daemon.uploads.uploadBodyPath(for: task, in: session))
-            unlink(daemon.uploads.uploadResponsePath(for: task, in: session))
+            files += [daemon.uploads.uploadBodyPath(for: task, in: session), daemon.uploads.uploadResponsePath(for: task, in: session)]
         }
+        session.removeAfterCommit(files)
     }
 
     /// Hands a configured transfer to libcurl.

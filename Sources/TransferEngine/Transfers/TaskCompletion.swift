@@ -60,10 +60,11 @@ final class TaskCompletion {
         }
     }
 
-    /// Ends a task with an error; its partial data goes.
+    /// Ends a task with an error; its partial data goes once the end is durable.
     func fail(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure) {
-        daemon.transfers.removeTransferFiles(of: task, in: session)
-        end(task, in: session, error: failure, note: "failed: \(failure.message)")
+        if end(task, in: session, error: failure, note: "failed: \(failure.message)") {
+            daemon.transfers.removeTransferFiles(of: task, in: session)
+        }
     }
 
     /// Ends a task for good: its completion event is made durable, then delivered to the
@@ -121,8 +122,8 @@ final class TaskCompletion {
         let task = session.tasks[taskID]!
         var failure = failure
         if keepResumeData { failure.resumeData = daemon.resumeData.makeResumeData(for: task, in: session) }
-        daemon.transfers.removeTransferFiles(of: task, in: session)
         _ = try session.complete(task, downloadedFile: nil, error: failure, at: daemon.clock.now)
+        daemon.transfers.removeTransferFiles(of: task, in: session)
         forgetTask(key)
         daemon.log.notice("tasks", "ended: \(failure.message)\(failure.resumeData == nil ? "" : " (resume data kept)")", session: session.key.identifier.rawValue, task: taskID)
         daemon.delivery.pushPendingEvents(session)
