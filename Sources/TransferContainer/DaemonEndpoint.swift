@@ -35,8 +35,9 @@ public enum DaemonEndpoint {
         return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory.boolValue && access(path, X_OK) == 0
     }
 
-    /// Connects to the daemon, starting it on demand; an on-demand daemon exits after 30 idle seconds.
-    public static func connect(_ layout: ContainerLayout, log: TransferLog?) throws(TransferFailure) -> FileDescriptor {
+    /// Connects to the daemon, starting it on demand (found as `environment` says, see
+    /// `daemonExecutable`); an on-demand daemon exits after 30 idle seconds.
+    public static func connect(_ layout: ContainerLayout, log: TransferLog?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(TransferFailure) -> FileDescriptor {
         let path = layout.daemonSocket.path
         if let fd = try? UnixSocket.connect(to: path) { return fd }
         // A container that is gone (deleted under us) gets no daemon: starting one would
@@ -44,7 +45,7 @@ public enum DaemonEndpoint {
         guard FileManager.default.fileExists(atPath: layout.daemonDirectory.path) else {
             throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "the container \(layout.root.path) does not exist", subject: layout.root.path)
         }
-        let daemon = try daemonExecutable()
+        let daemon = try daemonExecutable(environment: environment)
         do {
             let pid = try ProcessSpawner.spawn(daemon, arguments: ["--container", layout.root.path, "--exit-when-idle", "30"], newSession: true, outputPath: layout.logsDirectory.appendingPathComponent("transferd.out").path)
             log?.notice("connection", "no daemon answered; started \(daemon) (pid \(pid))")

@@ -14,13 +14,13 @@ extension InProcess {
 final class AdoptionTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 
-    /// Runs `body` with `BGTRANSFER_TRANSFERD` set to `value`, then puts the environment back.
+    /// Runs `body` with the library seeing `BGTRANSFER_TRANSFERD` set to `value`. Given at
+    /// bootstrap, not with `setenv`: other tests start processes meanwhile, and Foundation's
+    /// `Process.run` crashed reading an `environ` that `setenv` had just moved.
     func withDaemonExecutable(_ value: String, _ body: () throws -> Void) rethrows {
-        let previous = ProcessInfo.processInfo.environment["BGTRANSFER_TRANSFERD"]
-        setenv("BGTRANSFER_TRANSFERD", value, 1)
-        defer {
-            if let previous { setenv("BGTRANSFER_TRANSFERD", previous, 1) } else { unsetenv("BGTRANSFER_TRANSFERD") }
-        }
+        AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true,
+                                 environment: ProcessInfo.processInfo.environment.merging(["BGTRANSFER_TRANSFERD": value]) { $1 })
+        defer { AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true) }
         try body()
     }
 

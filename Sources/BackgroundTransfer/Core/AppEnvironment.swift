@@ -11,6 +11,9 @@ public enum AppEnvironment {
         var layout: ContainerLayout
         var isForeground: Bool
         var log: TransferLog
+        /// The variables the library reads (`BGTRANSFER_TRANSFERD`), taken once at bootstrap:
+        /// reading `environ` while another thread calls `setenv` is undefined behaviour.
+        var environment: [String: String]
     }
 
     private static let state = Locked<State?>(nil)
@@ -18,11 +21,13 @@ public enum AppEnvironment {
     /// Declares the process's identity and container. Call before opening any session.
     /// - Parameter isForeground: whether the user launched the process (false for an app
     ///   launched for background events, and for extensions, which run in the background).
-    public static func bootstrap(identity: AppIdentity, layout: ContainerLayout, isForeground: Bool) {
+    /// - Parameter environment: where the library's settings come from; the process's own
+    ///   environment unless given.
+    public static func bootstrap(identity: AppIdentity, layout: ContainerLayout, isForeground: Bool, environment: [String: String] = ProcessInfo.processInfo.environment) {
         let process = (ProcessSpawner.currentExecutable as NSString).lastPathComponent
         try? layout.prepare()
         let log = TransferLog(layout: layout, process: process, subsystem: "com.example.BackgroundTransfer")
-        state.withLock { $0 = State(identity: identity, layout: layout, isForeground: isForeground, log: log) }
+        state.withLock { $0 = State(identity: identity, layout: layout, isForeground: isForeground, log: log, environment: environment) }
     }
 
     /// The environment; a process that set none up is the plain program its executable is
@@ -34,7 +39,8 @@ public enum AppEnvironment {
         if let value = state.withLock({ $0 }) { return value }
         let layout = ContainerLayout(root: URL(fileURLWithPath: ContainerLayout.userDefaultPath()))
         bootstrap(identity: application.identity, layout: layout, isForeground: true)
-        return state.withLock { $0 } ?? State(identity: application.identity, layout: layout, isForeground: true, log: TransferLog(layout: layout, process: "program", subsystem: "com.example.BackgroundTransfer"))
+        return state.withLock { $0 } ?? State(identity: application.identity, layout: layout, isForeground: true, log: TransferLog(layout: layout, process: "program", subsystem: "com.example.BackgroundTransfer"),
+                                              environment: ProcessInfo.processInfo.environment)
     }
 
     static var isBootstrapped: Bool { state.withLock { $0 != nil } }

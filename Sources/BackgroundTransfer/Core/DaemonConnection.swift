@@ -91,7 +91,7 @@ final class DaemonConnection: @unchecked Sendable {
     }
 
     private func connect() throws(TransferFailure) {
-        let fd = try DaemonEndpoint.connect(layout, log: log)
+        let fd = try DaemonEndpoint.connect(layout, log: log, environment: AppEnvironment.current.environment)
         // Nothing else is written until the hello is answered: the daemon reads nothing past a
         // hello before answering it (what follows may have been written by another executable).
         writeLock.lock()
