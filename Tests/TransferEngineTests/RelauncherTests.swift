@@ -8,11 +8,18 @@ import TransferContainer
 /// gets its app launched, one launch at a time, no sooner than the rate limiter allows, and
 /// an app that overstays its background budget is killed. The "app" is a shell script.
 @Suite struct RelauncherTests {
-    /// Registers a stand-in for the host app: a script that sleeps (args ignored).
+    /// Registers a stand-in for the host app: a script that sleeps (args ignored). A shell
+    /// writes it, not this process: other tests' threads fork meanwhile, and a child that had
+    /// not yet exec'd would hold the script open for writing, so that starting it fails with
+    /// ETXTBSY (the likeliest cause of a launch that failed in a CI run).
     private func registerApp(_ fixture: DaemonFixture) throws -> String {
         let script = fixture.root.appendingPathComponent("host-app").path
-        try "#!/bin/sh\nexec sleep 30\n".write(toFile: script, atomically: true, encoding: .utf8)
-        chmod(script, 0o755)
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: "/bin/sh")
+        writer.arguments = ["-c", "printf '#!/bin/sh\\nexec sleep 30\\n' > \"$1\" && chmod 755 \"$1\"", "sh", script]
+        try writer.run()
+        writer.waitUntilExit()
+        guard writer.terminationStatus == 0 else { throw TransferFailure(code: TransferFailure.unknown, message: "cannot write \(script)") }
         fixture.daemon.registry.register(ClientHello(identity: fixture.identity, executablePath: script, processName: "host-app", isForeground: true), at: fixture.clock.now)
         return script
     }
@@ -24,6 +31,11 @@ import TransferContainer
         let task = try fixture.createDownload()
         fixture.daemon.completion.fail(task, in: fixture.session, TransferFailure(code: TransferFailure.cannotConnectToHost, message: "test"))
         return fixture
+    }
+
+    /// What the daemon logged about launches: why one did not happen.
+    private func relaunchLog(_ fixture: DaemonFixture) -> [String] {
+        TransferLog.entries(layout: fixture.daemon.layout).filter { $0.category == "relaunch" }.map(\.message)
     }
 
     /// Ends the launched process and reaps it, so that no test leaves a child behind.
@@ -41,7 +53,7 @@ import TransferContainer
         #expect(relauncher.wantsRelaunch(fixture.session))
 
         relauncher.relaunchWhereNeeded(now: fixture.clock.now)
-        let first = try #require(relauncher.launches[DaemonFixture.family])
+        let first = try #require(relauncher.launches[DaemonFixture.family], "no launch: \(relaunchLog(fixture))")
         #expect(relauncher.relaunchLimiter[DaemonFixture.family]?.delay == 60)
         relauncher.relaunchWhereNeeded(now: fixture.clock.now.addingTimeInterval(100))
         #expect(relauncher.launches[DaemonFixture.family]?.pid == first.pid, "one launch of an app at a time")
@@ -53,7 +65,7 @@ import TransferContainer
         #expect(relauncher.launches[DaemonFixture.family] == nil, "within the limiter's delay")
         fixture.clock.advance(by: 1)
         relauncher.relaunchWhereNeeded(now: fixture.clock.now)
-        let second = try #require(relauncher.launches[DaemonFixture.family])
+        let second = try #require(relauncher.launches[DaemonFixture.family], "no launch: \(relaunchLog(fixture))")
         #expect(relauncher.relaunchLimiter[DaemonFixture.family]?.delay == 120)
         _ = end(second.pid)
         relauncher.launchEnded(pid: second.pid)
@@ -76,7 +88,7 @@ import TransferContainer
         let fixture = try sessionWithEventWaiting { $0.backgroundBudget = 30 }
         let relauncher = fixture.daemon.relauncher
         relauncher.relaunchWhereNeeded(now: fixture.clock.now)
-        let launch = try #require(relauncher.launches[DaemonFixture.family])
+        let launch = try #require(relauncher.launches[DaemonFixture.family], "no launch: \(relaunchLog(fixture))")
         relauncher.enforceBackgroundBudget(now: fixture.clock.now.addingTimeInterval(30))
         #expect(relauncher.launches[DaemonFixture.family]?.terminated == false, "within its budget")
         relauncher.enforceBackgroundBudget(now: fixture.clock.now.addingTimeInterval(30.5))
