@@ -195,16 +195,10 @@ struct ForgedIdentityTests {
         let (_, open) = try Self.frames(session: "com.example.tests.stolen")
         let script = container.parent.appendingPathComponent("attack.py")
         try Data(Self.script.utf8).write(to: script)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, "write-on-stdin", "-", "-", container.root, "-", open]
         let output = container.parent.appendingPathComponent("stdin-writer.out")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        process.standardInput = FileHandle(fileDescriptor: client.fd.rawValue, closeOnDealloc: false)
-        process.standardOutput = try FileHandle(forWritingTo: output)
-        process.standardError = process.standardOutput
-        try process.run()
-        let writer = RunningProcess(process: process, stdoutPath: output, stderrPath: output, containerRoot: container.root)
+        let child = try ChildProcess("/usr/bin/env", arguments: ["python3", script.path, "write-on-stdin", "-", "-", container.root, "-", open],
+                                     environment: ProcessInfo.processInfo.environment, stdout: output, stderr: output, input: client.fd)
+        let writer = RunningProcess(child: child, stdoutPath: output, stderrPath: output, containerRoot: container.root)
         let outcome = writer.wait(timeout: 20)
         #expect(outcome.status == 0, "\(outcome.stdout)")
 

@@ -14,12 +14,9 @@ import TransferContainer
     /// ETXTBSY (the likeliest cause of a launch that failed in a CI run).
     private func registerApp(_ fixture: DaemonFixture) throws -> String {
         let script = fixture.root.appendingPathComponent("host-app").path
-        let writer = Process()
-        writer.executableURL = URL(fileURLWithPath: "/bin/sh")
-        writer.arguments = ["-c", "printf '#!/bin/sh\\nexec sleep 30\\n' > \"$1\" && chmod 755 \"$1\"", "sh", script]
-        try writer.run()
-        writer.waitUntilExit()
-        guard writer.terminationStatus == 0 else { throw TransferFailure(code: TransferFailure.unknown, message: "cannot write \(script)") }
+        let writer = try ProcessSpawner.spawn("/bin/sh", arguments: ["-c", "printf '#!/bin/sh\\nexec sleep 30\\n' > \"$1\" && chmod 755 \"$1\"", "sh", script], newSession: false)
+        var status: Int32 = 0
+        guard waitpid(writer, &status, 0) == writer, status == 0 else { throw TransferFailure(code: TransferFailure.unknown, message: "cannot write \(script)") }
         fixture.daemon.registry.register(ClientHello(identity: fixture.identity, executablePath: script, processName: "host-app", isForeground: true), at: fixture.clock.now)
         return script
     }

@@ -11,14 +11,25 @@ public enum ProcessSpawner {
     /// - Parameters:
     ///   - newSession: detach into a session of its own (`setsid`), so that it outlives the caller's terminal and process group.
     ///   - outputPath: where stdout and stderr go (appended); `/dev/null` when nil.
-    public static func spawn(_ executable: String, arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment, newSession: Bool, outputPath: String? = nil) throws(Errno) -> Int32 {
+    ///   - errorPath: where stderr goes instead, when given (appended).
+    ///   - input: the descriptor stdin reads; `/dev/null` when nil.
+    public static func spawn(_ executable: String, arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment, newSession: Bool, outputPath: String? = nil,
+                             errorPath: String? = nil, input: FileDescriptor? = nil) throws(Errno) -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let input {
+            posix_spawn_file_actions_adddup2(&actions, input.rawValue, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
         let output = outputPath ?? "/dev/null"
         posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        if let errorPath {
+            posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        } else {
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        }
         // Descriptors inherited without close-on-exec (a parent's pipe, say) must not live on
         // in a daemon or a relaunched app: whoever waits for that pipe's end would wait forever.
         for fd in inheritableDescriptors() where fd > 2 {

@@ -28,20 +28,12 @@ struct Executable {
 
     /// Starts the executable on `container`, with output captured to files.
     func start(_ arguments: [String], in container: TestContainer, environment: [String: String] = [:], passContainer: Bool = true) throws -> RunningProcess {
-        let process = Process()
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = (passContainer ? ["--container", container.root] : []) + arguments
         let id = UUID().uuidString.prefix(8)
         let stdout = container.parent.appendingPathComponent("\(name)-\(id).out")
         let stderr = container.parent.appendingPathComponent("\(name)-\(id).err")
-        _ = FileManager.default.createFile(atPath: stdout.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: stdout)
-        process.standardError = try FileHandle(forWritingTo: stderr)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        return RunningProcess(process: process, stdoutPath: stdout, stderrPath: stderr, containerRoot: container.root)
+        let child = try ChildProcess(path, arguments: (passContainer ? ["--container", container.root] : []) + arguments,
+                                     environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, stdout: stdout, stderr: stderr)
+        return RunningProcess(child: child, stdoutPath: stdout, stderrPath: stderr, containerRoot: container.root)
     }
 
     /// Runs to the end (with a deadline) and returns status and output.
@@ -53,14 +45,14 @@ struct Executable {
 
 /// A process a test started.
 final class RunningProcess: @unchecked Sendable {
-    let process: Process
+    let child: ChildProcess
     let stdoutPath: URL
     let stderrPath: URL
     /// Every process a test starts names its container on its command line.
     let containerRoot: String
 
-    init(process: Process, stdoutPath: URL, stderrPath: URL, containerRoot: String) {
-        self.process = process
+    init(child: ChildProcess, stdoutPath: URL, stderrPath: URL, containerRoot: String) {
+        self.child = child
         self.stdoutPath = stdoutPath
         self.stderrPath = stderrPath
         self.containerRoot = containerRoot
@@ -73,22 +65,15 @@ final class RunningProcess: @unchecked Sendable {
         var timedOut: Bool { status == nil }
     }
 
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { child.pid }
+    var isRunning: Bool { child.isRunning }
 
     /// Waits for the exit (killing the process at the deadline).
     func wait(timeout: TimeInterval) -> Outcome {
-        let exited = DispatchSemaphore(value: 0)
-        let watcher = Thread { [process] in
-            process.waitUntilExit()
-            exited.signal()
-        }
-        watcher.start()
-        var status: Int32?
-        if exited.wait(timeout: .now() + timeout) == .success {
-            status = process.terminationStatus
-        } else {
+        let status = child.waitForExit(timeout: timeout)
+        if status == nil {
             kill()
-            _ = exited.wait(timeout: .now() + 5)
+            _ = child.waitForExit(timeout: 5)
         }
         return Outcome(status: status, stdout: read(stdoutPath), stderr: read(stderrPath))
     }
@@ -96,8 +81,8 @@ final class RunningProcess: @unchecked Sendable {
     /// Signals the process if it is still this one: once it has exited its pid may already
     /// belong to another process, which must not be hit.
     func kill(signal: Int32 = SIGKILL) {
-        let pid = process.processIdentifier
-        guard ProcessSpawner.commandLine(of: pid)?.contains(containerRoot) == true else { return }
+        // Not yet reaped, so the pid is still this process's (a zombie at worst).
+        guard child.isRunning, ProcessSpawner.commandLine(of: pid)?.contains(containerRoot) == true else { return }
         sendSignal(pid, signal)
     }
 

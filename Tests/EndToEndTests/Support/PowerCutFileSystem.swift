@@ -48,7 +48,7 @@ struct PowerCutFileSystem {
             .start([backing.path, survivors.path, marker.path, mountPoint, "-o", "default_permissions,auto_unmount,fsname=powercutfs"], in: container,
                    environment: ["POWERCUT_AT": cutAt ?? "", "POWERCUT_TORN": torn ?? "", "POWERCUT_SEED": "\(seed)"], passContainer: false)
         let fileSystem = PowerCutFileSystem(process: process, mountPoint: mountPoint, survivors: survivors, marker: marker, container: container)
-        guard waitUntil(timeout: 10, { fileSystem.isMounted || !process.process.isRunning }), fileSystem.isMounted else {
+        guard waitUntil(timeout: 10, { fileSystem.isMounted || !process.isRunning }), fileSystem.isMounted else {
             fileSystem.end()
             throw TestFailure("powercutfs did not mount \(mountPoint) within 10 s: \(process.stderr)")
         }
