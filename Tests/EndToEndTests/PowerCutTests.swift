@@ -41,22 +41,12 @@ struct PowerCutTests {
         var random = SeededRandom(seed: seed)
         let began = Date()
 
-        let container = try TestContainer()
-        let base = container.parent
-        var fileSystem: PowerCutFileSystem?
-        defer {
-            for pid in container.processesNamingContainer() where pid != fileSystem?.process.pid { kill(pid, SIGKILL) }
-            fileSystem?.end()
-            container.tearDown()
-        }
+        let stage = try PowerCutStage(firstBacking: "backing-0")
+        defer { stage.end() }
+        let container = stage.container, base = stage.base
         let server = try LoopbackServer()
         defer { server.stop() }
-        let executable = try PowerCutFileSystem.build(into: base, container: container)
-
-        // The prepared container is the first backing folder; its own path becomes the mount point.
-        var backing = base.appendingPathComponent("backing-0")
-        try FileManager.default.moveItem(atPath: container.root, toPath: backing.path)
-        try FileManager.default.createDirectory(atPath: container.root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        var backing = stage.firstBacking
         let uploadSources = base.appendingPathComponent("upload-sources")
         try FileManager.default.createDirectory(at: uploadSources, withIntermediateDirectories: true)
 
@@ -87,9 +77,7 @@ struct PowerCutTests {
             } else if random.chance(0.35) {
                 cutAt = otherSteps[Int(random.next(below: UInt64(otherSteps.count)))] + ":\(1 + random.next(below: 4))"
             }
-            let mounted = try PowerCutFileSystem.mount(executable: executable, backing: backing, at: container.root, survivors: survivors, marker: marker, container: container, cutAt: cutAt,
-                                                       torn: environment["BGTRANSFER_POWERCUT_TORN"], seed: random.next())
-            fileSystem = mounted
+            let mounted = try stage.mount(backing: backing, survivors: survivors, marker: marker, cutAt: cutAt, torn: environment["BGTRANSFER_POWERCUT_TORN"], seed: random.next())
             let roundStart = Date()
             let workload = PowerCutWorkload(round: round, seed: random.next(), container: container, server: server, uploadSources: uploadSources)
             // A third of the cuts come while the daemon starts and recovers; the rest while work goes on.
@@ -105,11 +93,10 @@ struct PowerCutTests {
             workload.stop()
             let summary = try mounted.cut()
             // Everything dies with the power.
-            for pid in container.processesNamingContainer() where pid != mounted.process.pid { kill(pid, SIGKILL) }
+            stage.killProcesses()
             try #require(workload.waitUntilEnded(timeout: 30), "round \(round): the workload's processes did not end")
-            for pid in container.processesNamingContainer() where pid != mounted.process.pid { kill(pid, SIGKILL) } // an app launched meanwhile
-            mounted.end()
-            fileSystem = nil
+            stage.killProcesses() // an app launched meanwhile
+            stage.unmount()
             summaries.append(summary)
             if let range = summary.range(of: #"torn [0-9]+"#, options: .regularExpression) { ledger.tornFiles += Int(summary[range].dropFirst(5)) ?? 0 }
             if let cause = summary.range(of: "; cut by ").map({ String(summary[$0.upperBound...]) }) {
@@ -137,7 +124,7 @@ struct PowerCutTests {
         }
 
         // No more cuts: the survivors run to the end, and every accepted task must complete.
-        let drained = try drain(backing: backing, container: container, server: server, ledger: &ledger, executable: executable, fileSystem: &fileSystem)
+        let drained = try drain(backing: backing, stage: stage, server: server, ledger: &ledger)
 
         let seconds = Date().timeIntervalSince(began)
         print(ledger.report(seconds: seconds, cuts: summaries.count, seed: seed))
@@ -151,12 +138,11 @@ struct PowerCutTests {
 
     /// Mounts the last survivors (no cut), runs the daemon and opens the app until every
     /// accepted task has been completed for a delegate and no event waits.
-    private func drain(backing: URL, container: TestContainer, server: LoopbackServer, ledger: inout PowerCutLedger, executable: String, fileSystem: inout PowerCutFileSystem?) throws -> Bool {
+    private func drain(backing: URL, stage: PowerCutStage, server: LoopbackServer, ledger: inout PowerCutLedger) throws -> Bool {
+        let container = stage.container
         let round = ledger.round + 1
         ledger.beginRound(round, backing: backing)
-        let mounted = try PowerCutFileSystem.mount(executable: executable, backing: backing, at: container.root, survivors: container.parent.appendingPathComponent("final"),
-                                                   marker: container.parent.appendingPathComponent("final.done"), container: container)
-        fileSystem = mounted
+        _ = try stage.mount(backing: backing, survivors: stage.base.appendingPathComponent("final"), marker: stage.base.appendingPathComponent("final.done"))
         let start = Date()
         _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.05"])
         let deadline = Date().addingTimeInterval(120)
@@ -191,9 +177,8 @@ struct PowerCutTests {
         for key in ledger.unfinishedAccepted.sorted() {
             ledger.problems.append("after the last round: accepted task \(key) (\(ledger.accepted[key]!.name)) never completed for a delegate")
         }
-        for pid in container.processesNamingContainer() where pid != mounted.process.pid { kill(pid, SIGKILL) }
-        mounted.end()
-        fileSystem = nil
+        stage.killProcesses()
+        stage.unmount()
         return done
     }
 
@@ -207,37 +192,25 @@ struct PowerCutTests {
     /// task was durable; a cut then brought the task back without its body, and it failed
     /// (-1100) although the server had every byte. Here the power goes right after that unlink.
     func runUploadBodyCut() throws {
-        let container = try TestContainer()
-        let base = container.parent
-        var fileSystem: PowerCutFileSystem?
-        defer {
-            for pid in container.processesNamingContainer() where pid != fileSystem?.process.pid { kill(pid, SIGKILL) }
-            fileSystem?.end()
-            container.tearDown()
-        }
+        let stage = try PowerCutStage(firstBacking: "backing")
+        defer { stage.end() }
+        let container = stage.container, base = stage.base
         let server = try LoopbackServer()
         defer { server.stop() }
-        let executable = try PowerCutFileSystem.build(into: base, container: container)
-        let backing = base.appendingPathComponent("backing")
-        try FileManager.default.moveItem(atPath: container.root, toPath: backing.path)
-        try FileManager.default.createDirectory(atPath: container.root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
         let source = base.appendingPathComponent("body.bin")
         let body = PowerCutLedger.payload(name: "u-body-40000.bin")
         try body.write(to: source)
         server.acceptUploads(at: "/up/body")
 
         let survivors = base.appendingPathComponent("survivors")
-        let mounted = try PowerCutFileSystem.mount(executable: executable, backing: backing, at: container.root, survivors: survivors,
-                                                   marker: base.appendingPathComponent("cut.done"), container: container, cutAt: "unlink:.upload:1")
-        fileSystem = mounted
+        let mounted = try stage.mount(backing: stage.firstBacking, survivors: survivors, marker: base.appendingPathComponent("cut.done"), cutAt: "unlink:.upload:1")
         _ = try DaemonUnderTest.start(container)
         let upload = try Executable.shareExtension.start(["upload", source.path, server.url(for: "/up/body").absoluteString, "--wait"], in: container)
         let cut = waitUntil(timeout: 30) { mounted.hasCut }
         let summary = try mounted.cut()
-        for pid in container.processesNamingContainer() where pid != mounted.process.pid { kill(pid, SIGKILL) }
+        stage.killProcesses()
         upload.kill()
-        mounted.end()
-        fileSystem = nil
+        stage.unmount()
         try #require(cut, "the upload's body was never removed (no cut): \(summary); extension: \(upload.stdout)")
         let received = server.receivedUploads(at: "/up/body").last
         #expect(received?.byteCount == Int64(body.count) && received?.sha256 == SHA256.hexDigest(of: body), "the server did not get the whole body: \(received?.byteCount ?? 0) bytes")

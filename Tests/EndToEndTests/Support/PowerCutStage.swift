@@ -1,0 +1,54 @@
+import Foundation
+
+/// A test container set up to live on `powercutfs`: the file system compiled, the prepared
+/// container moved aside as the first backing folder, its own path left as the mount point.
+/// Mounts one backing folder at a time; `end()` kills whatever names the container, unmounts
+/// and removes it all. Used from one test's thread.
+final class PowerCutStage {
+    let container: TestContainer
+    /// The compiled `powercutfs`.
+    let executable: String
+    /// The container as it was prepared, to be mounted first.
+    let firstBacking: URL
+    private(set) var fileSystem: PowerCutFileSystem?
+
+    var base: URL { container.parent }
+
+    init(firstBacking name: String) throws {
+        container = try TestContainer()
+        do {
+            executable = try PowerCutFileSystem.build(into: container.parent, container: container)
+            firstBacking = container.parent.appendingPathComponent(name)
+            try FileManager.default.moveItem(atPath: container.root, toPath: firstBacking.path)
+            try FileManager.default.createDirectory(atPath: container.root, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        } catch {
+            container.tearDown()
+            throw error
+        }
+    }
+
+    /// Mounts `backing` at the container's path (see `PowerCutFileSystem.mount`).
+    func mount(backing: URL, survivors: URL, marker: URL, cutAt: String? = nil, torn: String? = nil, seed: UInt64 = 0) throws -> PowerCutFileSystem {
+        let mounted = try PowerCutFileSystem.mount(executable: executable, backing: backing, at: container.root, survivors: survivors, marker: marker,
+                                                   container: container, cutAt: cutAt, torn: torn, seed: seed)
+        fileSystem = mounted
+        return mounted
+    }
+
+    /// Kills every process that names the container, but the file system's own.
+    func killProcesses() {
+        for pid in container.processesNamingContainer() where pid != fileSystem?.process.pid { kill(pid, SIGKILL) }
+    }
+
+    /// Unmounts the file system mounted last.
+    func unmount() {
+        fileSystem?.end()
+        fileSystem = nil
+    }
+
+    func end() {
+        killProcesses()
+        unmount()
+        container.tearDown()
+    }
+}
