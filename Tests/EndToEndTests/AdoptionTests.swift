@@ -15,8 +15,8 @@ final class AdoptionTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 
     /// Runs `body` with the library seeing `BGTRANSFER_TRANSFERD` set to `value`. Given at
-    /// bootstrap, not with `setenv`: other tests start processes meanwhile, and Foundation's
-    /// `Process.run` crashed reading an `environ` that `setenv` had just moved.
+    /// bootstrap, not with `setenv`: other tests' threads read `environ` meanwhile (to start
+    /// processes), and `setenv` may move it under them.
     func withDaemonExecutable(_ value: String, _ body: () throws -> Void) rethrows {
         AppEnvironment.bootstrap(identity: InProcess.app, layout: container.layout, isForeground: true,
                                  environment: ProcessInfo.processInfo.environment.merging(["BGTRANSFER_TRANSFERD": value]) { $1 })
