@@ -84,6 +84,14 @@ final class ChangedResourceTests: InProcessSuite, @unchecked Sendable {
         try resumeAcrossChange(in: session, delegate: delegate)
         session.invalidateAndCancel()
     }
+
+    @Test("A default session's resume data against a changed resource: didResumeAtOffset 0, the new version whole, no error")
+    func defaultSessionResumeData() throws {
+        let delegate = RecordingDelegate()
+        let session = URLSession(configuration: .default, delegate: delegate, delegateQueue: nil)
+        try resumeAcrossChange(in: session, delegate: delegate)
+        session.finishTasksAndInvalidate()
+    }
 }
 }
 
