@@ -1,19 +1,42 @@
 import Foundation
 import Testing
 import LoopbackServer
+import TestPeers
 import TransferContainer
 @testable import TransferTransport
 
 /// What an interrupted resumable upload does with the server's answer to its offset query
 /// (`HEAD`, S6.6): an offset it can trust resumes there; one outside the body, unreadable,
 /// or a completion that does not cover the body starts the upload over, never appends to it.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3))) // counts while waiting for a cooperative thread: whole-suite runs have starved minute limits
 struct UploadOffsetTests {
     static let bodySize = 1000
 
+    /// What `UploadTransfer` decided, as a value the test's task can hold.
+    enum Decision: Sendable, Equatable {
+        case restartFromZero
+        case completed
+        case append(from: Int64)
+        case other(String)
+
+        init(_ outcome: UploadTransfer.Outcome) {
+            switch outcome {
+            case .restartFromZero: self = .restartFromZero
+            case .completed: self = .completed
+            case .next(.append(let offset)): self = .append(from: offset)
+            default: self = .other("\(outcome)")
+            }
+        }
+    }
+
     /// What `UploadTransfer` decides after a `HEAD` answered with `fields` (a real exchange
-    /// with the loopback server, whose route adds them to its answer).
-    private func outcome(answering fields: [(name: String, value: String)]) throws -> UploadTransfer.Outcome {
+    /// with the loopback server, whose route adds them to its answer), on a thread of its
+    /// own so that no cooperative thread waits for the socket.
+    private func decision(answering fields: [(name: String, value: String)]) async throws -> Decision {
+        try await onOwnThread { try Self.exchange(answering: fields) }
+    }
+
+    private static func exchange(answering fields: [(name: String, value: String)]) throws -> Decision {
         let server = try LoopbackServer()
         defer { server.stop() }
         var options = RouteOptions()
@@ -35,37 +58,27 @@ struct UploadOffsetTests {
         var none: [CurlMulti.PollRequest] = []
         while Date().timeIntervalSince(started) < 10 {
             _ = try multi.perform()
-            if let (_, result) = multi.nextCompletion() { return transfer.finish(result) }
+            if let (_, result) = multi.nextCompletion() { return Decision(transfer.finish(result)) }
             try multi.poll(extra: &none, timeout: .milliseconds(250))
         }
         throw CurlError(kind: .other, origin: .transfer, code: 0, message: "the offset query did not finish in 10 s")
     }
 
-    private func restarts(_ outcome: UploadTransfer.Outcome) -> Bool {
-        if case .restartFromZero = outcome { return true } else { return false }
-    }
-
     @Test("An offset outside the body, negative, unreadable or missing starts the upload over",
           arguments: ["1001", "99999999999999999999", "-1", "abc", "12abc", "", nil])
-    func untrustedOffsets(_ offset: String?) throws {
+    func untrustedOffsets(_ offset: String?) async throws {
         let fields = offset.map { [("Upload-Offset", $0), ("Upload-Complete", "?0")] } ?? [("Upload-Complete", "?0")]
-        let result = try outcome(answering: fields)
-        #expect(restarts(result), "\(result)")
+        #expect(try await decision(answering: fields) == .restartFromZero)
     }
 
     @Test("A complete upload that holds fewer bytes than the body starts over; one that holds them all is done")
-    func completion() throws {
-        let short = try outcome(answering: [("Upload-Offset", "999"), ("Upload-Complete", "?1")])
-        #expect(restarts(short), "\(short)")
-        let whole = try outcome(answering: [("Upload-Offset", String(Self.bodySize)), ("Upload-Complete", "?1")])
-        guard case .completed = whole else { Issue.record("\(whole)"); return }
+    func completion() async throws {
+        #expect(try await decision(answering: [("Upload-Offset", "999"), ("Upload-Complete", "?1")]) == .restartFromZero)
+        #expect(try await decision(answering: [("Upload-Offset", String(Self.bodySize)), ("Upload-Complete", "?1")]) == .completed)
     }
 
-    @Test("An offset within the body resumes there, however much was sent before")
-    func trustedOffsets() throws {
-        for offset: Int64 in [0, 1, 999] {
-            let result = try outcome(answering: [("Upload-Offset", String(offset)), ("Upload-Complete", "?0")])
-            guard case .next(.append(from: offset)) = result else { Issue.record("offset \(offset): \(result)"); continue }
-        }
+    @Test("An offset within the body resumes there, however much was sent before", arguments: [Int64(0), 1, 999])
+    func trustedOffsets(_ offset: Int64) async throws {
+        #expect(try await decision(answering: [("Upload-Offset", String(offset)), ("Upload-Complete", "?0")]) == .append(from: offset))
     }
 }
