@@ -57,6 +57,9 @@ struct RequestHandler {
         if let status = options.status {
             plan = ResponsePlan.text(status)
             if let seconds = options.retryAfter { plan.head.add("Retry-After", String(seconds)) }
+        } else if let change = options.versionChange {
+            let representation = change.next(&options)
+            plan = content(representation, options: options, request: request, honoursIfRange: false)
         } else {
             guard let representation = route.open() else { return .text(404) }
             plan = content(representation, options: options, request: request)
@@ -66,12 +69,13 @@ struct RequestHandler {
     }
 
     /// 200, 206 or 416 for the route's content.
+    /// `honoursIfRange` false: a server that ignores `If-Range` (`VersionChange`).
     private func content(_ representation: Representation, options: RouteOptions,
-                         request: RequestHead) -> ResponsePlan {
+                         request: RequestHead, honoursIfRange: Bool = true) -> ResponsePlan {
         let size = representation.size
         // Range handling is defined for GET only (RFC 9110 §14.2); HEAD gets the 200 headers.
         let decision = options.acceptsRanges && request.method == "GET"
-            ? RangeDecision.decide(range: request.headers["Range"], ifRange: request.headers["If-Range"],
+            ? RangeDecision.decide(range: request.headers["Range"], ifRange: honoursIfRange ? request.headers["If-Range"] : nil,
                                    size: size, etag: representation.etag,
                                    lastModified: representation.lastModified)
             : .whole

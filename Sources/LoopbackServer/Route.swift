@@ -49,6 +49,8 @@ public struct RouteOptions: Sendable {
     public var contentType: String
     /// Random faults (503s and cut-off bodies) from a seeded generator.
     public var faults: FaultInjector?
+    /// Fault: the content changes after the first response, and `If-Range` is ignored.
+    public var versionChange: VersionChange?
     /// Header fields added to every response of the route, as given: a server that lies
     /// (`Retry-After: 99999999999999999999`, a `Content-Range` nobody asked for).
     public var extraHeaders: [(name: String, value: String)] = []

@@ -13,10 +13,15 @@ public final class LocalTransferRunner: @unchecked Sendable {
         public var progress: @Sendable (TaskProgress) -> Void
         /// The transfer ended; on success the body is in the returned path.
         public var finished: @Sendable (TaskRecord, Result<String, TransferFailure>) -> Void
+        /// Once, for a task that reports its resume offset: where the body continues, known
+        /// from the server's answer (0 when the bytes on disk were of another version).
+        public var resumed: (@Sendable (TaskRecord, Int64) -> Void)?
 
-        public init(progress: @escaping @Sendable (TaskProgress) -> Void, finished: @escaping @Sendable (TaskRecord, Result<String, TransferFailure>) -> Void) {
+        public init(progress: @escaping @Sendable (TaskProgress) -> Void, finished: @escaping @Sendable (TaskRecord, Result<String, TransferFailure>) -> Void,
+                    resumed: (@Sendable (TaskRecord, Int64) -> Void)? = nil) {
             self.progress = progress
             self.finished = finished
+            self.resumed = resumed
         }
     }
 
@@ -31,9 +36,10 @@ public final class LocalTransferRunner: @unchecked Sendable {
     private struct Running {
         var transfer: DownloadTransfer
         var callbacks: Callbacks
+        var configuration: SessionConfiguration
         var tls: TLSPolicy
-        var proxy: String?
         var lastReport = Date.distantPast
+        var proxy: String? { configuration.proxy(for: transfer.task.requestToSend.url) }
     }
 
     private init() {}
@@ -84,17 +90,23 @@ public final class LocalTransferRunner: @unchecked Sendable {
             return
         }
         let accepted = enqueue { loop in
-            do {
-                let transfer = try DownloadTransfer(session: key, task: task, partialPath: partialPath, configuration: configuration, credentials: .none, tls: tls)
-                try loop.multi.add(transfer.easy)
-                self.running[ObjectIdentifier(transfer.easy)] = Running(transfer: transfer, callbacks: callbacks, tls: tls, proxy: configuration.proxy(for: transfer.task.requestToSend.url))
-                self.byTask[task.taskIdentifier] = ObjectIdentifier(transfer.easy)
-            } catch {
-                callbacks.finished(task, .failure(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath)))
-            }
+            self.begin(task, key: key, partialPath: partialPath, configuration: configuration, tls: tls, callbacks: callbacks, on: loop)
         }
         if !accepted, let failure = startIfNeeded() {
             callbacks.finished(task, .failure(failure))
+        }
+    }
+
+    /// On the loop thread: starts one exchange of `task`; a download that cannot start ends.
+    private func begin(_ task: TaskRecord, key: SessionKey, partialPath: String, configuration: SessionConfiguration, tls: TLSPolicy, callbacks: Callbacks, on loop: EventLoop) {
+        do {
+            let transfer = try DownloadTransfer(session: key, task: task, partialPath: partialPath, configuration: configuration, credentials: .none, tls: tls)
+            if let resumed = callbacks.resumed { transfer.onResumed = { task, offset in resumed(task, offset) } }
+            try loop.multi.add(transfer.easy)
+            running[ObjectIdentifier(transfer.easy)] = Running(transfer: transfer, callbacks: callbacks, configuration: configuration, tls: tls)
+            byTask[task.taskIdentifier] = ObjectIdentifier(transfer.easy)
+        } catch {
+            callbacks.finished(task, .failure(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath)))
         }
     }
 
@@ -139,7 +151,17 @@ public final class LocalTransferRunner: @unchecked Sendable {
             let succeeded: Bool
             if case .success = result { succeeded = true } else { succeeded = false }
             let task = running.transfer.finish(success: succeeded) { $0.close() } // a default session's file need not outlive a power cut
-            if let failure = running.transfer.diskFailure {
+            if running.transfer.mustRestartFromZero {
+                // The server's part was of another version (or another range): the bytes on
+                // disk go and the whole resource is fetched again, with no validator to resume by.
+                truncate(running.transfer.partialPath, 0)
+                var restarted = task
+                restarted.validator = nil
+                restarted.countOfBytesReceived = 0
+                begin(restarted, key: running.transfer.session, partialPath: running.transfer.partialPath, configuration: running.configuration, tls: running.tls, callbacks: running.callbacks, on: loop)
+                return
+            }
+            if let failure = running.transfer.diskFailure ?? running.transfer.protocolFailure {
                 running.callbacks.finished(task, .failure(failure))
             } else {
                 switch result {

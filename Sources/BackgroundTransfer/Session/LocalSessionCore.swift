@@ -163,13 +163,6 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
             return
         }
         let configuration = (try? self.configuration.record()) ?? SessionConfiguration()
-        if record.reportsResumeOffset, let download = task as? URLSessionDownloadTask {
-            let (offset, expected) = (record.countOfBytesReceived, record.countOfBytesExpectedToReceive)
-            deliveryQueue.async {
-                guard let delegate = self.delegate as? URLSessionDownloadDelegate else { return }
-                self.onDelegateQueue { session in delegate.urlSession(session, downloadTask: download, didResumeAtOffset: offset, expectedTotalBytes: expected) }
-            }
-        }
         guard scheme == "https", delegate != nil else {
             start(task, record, configuration: configuration, tls: .systemDefault)
             return
@@ -203,6 +196,16 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
                 guard let self, let task else { return }
                 task.update(record)
                 self.finish(task, result.map { $0 })
+            },
+            resumed: { [weak self, weak task] record, offset in
+                // Once the server has answered: the offset is 0 when the bytes on disk were
+                // of another version and the download started over.
+                guard let self, let download = task as? URLSessionDownloadTask else { return }
+                let expected = record.countOfBytesExpectedToReceive
+                self.deliveryQueue.async {
+                    guard let delegate = self.delegate as? URLSessionDownloadDelegate else { return }
+                    self.onDelegateQueue { session in delegate.urlSession(session, downloadTask: download, didResumeAtOffset: offset, expectedTotalBytes: expected) }
+                }
             }))
     }
 

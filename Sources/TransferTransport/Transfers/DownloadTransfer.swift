@@ -7,8 +7,10 @@ import TransferContainer
 /// Owned by the event loop.
 ///
 /// Resume rules (issue "crash-proof"): the offset is the partial file's size; a `206` whose
-/// range starts there is appended; a `200` (range ignored, or validator changed) restarts
-/// the file from zero — never a mixed file; a resource without a validator restarts from zero.
+/// range starts there and whose validator strongly matches the `If-Range` sent is appended
+/// (`ResumeValidation`); any other `206` restarts from zero, and so does a `200` (range
+/// ignored, or validator changed) — never a mixed file; a resource without a validator
+/// restarts from zero.
 package final class DownloadTransfer: Transfer {
     package let session: SessionKey
     package private(set) var task: TaskRecord
@@ -23,6 +25,9 @@ package final class DownloadTransfer: Transfer {
     package private(set) var bodyIsErrorResponse = false
     /// Bytes on disk when this attempt began (the `Range` offset sent).
     private let resumeOffset: Int64
+    /// The validator the bytes on disk were fetched under, sent as `If-Range` (nil when no
+    /// range was asked for). Kept apart: `finishHead` replaces `task.validator` with the answer's.
+    private let sentValidator: Validator?
     private var head = HTTPResponseHead()
     private var bodyStarted = false
     private var bytesSinceCheckpoint: Int64 = 0
@@ -80,6 +85,7 @@ package final class DownloadTransfer: Transfer {
         let (fd, onDisk) = try emptyFile.map { ($0, 0) } ?? Self.openPartialFile(partialPath, canResume: task.validator?.ifRangeValue != nil)
         self.file = fd
         self.resumeOffset = onDisk
+        self.sentValidator = onDisk > 0 ? task.validator : nil
         self.writebackStart = onDisk
         self.task.countOfBytesReceived = onDisk
         self.lastReportedBytes = onDisk
@@ -248,6 +254,14 @@ package final class DownloadTransfer: Transfer {
             task.countOfBytesExpectedToReceive = resumeOffset
             return true // the response of the earlier attempt stays the task's response
         }
+        if resumeOffset > 0 && head.statusCode == 206
+            && (head.contentRangeStart != resumeOffset || !ResumeValidation.continues(sent: sentValidator, answered: head.validator)) {
+            // A range we did not ask for, or a part of another version (a server that ignores
+            // If-Range): never splice it in. Decided before `finishHead` records the answer's
+            // validator, so the bytes on disk are never recorded as the new version's.
+            mustRestartFromZero = true
+            return false
+        }
         finishHead()
         if !(200..<300).contains(head.statusCode) {
             // An error page: keep it apart; it is delivered (S2.5) or dropped before a retry.
@@ -273,14 +287,9 @@ package final class DownloadTransfer: Transfer {
             return false
         }
         if resumeOffset > 0 {
-            if head.statusCode == 206 && head.contentRangeStart == resumeOffset {
-                reportResume(at: resumeOffset)
-                return true // continues where we are
-            }
             if head.statusCode == 206 {
-                // A range we did not ask for: never splice it in.
-                mustRestartFromZero = true
-                return false
+                reportResume(at: resumeOffset)
+                return true // continues where we are, the same version
             }
             // 200: the server ignored the range or the resource changed. Start the file over.
             do {

@@ -222,6 +222,8 @@ package final class UploadTransfer: Transfer {
             }
             guard offset >= 0 && offset <= bodySize else { return .restartFromZero(reason: "the server holds \(offset) bytes of a \(bodySize)-byte body") }
             if serverSaysComplete {
+                // Complete with fewer bytes than the body: not this body, whatever it holds.
+                guard offset == bodySize else { return .restartFromZero(reason: "the server calls the upload complete at \(offset) bytes of a \(bodySize)-byte body") }
                 // It has everything; only its final answer was lost with the connection.
                 recordResponse()
                 task.countOfBytesSent = bodySize
