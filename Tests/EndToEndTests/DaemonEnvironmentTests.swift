@@ -49,6 +49,20 @@ struct DaemonEnvironmentTests {
         #expect(!started.isEmpty && !started.contains { $0.level == .debug || $0.level == .info }, "the daemon logs at its own level (notice), not the client's")
     }
 
+    @Test("The log level a daemon writes at is its own command line's: transferd --log-level info writes info lines")
+    func logLevelFromTheCommandLine() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        server.serve("/small.bin", data: testPayload(size: 4 << 10, seed: 28))
+        let daemon = try DaemonUnderTest.start(container, extraArguments: ["--log-level", "info"], environment: ["BGTRANSFER_LOG_LEVEL": "notice"])
+        let outcome = try Executable.hostApp.start(["download", server.url(for: "/small.bin").absoluteString, "--wait"], in: container).wait(timeout: 60)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let lines = container.logEntries(process: "transferd").filter { $0.pid == daemon.pid }
+        #expect(lines.contains { $0.level == .info } && !lines.contains { $0.level == .debug }, "info lines, and no debug ones: \(lines.map(\.level))")
+    }
+
     @Test("BGTRANSFER_TRANSFERD naming a group-writable copy of transferd is refused with -1004 naming it and why, and nothing is started; a private copy is used")
     func chosenDaemonMustBePrivate() throws {
         let container = try TestContainer()
