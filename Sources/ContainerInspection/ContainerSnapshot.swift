@@ -22,6 +22,11 @@ public struct ContainerSnapshot: Codable, Sendable {
         /// seconds, and when the last one happened (S6.5); nil until the daemon relaunched it.
         public var relaunchDelay: Double?
         public var lastRelaunch: Date?
+        /// Failed relaunches in a row (launches that could not start, launched processes
+        /// that exited without opening their session), and whether the daemon gave up
+        /// relaunching the app after them: its events then wait for the user to launch it.
+        public var failedRelaunches = 0
+        public var relaunchGivenUp = false
     }
 
     public struct PendingEvent: Codable, Sendable {
@@ -99,6 +104,7 @@ public struct ContainerSnapshot: Codable, Sendable {
            let entries = registry["apps"] as? [String: [String: Any]] {
             let forceQuit = Set(registry["forceQuit"] as? [String] ?? [])
             let limits = registry["relaunchLimits"] as? [String: [String: Any]] ?? [:]
+            let failures = registry["relaunchFailures"] as? [String: [String: Any]] ?? [:]
             for (bundle, entry) in entries.sorted(by: { $0.key < $1.key }) {
                 let identity = entry["identity"] as? [String: Any] ?? [:]
                 let family = identity["containingApp"] as? String ?? bundle
@@ -106,7 +112,9 @@ public struct ContainerSnapshot: Codable, Sendable {
                 apps.append(App(bundleIdentifier: bundle, kind: identity["kind"] as? String ?? "?", containingApp: family, executable: entry["executablePath"] as? String,
                                 appGroups: identity["appGroups"] as? [String] ?? [], forceQuit: forceQuit.contains(family),
                                 relaunchDelay: (limit?["delay"] as? NSNumber)?.doubleValue,
-                                lastRelaunch: (limit?["lastLaunch"] as? String).flatMap { ISO8601Format.date(from: $0) }))
+                                lastRelaunch: (limit?["lastLaunch"] as? String).flatMap { ISO8601Format.date(from: $0) },
+                                failedRelaunches: (failures[family]?["failures"] as? NSNumber)?.intValue ?? 0,
+                                relaunchGivenUp: failures[family]?["gaveUpAt"] is String))
             }
         }
 
@@ -170,6 +178,7 @@ public struct ContainerSnapshot: Codable, Sendable {
         case heldBy(pid: Int32)
         case noLaunchEvents
         case forceQuit
+        case relaunchGivenUp(failures: Int)
         case tasksRunning(Int)
         case rateLimiter(lastLaunch: Date, delay: TimeInterval)
         case executableUnknown
@@ -180,6 +189,7 @@ public struct ContainerSnapshot: Codable, Sendable {
             case .heldBy(let pid): "being delivered to the process holding the session (pid \(pid))"
             case .noLaunchEvents: "waiting for the app to open the session (sessionSendsLaunchEvents is false: it is not launched for them)"
             case .forceQuit: "waiting for the user to launch the app: it was force-quit, and is not launched for events until then"
+            case .relaunchGivenUp(let failures): "waiting for the user to launch the app: its last \(failures) relaunches failed (it could not be started, or exited without opening the session), and it is not launched for events until then"
             case .tasksRunning(let running): "waiting for the session's \(running) running tasks to finish: the app is launched once, when all have"
             case .rateLimiter(let last, let delay):
                 "waiting out the resume rate limiter: the app's next background launch is at \(ISO8601Format.string(from: last.addingTimeInterval(delay))) (in \(Int(last.addingTimeInterval(delay).timeIntervalSince(now).rounded(.up))) s; delay \(String(format: "%.0f", delay)) s, doubling with each launch)"
@@ -194,6 +204,7 @@ public struct ContainerSnapshot: Codable, Sendable {
         if let holder { holds.append(.heldBy(pid: holder)) }
         if !configuration.sessionSendsLaunchEvents { holds.append(.noLaunchEvents) }
         if app?.forceQuit == true { holds.append(.forceQuit) }
+        if let app, app.relaunchGivenUp { holds.append(.relaunchGivenUp(failures: app.failedRelaunches)) }
         let running = tasks.filter { $0.state == .running }.count
         if running > 0 { holds.append(.tasksRunning(running)) }
         if let delay = app?.relaunchDelay, let last = app?.lastRelaunch, now < last.addingTimeInterval(delay) { holds.append(.rateLimiter(lastLaunch: last, delay: delay)) }

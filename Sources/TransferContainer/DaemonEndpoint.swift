@@ -7,15 +7,16 @@ import Foundation
 /// answers, start `transferd` (as launchd would) and wait for it. Stateless.
 public enum DaemonEndpoint {
     /// Where the daemon executable is looked for, in order:
-    /// 1. `BGTRANSFER_TRANSFERD`, when set: the only place looked (explicit beats implicit);
+    /// 1. `BGTRANSFER_TRANSFERD`, when set: the only place looked (explicit beats implicit),
+    ///    and refused unless `DaemonExecutableCheck` allows it;
     /// 2. `transferd` beside the calling executable (SwiftPM builds a package's executables,
     ///    and those of its dependencies, into one folder);
     /// 3. `transferd` in each directory of `PATH`.
     /// Throws `cannotConnectToHost` naming every place looked when none holds an executable file.
     public static func daemonExecutable(environment: [String: String] = ProcessInfo.processInfo.environment, caller: String = ProcessSpawner.currentExecutable) throws(TransferFailure) -> String {
         if let explicit = environment["BGTRANSFER_TRANSFERD"], !explicit.isEmpty {
-            guard isExecutableFile(explicit) else {
-                throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "cannot start the transfer daemon: BGTRANSFER_TRANSFERD names \(explicit), which is not an executable file", subject: explicit)
+            if let refusal = DaemonExecutableCheck.refusal(of: explicit) {
+                throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "cannot start the transfer daemon: BGTRANSFER_TRANSFERD names \(explicit), which is refused: \(refusal)", subject: explicit)
             }
             return explicit
         }
@@ -35,8 +36,29 @@ public enum DaemonEndpoint {
         return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory.boolValue && access(path, X_OK) == 0
     }
 
+    /// The whole environment of a daemon started on demand: nothing the client set reaches
+    /// the daemon that serves every app (nor the apps it relaunches), only a fixed `PATH`, the
+    /// user's home from the password database, and the client's locale and time zone.
+    public static func daemonEnvironment(client: [String: String]) -> [String: String] {
+        var environment = ["PATH": "/usr/local/bin:/usr/bin:/bin"]
+        if let home = homeDirectory() { environment["HOME"] = home }
+        for name in ["LANG", "LC_ALL", "TZ"] {
+            if let value = client[name], !value.isEmpty { environment[name] = value }
+        }
+        return environment
+    }
+
+    private static func homeDirectory() -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(getuid(), &entry, &buffer, buffer.count, &result) == 0, result != nil, let directory = entry.pw_dir else { return nil }
+        return String(cString: directory)
+    }
+
     /// Connects to the daemon, starting it on demand (found as `environment` says, see
-    /// `daemonExecutable`); an on-demand daemon exits after 30 idle seconds.
+    /// `daemonExecutable`, and started with `daemonEnvironment`); an on-demand daemon exits
+    /// after 30 idle seconds.
     public static func connect(_ layout: ContainerLayout, log: TransferLog?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(TransferFailure) -> FileDescriptor {
         let path = layout.daemonSocket.path
         if let fd = try? UnixSocket.connect(to: path) { return fd }
@@ -47,7 +69,7 @@ public enum DaemonEndpoint {
         }
         let daemon = try daemonExecutable(environment: environment)
         do {
-            let pid = try ProcessSpawner.spawn(daemon, arguments: ["--container", layout.root.path, "--exit-when-idle", "30"], newSession: true, outputPath: layout.logsDirectory.appendingPathComponent("transferd.out").path)
+            let pid = try ProcessSpawner.spawn(daemon, arguments: ["--container", layout.root.path, "--exit-when-idle", "30"], environment: daemonEnvironment(client: environment), newSession: true, outputPath: layout.logsDirectory.appendingPathComponent("transferd.out").path)
             log?.notice("connection", "no daemon answered; started \(daemon) (pid \(pid))")
         } catch {
             throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "cannot start the transfer daemon \(daemon): \(error)", subject: daemon)

@@ -84,13 +84,14 @@ public final class TransferLog: @unchecked Sendable {
     public static let maximumSize: Int64 = 16 << 20
 
     /// - Parameter echoLevel: lines at this level or above also go to stderr (nil: none).
-    public init(layout: ContainerLayout, process: String, subsystem: String, echoLevel: LogLevel? = nil) {
+    /// - Parameter minimumLevel: the quietest level written; nil: `BGTRANSFER_LOG_LEVEL`, else notice.
+    public init(layout: ContainerLayout, process: String, subsystem: String, echoLevel: LogLevel? = nil, minimumLevel: LogLevel? = nil) {
         self.process = process
         self.subsystem = subsystem
         self.path = layout.logFile.path
         self.echoLevel = echoLevel
         let asked = ProcessInfo.processInfo.environment["BGTRANSFER_LOG_LEVEL"].flatMap(LogLevel.init(rawValue:))
-        self.minimumLevel = asked ?? .notice
+        self.minimumLevel = minimumLevel ?? asked ?? .notice
     }
 
     public func debug(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil) {

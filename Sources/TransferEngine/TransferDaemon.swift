@@ -23,10 +23,13 @@ public final class TransferDaemon {
         /// Bytes a download leaves free on the container's file system: one that would take
         /// them stops with -3002 and resume data instead of filling the disk.
         public var freeSpaceReserve: Int64 = 64 << 20
-        /// A testing aid (`BGTRANSFER_FAULT_CRASH_ON_RESPONSE_HEADER`): a response carrying
-        /// this header field makes the daemon trap, as a bug would, so that tests can show
-        /// that no input puts the daemon into a crash loop. Nil (always, outside tests): none.
+        /// A testing aid (`transferd --fault-crash-on-response-header NAME`, debug builds only):
+        /// a response carrying this header field makes the daemon trap, as a bug would, so
+        /// that tests can show that no input puts the daemon into a crash loop. Nil: none.
         public var crashOnResponseHeader: String?
+        /// The quietest log level written (`--log-level`); nil: the daemon's own
+        /// `BGTRANSFER_LOG_LEVEL`, else notice.
+        public var logLevel: LogLevel?
         /// What the daemon's rules read the time from (retries, deadlines, the rate limiter,
         /// the background budget); tests set it. The loop's own timers use the real time.
         package var clock: any TimeSource = SystemTime()
@@ -83,7 +86,7 @@ public final class TransferDaemon {
             throw DaemonError.noContainer(options.layout.root.path)
         }
         self.options = options
-        self.log = TransferLog(layout: options.layout, process: "transferd", subsystem: "com.example.transferd", echoLevel: options.echoLevel)
+        self.log = TransferLog(layout: options.layout, process: "transferd", subsystem: "com.example.transferd", echoLevel: options.echoLevel, minimumLevel: options.logLevel)
         try options.layout.prepare()
         self.loop = try EventLoop()
         self.registry = AppRegistry(layout: options.layout, log: log)

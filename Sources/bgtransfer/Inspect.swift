@@ -36,6 +36,7 @@ enum Inspect {
         for app in snapshot.apps {
             var line = "  \(app.bundleIdentifier) [\(app.kind)] in \(app.containingApp), groups \(app.appGroups.joined(separator: ", ")), \(app.executable ?? "?")"
             if app.forceQuit { line += ", force-quit (no relaunch until the user launches it)" }
+            if app.relaunchGivenUp { line += ", relaunching given up after \(app.failedRelaunches) failed relaunches (none until the user launches it)" }
             if let delay = app.relaunchDelay { line += String(format: ", relaunch delay %.2f s", delay) }
             lines.append(line)
         }

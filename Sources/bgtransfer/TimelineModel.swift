@@ -477,6 +477,7 @@ struct TimelineBuilder {
             case .tasksRunning(let running): "\(running) task\(running == 1 ? "" : "s") of the session still run\(running == 1 ? "s" : ""): the app is woken once they are done"
             case .rateLimiter(let last, let delay):
                 "the resume rate limiter holds the next relaunch of \(session.family) until \(Self.clock(last.addingTimeInterval(delay))) (delay \(String(format: "%.1f", delay)) s after the relaunch at \(Self.clock(last)))"
+            case .relaunchGivenUp(let failures): "\(session.family)'s last \(failures) relaunches failed: no relaunch until the user launches it"
             case .executableUnknown: "the daemon does not know \(session.family)'s executable yet (it learns it from a hello of the app or an extension)"
             }
         }

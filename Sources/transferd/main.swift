@@ -3,9 +3,11 @@ import TransferContainer
 import TransferEngine
 
 // transferd: the transfer daemon. `transferd [--container PATH] [--exit-when-idle SECONDS]
-// [--relaunch-delay SECONDS] [--free-space-reserve MIB] [--quiet]`. Runs in the foreground until SIGTERM/SIGINT.
+// [--relaunch-delay SECONDS] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]`. Runs in the
+// foreground until SIGTERM/SIGINT. Every setting comes from this command line: a daemon started
+// on demand gets a minimal environment, and reads no setting of a client's from it.
 
-let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--free-space-reserve MIB] [--quiet]"], details: """
+let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]"], details: """
     The transfer daemon of one container, in the foreground until SIGTERM or SIGINT (clients
     start it on demand with --exit-when-idle).
       --exit-when-idle SECONDS      exit after this long with nothing to do
@@ -13,6 +15,8 @@ let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [
       --background-budget SECONDS   how long an app launched for events may run (default 30)
       --max-transfers N             transfers at once in the whole daemon (default 32)
       --free-space-reserve MIB      what downloads leave free on the container's file system (default 64)
+      --log-level LEVEL             the quietest level logged: debug, info, notice, error or fault (default:
+                                    $BGTRANSFER_LOG_LEVEL of whoever ran transferd, else notice)
       --quiet                       log nothing to stderr
     """)
 usage.helpIfAsked(Array(CommandLine.arguments.dropFirst()))
@@ -53,8 +57,25 @@ if let index = arguments.firstIndex(of: "--quiet") {
     options.echoLevel = nil
     arguments.remove(at: index)
 }
-// A testing aid: see TransferDaemon.Options.crashOnResponseHeader.
-options.crashOnResponseHeader = ProcessInfo.processInfo.environment["BGTRANSFER_FAULT_CRASH_ON_RESPONSE_HEADER"]
+if let index = arguments.firstIndex(of: "--log-level") {
+    guard index + 1 < arguments.count, let level = LogLevel(rawValue: arguments[index + 1]) else {
+        usage.usageError("--log-level needs one of \(LogLevel.allCases.map(\.rawValue).joined(separator: ", "))")
+    }
+    options.logLevel = level
+    arguments.removeSubrange(index...(index + 1))
+}
+// A testing aid (see TransferDaemon.Options.crashOnResponseHeader), taken from this command
+// line only, never from the environment, and refused by a release build.
+if let index = arguments.firstIndex(of: "--fault-crash-on-response-header") {
+    #if DEBUG
+    guard index + 1 < arguments.count, !arguments[index + 1].isEmpty else { usage.usageError("--fault-crash-on-response-header needs a header field name") }
+    options.crashOnResponseHeader = arguments[index + 1]
+    arguments.removeSubrange(index...(index + 1))
+    #else
+    _ = index
+    usage.usageError("--fault-crash-on-response-header is a testing aid of debug builds; this transferd is a release build")
+    #endif
+}
 if let other = arguments.first { usage.usageError(CommandLineUsage.unknown(other, what: "argument")) }
 
 do {

@@ -16,16 +16,17 @@ final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
     func crashOnTheSameTaskTwice() throws {
         // Each daemon this test starts crashes on a response carrying the header, as on a
         // device where every restart meets the same server. Only this route sends it.
-        let fault = ["BGTRANSFER_FAULT_CRASH_ON_RESPONSE_HEADER": "X-Crash-Daemon"]
+        let fault = ["--relaunch-delay", "0.1", "--fault-crash-on-response-header", "X-Crash-Daemon"]
         var options = RouteOptions()
         options.extraHeaders = [("X-Crash-Daemon", "1")]
         server.serve("/crash", data: Data("boom".utf8), options: options)
         server.serve("/healthy.bin", data: testPayload(size: 32 << 10, seed: 3))
 
-        // The host starts the download and exits; a daemon it starts again on demand (it may
-        // still be connected at the first crash) is told to crash likewise.
-        _ = try DaemonUnderTest.start(container, environment: fault)
-        let created = try Executable.hostApp.start(["download", server.url(for: "/crash").absoluteString], in: container, environment: fault).wait(timeout: 60)
+        // The host starts the download, to begin two seconds later, and exits: it is gone at
+        // the first crash, so that no daemon it would start on demand (which takes no test
+        // hook from a client) takes over.
+        _ = try DaemonUnderTest.start(container, extraArguments: fault)
+        let created = try Executable.hostApp.start(["download", server.url(for: "/crash").absoluteString, "--begin-after", "2"], in: container).wait(timeout: 60)
         try #require(created.status == 0, "\(created.stderr)")
         // Whenever no daemon runs, one is started (by this test, or by the host on demand): the
         // second retries the task once and crashes; the third fails it before a third try, and
@@ -33,7 +34,7 @@ final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
         var failed: LogEntry?
         let deadline = Date().addingTimeInterval(90)
         while failed == nil && Date() < deadline {
-            if container.processesNamingContainer(executable: "transferd").isEmpty { _ = try? DaemonUnderTest.start(container, environment: fault) }
+            if container.processesNamingContainer(executable: "transferd").isEmpty { _ = try? DaemonUnderTest.start(container, extraArguments: fault) }
             failed = container.waitForLog(timeout: 0.2) { $0.process == "host-app" && $0.message.contains("task 1 failed") }
         }
         #expect(failed?.message.contains("crashed 2 times") == true, "\(String(describing: failed?.message))")

@@ -9,7 +9,7 @@ struct DaemonDiscoveryTests {
     /// A folder with an executable `transferd` (or a plain file, when `executable` is false).
     private func folder(withDaemon: Bool, executable: Bool = true) throws -> URL {
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("discovery-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         if withDaemon {
             let daemon = directory.appendingPathComponent("transferd")
             try Data("#!/bin/sh\n".utf8).write(to: daemon)
@@ -34,6 +34,32 @@ struct DaemonDiscoveryTests {
             #expect(error.code == TransferFailure.cannotConnectToHost)
             #expect(error.message.contains("/nonexistent/transferd"))
         }
+    }
+
+    @Test("BGTRANSFER_TRANSFERD is refused, naming the path and the reason, unless it is absolute, and neither the file nor its folder is writable by group or others")
+    func explicitMustBePrivate() throws {
+        let chosen = try folder(withDaemon: true)
+        defer { try? FileManager.default.removeItem(at: chosen) }
+        let caller = "/nonexistent/app"
+        let daemon = chosen.appendingPathComponent("transferd").path
+        func refusal(_ path: String) -> String? {
+            do { _ = try DaemonEndpoint.daemonExecutable(environment: ["BGTRANSFER_TRANSFERD": path], caller: caller); return nil } catch {
+                #expect(error.code == TransferFailure.cannotConnectToHost && error.message.contains(path), "\(error.message)")
+                return error.message
+            }
+        }
+        #expect(refusal(daemon) == nil, "a private file in a private folder is used")
+        try FileManager.default.setAttributes([.posixPermissions: 0o775], ofItemAtPath: daemon)
+        #expect(refusal(daemon)?.contains("writable by group or others") == true)
+        try FileManager.default.setAttributes([.posixPermissions: 0o757], ofItemAtPath: daemon)
+        #expect(refusal(daemon)?.contains("writable by group or others") == true)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: daemon)
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: chosen.path)
+        #expect(refusal(daemon)?.contains("its folder \(chosen.path) is writable by group or others") == true)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: chosen.path)
+        #expect(refusal("bin/transferd")?.contains("not an absolute path") == true)
+        #expect(refusal(chosen.path)?.contains("not a regular file") == true)
+        #expect(refusal("/nonexistent/transferd")?.contains("does not exist") == true)
     }
 
     @Test("Beside the calling executable first, then PATH; a file that is not executable does not count")

@@ -30,3 +30,16 @@ import Testing
         #expect(delays == [120, 240, 480, 960])
     }
 }
+
+/// Giving up on relaunches that fail (issue 26, item 5), with the time given: no daemon.
+@Suite struct RelaunchGiveUpPolicyTests {
+    let start = Date(timeIntervalSince1970: 1_700_000_000)
+
+    @Test("Three failed relaunches in a row give up, once, at the third one's time; fewer do not")
+    func givesUpAfterThree() {
+        var policy = RelaunchGiveUp()
+        let gaveUp = [0, 1, 3, 7].map { policy.failed(at: start.addingTimeInterval($0)) }
+        #expect(gaveUp == [false, false, true, false], "the third failure gives up, and says so once")
+        #expect(policy.gaveUpAt == start.addingTimeInterval(3) && policy.failures == 3)
+    }
+}

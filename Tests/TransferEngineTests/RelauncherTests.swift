@@ -96,3 +96,26 @@ import TransferContainer
         relauncher.launchEnded(pid: launch.pid)
     }
 }
+
+extension RelauncherTests {
+    @Test("An app whose executable is gone is tried three times by the limiter, then not while the clock runs on, until the user launches it")
+    func givesUpOnAMissingExecutable() throws {
+        let fixture = try sessionWithEventWaiting({ $0.relaunchDelay = 1 }, app: false)
+        fixture.daemon.registry.register(ClientHello(identity: fixture.identity, executablePath: fixture.root.appendingPathComponent("gone/host-app").path, processName: "host-app", isForeground: true), at: fixture.clock.now)
+        let relauncher = fixture.daemon.relauncher
+        for attempt in 1...3 {
+            #expect(relauncher.wantsRelaunch(fixture.session), "attempt \(attempt) is wanted")
+            relauncher.relaunchWhereNeeded(now: fixture.clock.now)
+            #expect(fixture.daemon.registry.relaunchFailures[DaemonFixture.family]?.failures == attempt)
+            fixture.clock.advance(by: 10)
+        }
+        #expect(fixture.daemon.registry.relaunchFailures[DaemonFixture.family]?.hasGivenUp == true)
+        #expect(!relauncher.wantsRelaunch(fixture.session), "given up: the events wait for the user")
+        relauncher.relaunchWhereNeeded(now: fixture.clock.now.addingTimeInterval(3600))
+        #expect(relaunchLog(fixture).filter { $0.hasPrefix("cannot launch") }.count == 3, "not tried again")
+        #expect(relaunchLog(fixture).filter { $0.hasPrefix("gave up relaunching") }.count == 1)
+
+        relauncher.userLaunched(DaemonFixture.family)
+        #expect(relauncher.wantsRelaunch(fixture.session), "a user launch makes relaunches worth trying again")
+    }
+}

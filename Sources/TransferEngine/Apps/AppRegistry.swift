@@ -21,6 +21,8 @@ final class AppRegistry {
         /// The resume rate limiter of each app family now (S6.5), for inspection: a
         /// restarted daemon starts every app over.
         var relaunchLimits: [String: RelaunchLimiter]?
+        /// Failed relaunches in a row of each app family, and whether the daemon gave up.
+        var relaunchFailures: [String: RelaunchGiveUp]?
     }
 
     private let path: String
@@ -30,6 +32,11 @@ final class AppRegistry {
     /// The resume rate limiter of each app family that was relaunched (S6.5).
     var relaunchLimits: [BundleIdentifier: RelaunchLimiter] = [:] {
         didSet { if relaunchLimits != oldValue { save() } }
+    }
+    /// Failed relaunches of each app family since its last successful one or user launch:
+    /// durable, so that a restarted daemon does not start trying again.
+    var relaunchFailures: [BundleIdentifier: RelaunchGiveUp] = [:] {
+        didSet { if relaunchFailures != oldValue { save() } }
     }
 
     init(layout: ContainerLayout, log: TransferLog) {
@@ -42,6 +49,9 @@ final class AppRegistry {
                     if let bundle = try? BundleIdentifier(key) { apps[bundle] = app }
                 }
                 forceQuit = Set((file.forceQuit ?? []).compactMap { try? BundleIdentifier($0) })
+                for (key, failures) in file.relaunchFailures ?? [:] {
+                    if let family = try? BundleIdentifier(key) { relaunchFailures[family] = failures }
+                }
             } catch {
                 log.error("registry", "app registry unusable, starting empty: \(error)")
                 rename(path, path + ".corrupt")
@@ -87,7 +97,8 @@ final class AppRegistry {
 
     private func save() {
         var file = File(apps: [:], forceQuit: forceQuit.map(\.rawValue).sorted(),
-                        relaunchLimits: Dictionary(uniqueKeysWithValues: relaunchLimits.map { ($0.key.rawValue, $0.value) }))
+                        relaunchLimits: Dictionary(uniqueKeysWithValues: relaunchLimits.map { ($0.key.rawValue, $0.value) }),
+                        relaunchFailures: Dictionary(uniqueKeysWithValues: relaunchFailures.map { ($0.key.rawValue, $0.value) }))
         for (bundle, app) in apps { file.apps[bundle.rawValue] = app }
         do { try RecordCoding.write(file, to: path) } catch { log.error("registry", "cannot save app registry: \(error)") }
     }

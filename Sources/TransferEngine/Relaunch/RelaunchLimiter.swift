@@ -8,6 +8,8 @@ struct Launch {
     var at: Date
     /// Killed for exceeding its background budget (waiting to be reaped).
     var terminated = false
+    /// It opened the session it was launched for: its exit is no failed relaunch.
+    var attached = false
 }
 
 /// The resume rate limiter of one app (S6.5): each background relaunch doubles the delay

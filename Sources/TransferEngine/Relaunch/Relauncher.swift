@@ -2,7 +2,8 @@ import Foundation
 import TransferContainer
 
 /// Relaunching containing apps when events wait (S3.1, S1.6): which session wants its app,
-/// the resume rate limiter (S6.5), the background budget. Owned by the daemon's loop thread.
+/// the resume rate limiter (S6.5), the background budget, giving up on relaunches that fail
+/// (`RelaunchGiveUp`). Owned by the daemon's loop thread.
 final class Relauncher {
     unowned let daemon: TransferDaemon
     /// The containing apps launched for events, by family.
@@ -19,11 +20,13 @@ final class Relauncher {
 
     /// A session wants its app launched when nobody holds it, it asked for launch events,
     /// and either events wait and no task of it still runs, or a task needs the app to answer
-    /// an authentication challenge (S3.1).
+    /// an authentication challenge (S3.1). Not while the app is force-quit or its relaunches
+    /// were given up on: its events wait for the user (and keep no on-demand daemon up).
     func wantsRelaunch(_ session: DaemonSession) -> Bool {
         session.holder == nil
             && session.record.configuration.sessionSendsLaunchEvents
             && !daemon.registry.forceQuit.contains(session.key.family)
+            && daemon.registry.relaunchFailures[session.key.family]?.hasGivenUp != true
             && ((!session.events.isEmpty && !session.tasks.values.contains { $0.state == .running && $0.pendingChallenge == nil })
                 || daemon.challenges.hasPendingChallenge(session))
     }
@@ -54,6 +57,7 @@ final class Relauncher {
             } catch {
                 daemon.log.error("relaunch", "cannot launch \(executable): \(error)", session: session.key.identifier.rawValue)
                 relaunchLimiter[family] = RelaunchLimiter(delay: relaunchLimiter[family].map { $0.delay * 2 } ?? daemon.options.relaunchDelay, lastLaunch: now)
+                relaunchFailed(family, session: session.key.identifier, now: now)
             }
         }
     }
@@ -78,6 +82,31 @@ final class Relauncher {
         launches.removeValue(forKey: family)
         let pending = daemon.sessions[SessionKey(family: family, identifier: launch.identifier)]?.events.count ?? 0
         daemon.log.info("relaunch", "launched app \(family) (pid \(pid)) exited; \(pending) events still undelivered", session: launch.identifier.rawValue)
+        if !launch.attached { relaunchFailed(family, session: launch.identifier, now: daemon.clock.now) }
+    }
+
+    /// The app launched for `identifier` opened that session: its relaunches work.
+    func launchAttached(_ key: SessionKey) {
+        guard let launch = launches[key.family], launch.identifier == key.identifier else { return }
+        launches[key.family]?.attached = true
+        daemon.registry.relaunchFailures[key.family] = nil
+    }
+
+    /// The user launched the app: relaunching it is worth trying again.
+    func userLaunched(_ family: BundleIdentifier) {
+        guard let failures = daemon.registry.relaunchFailures.removeValue(forKey: family) else { return }
+        if failures.hasGivenUp { daemon.log.notice("relaunch", "\(family) launched by the user: relaunching it is tried again") }
+    }
+
+    /// A launch that could not start, or a launched process that exited without opening its
+    /// session: counted, and said once when it makes the daemon give up on the app.
+    private func relaunchFailed(_ family: BundleIdentifier, session: SessionIdentifier, now: Date) {
+        var failures = daemon.registry.relaunchFailures[family] ?? RelaunchGiveUp()
+        let givesUp = failures.failed(at: now)
+        daemon.registry.relaunchFailures[family] = failures
+        if givesUp {
+            daemon.log.error("relaunch", "gave up relaunching \(family) after \(failures.failures) failed relaunches in a row (launches that could not start, or apps that exited without opening the session); its events wait for the user to launch it", session: session.rawValue)
+        }
     }
 
 

@@ -207,6 +207,7 @@ final class RequestHandler {
         if hello.isForeground && hello.identity.kind == .app {
             // The user launched the app: the rate limiter starts over (S6.5), a force quit ends (S4.2).
             daemon.relauncher.relaunchLimiter[hello.identity.family] = nil
+            daemon.relauncher.userLaunched(hello.identity.family)
             if daemon.registry.forceQuit.contains(hello.identity.family) {
                 daemon.registry.setForceQuit(hello.identity.family, false)
                 daemon.log.notice("relaunch", "\(hello.identity.family) launched by the user: relaunching allowed again")
@@ -257,6 +258,7 @@ final class RequestHandler {
         session.invalidateWhenDone = false
         connection.attachedSessions.insert(key)
         if launchedForEvents, let launch = daemon.relauncher.launches[key.family], launch.identifier == identifier {
+            daemon.relauncher.launchAttached(key)
             daemon.log.info("relaunch", "relaunched app attached (pid \(launch.pid))", session: identifier.rawValue)
         }
         daemon.log.notice("sessions", "\(connection.label) opened the session: \(session.tasks.count) unfinished tasks, \(session.events.count) undelivered events", session: identifier.rawValue)

@@ -49,7 +49,7 @@ final class Downloads {
                                                 tls: daemon.serverTrust.tlsPolicy(for: task, in: session))
             transfer.onResponse = { [unowned self, unowned session] task in
                 if let name = daemon.options.crashOnResponseHeader, task.response?.header(name) != nil {
-                    fatalError("transferd: the response carries \(name) (BGTRANSFER_FAULT_CRASH_ON_RESPONSE_HEADER)")
+                    fatalError("transferd: the response carries \(name) (--fault-crash-on-response-header)")
                 }
                 do { try session.update(task) } catch { daemon.log.error("store", "cannot record response: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier) }
             }

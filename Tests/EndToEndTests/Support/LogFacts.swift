@@ -11,6 +11,10 @@ extension LogEntry {
     var isCompletionHandlerCall: Bool { message.hasPrefix("completion handler called") }
     /// A stand-in started a download task (the daemon accepted it).
     var isStartedDownload: Bool { message.hasPrefix("started download task") }
+    /// The daemon could not start an app it launched for events (`posix_spawn` failed).
+    var isFailedRelaunch: Bool { category == "relaunch" && message.hasPrefix("cannot launch ") }
+    /// The daemon gave up relaunching an app until the user launches it (`RelaunchGiveUp`).
+    var isRelaunchGivenUp: Bool { category == "relaunch" && message.hasPrefix("gave up relaunching ") }
 }
 
 extension TestContainer {
