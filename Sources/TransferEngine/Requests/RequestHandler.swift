@@ -17,6 +17,9 @@ final class RequestHandler {
         guard let hello = connection.hello else {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "say hello first: the daemon does not know who you are")
         }
+        // While the disk refuses commits, a change could be neither made durable nor
+        // answered: it is refused at once, and the rest goes on.
+        if let failure = daemon.commits.failure, changesRecords(request) { throw JournalReserve.refusal(whileCommitsFail: failure) }
         if case .forceQuit(let app) = request {
             // The user's force quit comes from the developer tool (bgtransfer), or from the app family itself.
             guard hello.identity.kind == .tool || daemon.registry.family(of: app) == hello.identity.family else {
@@ -50,6 +53,12 @@ final class RequestHandler {
                 throw TransferFailure(code: TransferFailure.requestRefused, message: "Attempted to create a task in a session that has been invalidated", subject: identifier.rawValue)
             }
             if let resent = creation.taskIdentifier.flatMap(session.taskOrEnding) { return .task(resent) } // sent again after a reconnect
+            if let failure = daemon.commits.failure { throw JournalReserve.refusal(whileCommitsFail: failure) }
+            // A new task leaves the reserve to the lines that end the tasks already accepted.
+            let reserve = JournalReserve(reserve: daemon.options.freeSpaceReserve)
+            if let full = reserve.refusalOfNewTask(available: JournalReserve.availableSpace(at: session.directory.path), journal: JournalContents.path(inSession: session.directory)) {
+                throw full
+            }
             var refusal = creation.resumeData == nil ? refusal(of: creation) : nil
             var task = try session.createTask(creation, inBackground: !hello.isForeground, pendingFailure: refusal, at: daemon.clock.now)
             if !hello.isForeground {
@@ -151,6 +160,19 @@ final class RequestHandler {
                 connection.attachedSessions.remove(session.key)
             }
             return .ok
+        }
+    }
+
+    /// Whether `request` changes what the journals record (and so needs a commit before its
+    /// answer). Those that do not are answered while the disk refuses commits. A creation is
+    /// checked in its own case, once one sent again (already accepted) has been answered.
+    private func changesRecords(_ request: DaemonRequest) -> Bool {
+        switch request {
+        case .hello, .ping, .watch, .conditionsChanged, .openSession, .closeSession, .getAllTasks, .getTasks, .createTask:
+            return false
+        case .forceQuit, .resumeTask, .suspendTask, .cancelTask, .setTaskProperties,
+             .answerDelayedRequest, .answerChallenge, .answerRetryHeaders, .acknowledge, .invalidate:
+            return true
         }
     }
 
