@@ -77,6 +77,16 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
         let listed = allTasks(session, timeout: Self.deadline)
         #expect(listed?.map(\.taskIdentifier) == [running.taskIdentifier], "the stalled task, and not the refused one: \(String(describing: listed?.map(\.taskIdentifier)))")
 
+        // A change to a task accepted before cannot be written down either: refused at once
+        // (suspend waits for the daemon's answer), and the task goes on as it was.
+        let suspended = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            running.suspend()
+            suspended.signal()
+        }
+        #expect(suspended.wait(timeout: .now() + Self.deadline) == .success, "suspend got no answer within \(Self.deadline) s on a full disk")
+        #expect(running.state == .running)
+
         // (c) The tasks accepted before are still there, on disk too.
         #expect(journalTask(stopped.taskIdentifier) != nil)
         #expect(journalTask(running.taskIdentifier) != nil, "the running task's record is in its journal")
