@@ -72,9 +72,11 @@ final class GroupCommit {
         if failed != nil {
             nextCommitTry = daemon.clock.now.addingTimeInterval(0.1)
             daemon.loop.schedule(after: 0.1) {}
-            // A connection holding none of the failing sessions was told nothing of their
-            // changes (a new connection's ping, another app's session): its output goes.
-            for connection in daemon.clients.connections.values where connection.attachedSessions.isDisjoint(with: failedSessions) {
+            // A connection of another app family (or none yet: a new connection's ping) can
+            // have been told nothing of the failing sessions' changes: its output goes. (Not
+            // the sessions it holds now: it may have closed one it was just told of.)
+            let failingFamilies = Set(failedSessions.map(\.family))
+            for connection in daemon.clients.connections.values where !(connection.hello.map { failingFamilies.contains($0.identity.family) } ?? false) {
                 connection.releaseCovered()
             }
         } else {

@@ -139,9 +139,12 @@ final class ClientServer {
             daemon.log.error("ipc", "\(connection.label): request failed: \(error)")
             reply = .failure(TransferFailure(code: TransferFailure.unknown, message: "\(error)"))
         }
-        // While commits fail, requests that change something are refused: every reply then
-        // tells of no change, and goes ahead of the output that waits for the disk.
-        guard answer(connection, .reply(id: frame.id, reply), overtaking: daemon.commits.failure != nil) else { return }
+        // While commits fail, requests that change something are refused: a reply then tells
+        // of no change, and goes ahead of the output that waits for the disk. Not a task's
+        // record: the answer to a creation sent again, which may be the change that waits.
+        var overtaking = daemon.commits.failure != nil
+        if case .task = reply { overtaking = false }
+        guard answer(connection, .reply(id: frame.id, reply), overtaking: overtaking) else { return }
         afterReply.forEach { $0() }
     }
 
