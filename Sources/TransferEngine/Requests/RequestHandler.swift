@@ -170,8 +170,10 @@ final class RequestHandler {
         switch request {
         case .hello, .ping, .watch, .conditionsChanged, .openSession, .closeSession, .getAllTasks, .getTasks, .createTask:
             return false
+        case .invalidate(_, let cancelTasks):
+            return cancelTasks // finishing first is a flag in memory; cancelling ends tasks
         case .forceQuit, .resumeTask, .suspendTask, .cancelTask, .setTaskProperties,
-             .answerDelayedRequest, .answerChallenge, .answerRetryHeaders, .acknowledge, .invalidate:
+             .answerDelayedRequest, .answerChallenge, .answerRetryHeaders, .acknowledge:
             return true
         }
     }
