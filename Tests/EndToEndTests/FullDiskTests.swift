@@ -87,6 +87,12 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
         #expect(suspended.wait(timeout: .now() + Self.deadline) == .success, "suspend got no answer within \(Self.deadline) s on a full disk")
         #expect(running.state == .running)
 
+        // A session that does not exist yet cannot be recorded either: refused at once, -3002.
+        let newcomer = RecordingDelegate()
+        let unopened = fixture.session("opened-on-a-full-disk", delegate: newcomer)
+        unopened.downloadTask(with: server.url(for: "/later.bin")).resume()
+        #expect(newcomer.wait(timeout: Self.deadline) { $0 == .invalid(code: TransferFailure.cannotWriteToFile) }, "\(newcomer.calls)")
+
         // (c) The tasks accepted before are still there, on disk too.
         #expect(journalTask(stopped.taskIdentifier) != nil)
         #expect(journalTask(running.taskIdentifier) != nil, "the running task's record is in its journal")

@@ -33,14 +33,16 @@ import TransferContainer
 
     @Test("while commits fail, changes are refused with -3002 naming the file that could not be written; out of space says so")
     func refusalWhileCommitsFail() {
-        let full = JournalReserve.refusal(whileCommitsFail: Errno(ENOSPC, "write", path: journal))
+        let full = JournalReserve.cannotRecord(Errno(ENOSPC, "write", path: journal))
         #expect(full.code == TransferFailure.cannotWriteToFile)
         #expect(full.subject == journal)
         #expect(full.message.contains("NSFileWriteOutOfSpaceError"))
-        let failing = JournalReserve.refusal(whileCommitsFail: Errno(EIO, "fdatasync", path: journal))
+        let failing = JournalReserve.cannotRecord(Errno(EIO, "fdatasync", path: journal))
         #expect(failing.code == TransferFailure.cannotWriteToFile)
         #expect(failing.subject == journal)
         #expect(!failing.message.contains("NSFileWriteOutOfSpaceError"), "an I/O error is not a full disk")
+        let folder = "/container/Sessions/com.example.host/new"
+        #expect(JournalReserve.cannotRecord(Errno(ENOSPC, "write"), writing: folder).subject == folder, "an error that names nothing gets the path being written")
     }
 
     @Test("the free space of a real file system is read")

@@ -11,7 +11,7 @@ final class GroupCommit {
     private lazy var committer = Committer(waker: daemon.loop.multi.waker, log: daemon.log)
     /// While the last commit failed: why, and the sessions whose changes wait for the disk.
     /// Output that tells of those changes waits; requests that would change something are
-    /// refused (`JournalReserve.refusal(whileCommitsFail:)`); everything else goes on.
+    /// refused (`JournalReserve.cannotRecord(_:writing:)`); everything else goes on.
     private(set) var failure: Errno?
     private var failingSessions: Set<SessionKey> = []
     private var commitFailing: Bool { failure != nil }

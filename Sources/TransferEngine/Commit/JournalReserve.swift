@@ -27,9 +27,11 @@ struct JournalReserve {
         return Self.outOfSpace(journal, "\(available) bytes free on the container's file system, \(reserve) kept in reserve for the lines that end the tasks already accepted")
     }
 
-    /// Why a request that changes something is refused while commits fail with `error`.
-    static func refusal(whileCommitsFail error: Errno) -> TransferFailure {
-        let path = error.path ?? "the session's journal"
+    /// Why a change cannot be recorded: a request refused while commits fail with `error`,
+    /// or a new session whose folder could not be written (`path`: what was being written,
+    /// when `error` names nothing).
+    static func cannotRecord(_ error: Errno, writing path: String = "the session's journal") -> TransferFailure {
+        let path = error.path ?? path
         guard error.code == ENOSPC || error.code == EDQUOT else {
             return TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot record the change: the daemon cannot write \(path) (\(error)); try again later", subject: path)
         }

@@ -19,7 +19,7 @@ final class RequestHandler {
         }
         // While the disk refuses commits, a change could be neither made durable nor
         // answered: it is refused at once, and the rest goes on.
-        if let failure = daemon.commits.failure, changesRecords(request) { throw JournalReserve.refusal(whileCommitsFail: failure) }
+        if let failure = daemon.commits.failure, changesRecords(request) { throw JournalReserve.cannotRecord(failure) }
         if case .forceQuit(let app) = request {
             // The user's force quit comes from the developer tool (bgtransfer), or from the app family itself.
             guard hello.identity.kind == .tool || daemon.registry.family(of: app) == hello.identity.family else {
@@ -53,7 +53,7 @@ final class RequestHandler {
                 throw TransferFailure(code: TransferFailure.requestRefused, message: "Attempted to create a task in a session that has been invalidated", subject: identifier.rawValue)
             }
             if let resent = creation.taskIdentifier.flatMap(session.taskOrEnding) { return .task(resent) } // sent again after a reconnect
-            if let failure = daemon.commits.failure { throw JournalReserve.refusal(whileCommitsFail: failure) }
+            if let failure = daemon.commits.failure { throw JournalReserve.cannotRecord(failure) }
             // A new task leaves the reserve to the lines that end the tasks already accepted.
             let reserve = JournalReserve(reserve: daemon.options.freeSpaceReserve)
             if let full = reserve.refusalOfNewTask(available: JournalReserve.availableSpace(at: session.directory.path), journal: JournalContents.path(inSession: session.directory)) {
@@ -272,7 +272,12 @@ final class RequestHandler {
             session = existing
         } else {
             let record = SessionRecord(identifier: identifier, owner: identity.bundleIdentifier, family: identity.family, configuration: configuration)
-            session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
+            do {
+                session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
+            } catch let error as Errno {
+                // A full disk: the same -3002 as a task that cannot be recorded, with the folder.
+                throw JournalReserve.cannotRecord(error, writing: daemon.layout.sessionDirectory(family: key.family, identifier: identifier).path)
+            }
             daemon.sessions[key] = session
             daemon.log.notice("sessions", "created session owned by \(identity.bundleIdentifier)", session: identifier.rawValue)
         }
