@@ -49,6 +49,10 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
         stopped.resume()
         #expect(delegate.wait(timeout: 20) { if case .wroteData(stopped.taskIdentifier, let total, _) = $0 { return total >= 128 << 10 } else { return false } }, "\(delegate.calls)")
 
+        // The host app (a real process) has its session before the disk fills.
+        let hosted = try Executable.hostApp.run(["download", server.url(for: "/later.bin").absoluteString, "--wait"], in: container)
+        #expect(hosted.status == 0, "\(hosted.stderr)")
+
         // Fill the file system to the last block.
         let filler = container.root + "/filler"
         try SmallFileSystem.fill(filler)
@@ -86,6 +90,12 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
         }
         #expect(suspended.wait(timeout: .now() + Self.deadline) == .success, "suspend got no answer within \(Self.deadline) s on a full disk")
         #expect(running.state == .running)
+
+        // The host app's new task is refused too: it says so and prints no task identifier
+        // (which would tell its caller the daemon has the task).
+        let refusedHost = try Executable.hostApp.run(["download", server.url(for: "/later.bin").absoluteString], in: container, timeout: Self.deadline)
+        #expect(refusedHost.status != nil && refusedHost.status != 0, "\(refusedHost.stdout) \(refusedHost.stderr)")
+        #expect(refusedHost.stdout.isEmpty, "no identifier for a task the daemon refused: \(refusedHost.stdout)")
 
         // A session that does not exist yet cannot be recorded either: refused at once, -3002.
         let newcomer = RecordingDelegate()
