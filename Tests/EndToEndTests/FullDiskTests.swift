@@ -92,8 +92,9 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
         #expect(running.state == .running)
 
         // The host app's new task is refused too: it says so and prints no task identifier
-        // (which would tell its caller the daemon has the task).
-        let refusedHost = try Executable.hostApp.run(["download", server.url(for: "/later.bin").absoluteString], in: container, timeout: Self.deadline)
+        // (which would tell its caller the daemon has the task). Twice the deadline: a whole
+        // process starts, says hello and opens its session first.
+        let refusedHost = try Executable.hostApp.run(["download", server.url(for: "/later.bin").absoluteString], in: container, timeout: 2 * Self.deadline)
         #expect(refusedHost.status != nil && refusedHost.status != 0, "\(refusedHost.stdout) \(refusedHost.stderr)")
         #expect(refusedHost.stdout.isEmpty, "no identifier for a task the daemon refused: \(refusedHost.stdout)")
 
