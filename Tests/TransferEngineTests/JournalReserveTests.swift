@@ -31,18 +31,19 @@ import TransferContainer
         #expect(reserve.refusalOfNewTask(available: nil, journal: journal) == nil, "the commit has the last word")
     }
 
-    @Test("while commits fail, changes are refused with -3002 naming the file that could not be written; out of space says so")
+    @Test("while commits fail, changes are refused with -3002 naming where the change would go, not the file that failed; out of space says so")
     func refusalWhileCommitsFail() {
-        let full = JournalReserve.cannotRecord(Errno(ENOSPC, "write", path: journal))
+        let other = "/container/Sessions/com.example.other/theirs/journal.jsonl"
+        let full = JournalReserve.cannotRecord(Errno(ENOSPC, "write", path: other), writing: journal)
         #expect(full.code == TransferFailure.cannotWriteToFile)
         #expect(full.subject == journal)
         #expect(full.message.contains("NSFileWriteOutOfSpaceError"))
-        let failing = JournalReserve.cannotRecord(Errno(EIO, "fdatasync", path: journal))
+        #expect(!full.message.contains(other), "another app's session is not named")
+        let failing = JournalReserve.cannotRecord(Errno(EIO, "fdatasync", path: other), writing: journal)
         #expect(failing.code == TransferFailure.cannotWriteToFile)
         #expect(failing.subject == journal)
         #expect(!failing.message.contains("NSFileWriteOutOfSpaceError"), "an I/O error is not a full disk")
-        let folder = "/container/Sessions/com.example.host/new"
-        #expect(JournalReserve.cannotRecord(Errno(ENOSPC, "write"), writing: folder).subject == folder, "an error that names nothing gets the path being written")
+        #expect(!failing.message.contains(other))
     }
 
     @Test("the free space of a real file system is read")

@@ -27,13 +27,13 @@ struct JournalReserve {
         return Self.outOfSpace(journal, "\(available) bytes free on the container's file system, \(reserve) kept in reserve for the lines that end the tasks already accepted")
     }
 
-    /// Why a change cannot be recorded: a request refused while commits fail with `error`,
-    /// or a new session whose folder could not be written (`path`: what was being written,
-    /// when `error` names nothing).
-    static func cannotRecord(_ error: Errno, writing path: String = "the session's journal") -> TransferFailure {
-        let path = error.path ?? path
+    /// Why a change to `path` (the journal or folder it would go to) cannot be recorded
+    /// while writes to the container fail with `error`: a request refused while commits
+    /// fail, or a new session whose folder could not be written. The error's own path is
+    /// left out: it may be another app's session.
+    static func cannotRecord(_ error: Errno, writing path: String) -> TransferFailure {
         guard error.code == ENOSPC || error.code == EDQUOT else {
-            return TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot record the change: the daemon cannot write \(path) (\(error)); try again later", subject: path)
+            return TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot record the change in \(path): the daemon's writes to the container fail (\(Errno(error.code, error.operation))); try again later", subject: path)
         }
         return outOfSpace(path, "the file system is full")
     }

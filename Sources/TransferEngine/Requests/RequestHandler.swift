@@ -19,7 +19,15 @@ final class RequestHandler {
         }
         // While the disk refuses commits, a change could be neither made durable nor
         // answered: it is refused at once, and the rest goes on.
-        if let failure = daemon.commits.failure, changesRecords(request) { throw JournalReserve.cannotRecord(failure) }
+        if let failure = daemon.commits.failure {
+            switch change(of: request) {
+            case .none: break
+            case .session(let identifier):
+                let directory = daemon.layout.sessionDirectory(family: hello.identity.family, identifier: identifier)
+                throw JournalReserve.cannotRecord(failure, writing: JournalContents.path(inSession: directory))
+            case .sessions: throw JournalReserve.cannotRecord(failure, writing: daemon.layout.root.path)
+            }
+        }
         if case .forceQuit(let app) = request {
             // The user's force quit comes from the developer tool (bgtransfer), or from the app family itself.
             guard hello.identity.kind == .tool || daemon.registry.family(of: app) == hello.identity.family else {
@@ -53,12 +61,11 @@ final class RequestHandler {
                 throw TransferFailure(code: TransferFailure.requestRefused, message: "Attempted to create a task in a session that has been invalidated", subject: identifier.rawValue)
             }
             if let resent = creation.taskIdentifier.flatMap(session.taskOrEnding) { return .task(resent) } // sent again after a reconnect
-            if let failure = daemon.commits.failure { throw JournalReserve.cannotRecord(failure) }
+            let journal = JournalContents.path(inSession: session.directory)
+            if let failure = daemon.commits.failure { throw JournalReserve.cannotRecord(failure, writing: journal) }
             // A new task leaves the reserve to the lines that end the tasks already accepted.
             let reserve = JournalReserve(reserve: daemon.options.freeSpaceReserve)
-            if let full = reserve.refusalOfNewTask(available: JournalReserve.availableSpace(at: session.directory.path), journal: JournalContents.path(inSession: session.directory)) {
-                throw full
-            }
+            if let full = reserve.refusalOfNewTask(available: JournalReserve.availableSpace(at: session.directory.path), journal: journal) { throw full }
             var refusal = creation.resumeData == nil ? refusal(of: creation) : nil
             var task = try session.createTask(creation, inBackground: !hello.isForeground, pendingFailure: refusal, at: daemon.clock.now)
             if !hello.isForeground {
@@ -163,18 +170,27 @@ final class RequestHandler {
         }
     }
 
-    /// Whether `request` changes what the journals record (and so needs a commit before its
-    /// answer). Those that do not are answered while the disk refuses commits. A creation is
+    /// What a request changes of the journals' records, and so needs a commit before its
+    /// answer: nothing (answered while the disk refuses commits), one session of the
+    /// requester's, or the sessions of a whole app family (a force quit). A creation is
     /// checked in its own case, once one sent again (already accepted) has been answered.
-    private func changesRecords(_ request: DaemonRequest) -> Bool {
+    private enum Change {
+        case none
+        case session(SessionIdentifier)
+        case sessions
+    }
+
+    private func change(of request: DaemonRequest) -> Change {
         switch request {
         case .hello, .ping, .watch, .conditionsChanged, .openSession, .closeSession, .getAllTasks, .getTasks, .createTask:
-            return false
-        case .invalidate(_, let cancelTasks):
-            return cancelTasks // finishing first is a flag in memory; cancelling ends tasks
-        case .forceQuit, .resumeTask, .suspendTask, .cancelTask, .setTaskProperties,
-             .answerDelayedRequest, .answerChallenge, .answerRetryHeaders, .acknowledge:
-            return true
+            return .none
+        case .invalidate(let session, let cancelTasks):
+            return cancelTasks ? .session(session) : .none // finishing first is a flag in memory
+        case .resumeTask(let session, _), .suspendTask(let session, _), .cancelTask(let session, _, _), .setTaskProperties(let session, _, _),
+             .answerDelayedRequest(let session, _, _), .answerChallenge(let session, _, _), .answerRetryHeaders(let session, _, _), .acknowledge(let session, _):
+            return .session(session)
+        case .forceQuit:
+            return .sessions
         }
     }
 
