@@ -138,8 +138,9 @@ public enum StandInProgram {
             complain("the transfer daemon did not confirm task \(task.taskIdentifier) in time; not started")
             return false
         }
-        if let error = task.error {
-            complain("task \(task.taskIdentifier) was refused: \(error.localizedDescription) (\((error as NSError).code))")
+        if task.wasRefusedByDaemon {
+            let error = task.error as NSError?
+            complain("task \(task.taskIdentifier) was refused: \(error?.localizedDescription ?? "") (\(error?.code ?? 0))")
             return false
         }
         print(task.taskIdentifier)

@@ -298,6 +298,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         log.error("session", "\(String(describing: entry.request).prefix { $0 != "(" }) failed: \(failure)", session: identifier.rawValue, task: entry.task?.taskIdentifier)
         guard case .createTask = entry.request, let task = entry.task else { return }
         let error = failure.urlError(failingURL: task.record.originalRequest.url, kind: task.record.kind)
+        task.noteRefusedByDaemon()
         task.setState(.completed)
         task.finish(with: error)
         state.withLock { _ = $0.tasks.removeValue(forKey: task.taskIdentifier) }
