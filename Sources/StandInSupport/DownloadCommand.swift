@@ -109,7 +109,7 @@ public enum StandInProgram {
         }
         guard let session = openSession(command.sessionIdentifier, scheduling: command.scheduling, delegate: delegate) else { return nil }
         let task = session.downloadTask(with: url)
-        handOver(task, in: session, description: command.taskDescription, scheduling: command.scheduling, wait: command.wait, delegate: delegate, note: "started download task \(task.taskIdentifier) for \(url.absoluteString)")
+        guard handOver(task, in: session, description: command.taskDescription, scheduling: command.scheduling, wait: command.wait, delegate: delegate, note: "started download task \(task.taskIdentifier) for \(url.absoluteString)") else { return nil }
         return (session, task)
     }
 
@@ -127,15 +127,26 @@ public enum StandInProgram {
     }
 
     /// Describes and resumes a new task, prints its identifier (what the tests and the demo
-    /// read), and shows its progress while waiting when asked to.
-    static func handOver(_ task: URLSessionTask, in session: URLSession, description: String?, scheduling: SchedulingOptions, wait: Bool, delegate: StandInDelegate, note: String) {
+    /// read), and shows its progress while waiting when asked to. False, after saying why,
+    /// when the daemon refused the task (a full disk) or did not confirm it.
+    static func handOver(_ task: URLSessionTask, in session: URLSession, description: String?, scheduling: SchedulingOptions, wait: Bool, delegate: StandInDelegate, note: String) -> Bool {
         if let description { task.taskDescription = description }
         scheduling.apply(to: task)
         task.resume()
-        session.waitUntilDurable() // the printed identifier means the daemon has the task
+        // The printed identifier means the daemon has the task on disk.
+        guard session.waitUntilDurable() else {
+            complain("the transfer daemon did not confirm task \(task.taskIdentifier) in time; not started")
+            return false
+        }
+        if task.wasRefusedByDaemon {
+            let error = task.error as NSError?
+            complain("task \(task.taskIdentifier) was refused: \(error?.localizedDescription ?? "") (\(error?.code ?? 0))")
+            return false
+        }
         print(task.taskIdentifier)
         if wait { delegate.showProgress(on: WaitProgressBar.onTerminal(), of: task.taskIdentifier) }
         AppEnvironment.log.notice("app", note, session: session.configuration.identifier, task: task.taskIdentifier)
+        return true
     }
 
     /// An extension: `download URL` or `upload FILE URL` starts a transfer in its own session

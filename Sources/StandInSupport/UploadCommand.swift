@@ -65,8 +65,8 @@ extension StandInProgram {
         var request = URLRequest(url: url)
         request.httpMethod = command.method
         let task = session.uploadTask(with: request, fromFile: copy)
-        handOver(task, in: session, description: command.taskDescription, scheduling: command.scheduling, wait: command.wait, delegate: delegate,
-                 note: "started upload task \(task.taskIdentifier) of \(command.file) to \(url.absoluteString) (\(command.method))")
+        guard handOver(task, in: session, description: command.taskDescription, scheduling: command.scheduling, wait: command.wait, delegate: delegate,
+                       note: "started upload task \(task.taskIdentifier) of \(command.file) to \(url.absoluteString) (\(command.method))") else { return nil }
         return (session, task)
     }
 }

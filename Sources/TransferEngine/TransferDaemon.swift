@@ -21,7 +21,9 @@ public final class TransferDaemon {
         /// Transfers running at once in the whole daemon (`transferd --max-transfers`).
         public var maximumConcurrentTransfers = 32
         /// Bytes a download leaves free on the container's file system: one that would take
-        /// them stops with -3002 and resume data instead of filling the disk.
+        /// them stops with -3002 and resume data instead of filling the disk. A new task that
+        /// would take them is refused with -3002 (`JournalReserve`): they are kept for the
+        /// journal lines that end the tasks already accepted.
         public var freeSpaceReserve: Int64 = 64 << 20
         /// A testing aid (`transferd --fault-crash-on-response-header NAME`, debug builds only):
         /// a response carrying this header field makes the daemon trap, as a bug would, so

@@ -14,7 +14,7 @@ let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [
       --relaunch-delay SECONDS      the resume rate limiter's first delay (default 60)
       --background-budget SECONDS   how long an app launched for events may run (default 30)
       --max-transfers N             transfers at once in the whole daemon (default 32)
-      --free-space-reserve MIB      what downloads leave free on the container's file system (default 64)
+      --free-space-reserve MIB      what downloads and new tasks leave free on the container's file system (default 64)
       --log-level LEVEL             the quietest level logged: debug, info, notice, error or fault (default:
                                     $BGTRANSFER_LOG_LEVEL of whoever ran transferd, else notice)
       --quiet                       log nothing to stderr

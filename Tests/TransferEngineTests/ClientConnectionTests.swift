@@ -66,6 +66,28 @@ import TransferContainer
         #expect(!connection.hasReleasedOutput)
     }
 
+    @Test("while commits fail, a frame that tells of no change goes at once, ahead of the output that waits for the disk")
+    func overtakingWhileCommitsFail() throws {
+        connection.send(.reply(id: 1, .ok))
+        connection.coverByCommit() // the commit that fails: reply 1 waits for the disk
+        connection.send(.reply(id: 2, .ok)) // waits for the next commit
+        connection.send(.reply(id: 3, .ok), overtaking: true) // a listing, a ping's answer
+        connection.flush()
+        #expect(try received() == [3])
+        connection.send(.reply(id: 4, .ok), overtaking: true)
+        connection.flush()
+        #expect(try received() == [4], "overtaking frames keep their own order")
+        connection.releaseCovered() // the disk takes the commit again
+        connection.flush()
+        #expect(try received() == [1])
+        connection.releaseAll()
+        connection.flush()
+        #expect(try received() == [2])
+        connection.send(.reply(id: 5, .ok), overtaking: true)
+        connection.flush()
+        #expect(try received() == [5], "with nothing held, it goes at once too")
+    }
+
     @Test("with nothing to commit, everything queued leaves at once, in order")
     func releaseAll() throws {
         for id in 1...3 { connection.send(.reply(id: UInt64(id), .ok)) }

@@ -275,18 +275,21 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
             guard let index = pipeline.unanswered.firstIndex(where: { $0.number == number }) else { return nil } // answered already
             return pipeline.unanswered.remove(at: index)
         }
+        // The task takes the answer before `waitForAnswers` returns: a caller that waited
+        // sees a refused creation as completed with its error, never as accepted.
+        if let entry {
+            switch result {
+            case .success(.task(let record)):
+                entry.task?.update(record)
+            case .success:
+                break
+            case .failure(let failure):
+                refused(entry, failure)
+            }
+        }
         pipelineAnswered.lock()
         pipelineAnswered.broadcast()
         pipelineAnswered.unlock()
-        guard let entry else { return }
-        switch result {
-        case .success(.task(let record)):
-            entry.task?.update(record)
-        case .success:
-            break
-        case .failure(let failure):
-            refused(entry, failure)
-        }
     }
 
     /// The daemon refused a pipelined request: a refused creation completes its task.
@@ -295,6 +298,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         log.error("session", "\(String(describing: entry.request).prefix { $0 != "(" }) failed: \(failure)", session: identifier.rawValue, task: entry.task?.taskIdentifier)
         guard case .createTask = entry.request, let task = entry.task else { return }
         let error = failure.urlError(failingURL: task.record.originalRequest.url, kind: task.record.kind)
+        task.noteRefusedByDaemon()
         task.setState(.completed)
         task.finish(with: error)
         state.withLock { _ = $0.tasks.removeValue(forKey: task.taskIdentifier) }

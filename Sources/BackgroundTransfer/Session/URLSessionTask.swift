@@ -19,6 +19,10 @@ open class URLSessionTask: @unchecked Sendable {
     weak var backend: (any SessionBackend)?
     private let snapshot: Locked<TaskRecord>
     private let failure = Locked<Error?>(nil)
+    /// The daemon refused to create the task: it never had it (for the stand-ins, which
+    /// tell their callers that the daemon has a task; not Apple's API).
+    private let refused = Locked(false)
+    package var wasRefusedByDaemon: Bool { refused.withLock { $0 } }
     /// `progress`, as Apple offers it.
     public let progress: Progress
 
@@ -159,6 +163,10 @@ open class URLSessionTask: @unchecked Sendable {
 
     func finish(with error: Error?) {
         failure.withLock { $0 = error }
+    }
+
+    func noteRefusedByDaemon() {
+        refused.withLock { $0 = true }
     }
 
     private func updateProgress(received: Int64, expected: Int64) {

@@ -359,23 +359,34 @@ final class JournalFile {
     deinit { descriptor.close() }
 
     /// Appends `data` and waits until it is on disk; a short or unsynced write is cut off
-    /// again, so no torn line remains.
+    /// again, so no torn line remains. The error names the journal: a full disk is reported
+    /// to clients with the path that cannot grow.
     func append(_ data: Data) throws(Errno) {
-        let before = try descriptor.size()
+        let before: Int64
+        do { before = try descriptor.size() } catch { throw naming(error) }
         do throws(Errno) {
             try descriptor.writeAll(data)
-            guard fdatasync(descriptor.rawValue) == 0 else { throw Errno.current("fdatasync", path: path) }
+            guard fdatasync(descriptor.rawValue) == 0 else { throw Errno.current("fdatasync") }
         } catch {
             _ = ftruncate(descriptor.rawValue, off_t(before))
-            throw error
+            throw naming(error)
         }
     }
 
     /// Replaces the file with `data`, atomically and durably, and appends to the new one.
     func replace(with data: Data) throws(Errno) {
-        try DurableFile.write(data, to: path)
-        let reopened = try FileDescriptor.open(path, O_WRONLY | O_APPEND)
-        descriptor.close()
-        descriptor = reopened
+        do throws(Errno) {
+            try DurableFile.write(data, to: path)
+            let reopened = try FileDescriptor.open(path, O_WRONLY | O_APPEND)
+            descriptor.close()
+            descriptor = reopened
+        } catch {
+            throw naming(error)
+        }
+    }
+
+    /// `error`, naming the journal (not a temporary file of its replacement).
+    private func naming(_ error: Errno) -> Errno {
+        Errno(error.code, error.operation, path: path)
     }
 }

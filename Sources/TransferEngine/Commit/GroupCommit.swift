@@ -9,8 +9,12 @@ final class GroupCommit {
     unowned let daemon: TransferDaemon
     /// Makes the sessions' changes durable on a thread of its own.
     private lazy var committer = Committer(waker: daemon.loop.multi.waker, log: daemon.log)
-    /// True while the last commit failed: output waits.
-    private var commitFailing = false
+    /// While the last commit failed: why, and the sessions whose changes wait for the disk.
+    /// Output that tells of those changes waits; requests that would change something are
+    /// refused (`JournalReserve.cannotRecord(_:writing:)`); everything else goes on.
+    private(set) var failure: Errno?
+    private var failingSessions: Set<SessionKey> = []
+    private var commitFailing: Bool { failure != nil }
     /// After a failed commit, the next is not tried before this (a full disk fails at once).
     private var nextCommitTry = Date.distantPast
 
@@ -20,9 +24,10 @@ final class GroupCommit {
 
     /// Starts making this turn's changes durable in every session, unless a commit is under
     /// way (they then wait for the next one), and lets out the replies and pushes whose
-    /// changes are on disk. While commits fail (a full or failing disk) nothing new is
-    /// sent, so no client hears of a change that is not on disk; they are tried again
-    /// every 100 ms.
+    /// changes are on disk. While commits fail (a full or failing disk) the output of the
+    /// failing sessions' holders waits, so that no client hears of a change that is not on
+    /// disk, except what tells of no change (`ClientConnection.send(_:overtaking:)`); the
+    /// commits are tried again every 100 ms.
     func commitAndFlush() {
         if let outcome = committer.takeOutcome() { commitEnded(outcome) }
         if !committer.isBusy && daemon.clock.now >= nextCommitTry {
@@ -49,25 +54,37 @@ final class GroupCommit {
     }
 
     private func commitEnded(_ outcome: Committer.Outcome) {
-        var failed = false
+        var failed: Errno?
+        var failedSessions: Set<SessionKey> = []
         for (commit, error) in outcome {
             guard let session = daemon.sessions[commit.session] else { continue }
             if let error {
-                failed = true
+                failed = failed ?? error
+                failedSessions.insert(commit.session)
                 session.commitFailed(commit)
-                if !commitFailing { daemon.log.error("store", "cannot commit the session's changes: \(error); replies wait until it succeeds", session: commit.session.identifier.rawValue) }
+                if !failingSessions.contains(commit.session) {
+                    daemon.log.error("store", "cannot commit the session's changes: \(error); what tells of them waits until it succeeds, and requests that change something are refused", session: commit.session.identifier.rawValue)
+                }
             } else {
                 session.committed(commit)
             }
         }
-        if failed {
+        if failed != nil {
             nextCommitTry = daemon.clock.now.addingTimeInterval(0.1)
             daemon.loop.schedule(after: 0.1) {}
+            // A connection of another app family (or none yet: a new connection's ping) can
+            // have been told nothing of the failing sessions' changes: its output goes. (Not
+            // the sessions it holds now: it may have closed one it was just told of.)
+            let failingFamilies = Set(failedSessions.map(\.family))
+            for connection in daemon.clients.connections.values where !(connection.hello.map { failingFamilies.contains($0.identity.family) } ?? false) {
+                connection.releaseCovered()
+            }
         } else {
             if commitFailing { daemon.log.notice("store", "changes committed again; replies resume") }
             daemon.clients.connections.values.forEach { $0.releaseCovered() }
         }
-        commitFailing = failed
+        failure = failed
+        failingSessions = failedSessions
     }
 
     /// Waits for the commit under way and commits what is left: before the daemon exits, and

@@ -29,10 +29,13 @@ final class EventDelivery {
         daemon.log.info("events", "events through \(through) acknowledged", session: session.key.identifier.rawValue)
     }
 
-    /// Sends a push to the session's holder, if any.
+    /// Sends a push to the session's holder, if any. Progress is never durable: while commits
+    /// fail it goes ahead of what waits for the disk.
     func push(_ push: DaemonPush, to session: DaemonSession) {
         guard let holder = session.holder else { return }
-        if !holder.send(.push(push)) {
+        var isProgress = false
+        if case .progress = push { isProgress = true }
+        if !holder.send(.push(push), overtaking: isProgress && daemon.commits.failure != nil) {
             daemon.log.error("ipc", "\(holder.label) is not reading; disconnecting it", session: session.key.identifier.rawValue)
             daemon.clients.disconnect(holder)
         }

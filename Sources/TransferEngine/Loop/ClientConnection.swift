@@ -176,18 +176,29 @@ final class ClientConnection {
     }
 
     /// Queues a frame; returns false if the client is too far behind (it will be dropped).
-    /// It is written once released: after the daemon has committed what it tells of.
+    /// It is written once released: after the daemon has committed what it tells of. With
+    /// `overtaking` (a frame that tells of no change, while commits fail) it is released at
+    /// once, ahead of the output that waits for the disk: replies are matched by number, and
+    /// a full disk must not silence pings, listings and progress.
     @discardableResult
-    func send(_ frame: DaemonFrame) -> Bool {
+    func send(_ frame: DaemonFrame, overtaking: Bool = false) -> Bool {
         guard let data = try? Frame.encode(frame, limit: Frame.maximumReplySize) else { return false }
-        return send(frame: data)
+        return send(frame: data, overtaking: overtaking)
     }
 
-    /// Queues a frame already encoded, as `send(_:)` does.
+    /// Queues a frame already encoded, as `send(_:overtaking:)` does.
     @discardableResult
-    func send(frame data: Data) -> Bool {
+    func send(frame data: Data, overtaking: Bool = false) -> Bool {
         guard !isClosed, outboxBytes + data.count <= outboxLimit else { return false }
-        outbox.append(contentsOf: data)
+        if overtaking && releasedEnd < outbox.count {
+            // `releasedEnd` lies between two frames: everything before it may go, nothing after.
+            outbox.insert(contentsOf: data, at: releasedEnd)
+            releasedEnd += data.count
+            coveredEnd += data.count
+        } else {
+            outbox.append(contentsOf: data)
+            if overtaking { releaseAll() }
+        }
         return true
     }
 

@@ -139,14 +139,19 @@ final class ClientServer {
             daemon.log.error("ipc", "\(connection.label): request failed: \(error)")
             reply = .failure(TransferFailure(code: TransferFailure.unknown, message: "\(error)"))
         }
-        guard answer(connection, .reply(id: frame.id, reply)) else { return }
+        // While commits fail, requests that change something are refused: a reply then tells
+        // of no change, and goes ahead of the output that waits for the disk. Not a task's
+        // record: the answer to a creation sent again, which may be the change that waits.
+        var overtaking = daemon.commits.failure != nil
+        if case .task = reply { overtaking = false }
+        guard answer(connection, .reply(id: frame.id, reply), overtaking: overtaking) else { return }
         afterReply.forEach { $0() }
     }
 
     /// Queues a reply; a peer too far behind in reading its replies is disconnected (false).
     @discardableResult
-    private func answer(_ connection: ClientConnection, _ frame: DaemonFrame) -> Bool {
-        guard !connection.send(frame) else { return true }
+    private func answer(_ connection: ClientConnection, _ frame: DaemonFrame, overtaking: Bool = false) -> Bool {
+        guard !connection.send(frame, overtaking: overtaking) else { return true }
         if !connection.isClosed {
             daemon.log.error("ipc", "\(connection.label) is not reading its replies (\(connection.outboxBytes) bytes wait); disconnecting it")
             disconnect(connection)

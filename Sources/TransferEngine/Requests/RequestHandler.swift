@@ -17,6 +17,17 @@ final class RequestHandler {
         guard let hello = connection.hello else {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "say hello first: the daemon does not know who you are")
         }
+        // While the disk refuses commits, a change could be neither made durable nor
+        // answered: it is refused at once, and the rest goes on.
+        if let failure = daemon.commits.failure {
+            switch change(of: request) {
+            case .none: break
+            case .session(let identifier):
+                let directory = daemon.layout.sessionDirectory(family: hello.identity.family, identifier: identifier)
+                throw JournalReserve.cannotRecord(failure, writing: JournalContents.path(inSession: directory))
+            case .sessions: throw JournalReserve.cannotRecord(failure, writing: daemon.layout.root.path)
+            }
+        }
         if case .forceQuit(let app) = request {
             // The user's force quit comes from the developer tool (bgtransfer), or from the app family itself.
             guard hello.identity.kind == .tool || daemon.registry.family(of: app) == hello.identity.family else {
@@ -50,6 +61,11 @@ final class RequestHandler {
                 throw TransferFailure(code: TransferFailure.requestRefused, message: "Attempted to create a task in a session that has been invalidated", subject: identifier.rawValue)
             }
             if let resent = creation.taskIdentifier.flatMap(session.taskOrEnding) { return .task(resent) } // sent again after a reconnect
+            let journal = JournalContents.path(inSession: session.directory)
+            if let failure = daemon.commits.failure { throw JournalReserve.cannotRecord(failure, writing: journal) }
+            // A new task leaves the reserve to the lines that end the tasks already accepted.
+            let reserve = JournalReserve(reserve: daemon.options.freeSpaceReserve)
+            if let full = reserve.refusalOfNewTask(available: JournalReserve.availableSpace(at: session.directory.path), journal: journal) { throw full }
             var refusal = creation.resumeData == nil ? refusal(of: creation) : nil
             var task = try session.createTask(creation, inBackground: !hello.isForeground, pendingFailure: refusal, at: daemon.clock.now)
             if !hello.isForeground {
@@ -154,6 +170,30 @@ final class RequestHandler {
         }
     }
 
+    /// What a request changes of the journals' records, and so needs a commit before its
+    /// answer: nothing (answered while the disk refuses commits), one session of the
+    /// requester's, or the sessions of a whole app family (a force quit). A creation is
+    /// checked in its own case, once one sent again (already accepted) has been answered.
+    private enum Change {
+        case none
+        case session(SessionIdentifier)
+        case sessions
+    }
+
+    private func change(of request: DaemonRequest) -> Change {
+        switch request {
+        case .hello, .ping, .watch, .conditionsChanged, .openSession, .closeSession, .getAllTasks, .getTasks, .createTask:
+            return .none
+        case .invalidate(let session, let cancelTasks):
+            return cancelTasks ? .session(session) : .none // finishing first is a flag in memory
+        case .resumeTask(let session, _), .suspendTask(let session, _), .cancelTask(let session, _, _), .setTaskProperties(let session, _, _),
+             .answerDelayedRequest(let session, _, _), .answerChallenge(let session, _, _), .answerRetryHeaders(let session, _, _), .acknowledge(let session, _):
+            return .session(session)
+        case .forceQuit:
+            return .sessions
+        }
+    }
+
     /// A request a verified peer may not make; logged (category `trust`).
     private func refusal(of what: String, by hello: ClientHello, _ connection: ClientConnection) -> TransferFailure {
         let message = "\(hello.identity.bundleIdentifier) (process \(connection.pid ?? -1)) may not \(what)"
@@ -249,7 +289,12 @@ final class RequestHandler {
             session = existing
         } else {
             let record = SessionRecord(identifier: identifier, owner: identity.bundleIdentifier, family: identity.family, configuration: configuration)
-            session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
+            do {
+                session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
+            } catch let error as Errno {
+                // A full disk: the same -3002 as a task that cannot be recorded, with the folder.
+                throw JournalReserve.cannotRecord(error, writing: daemon.layout.sessionDirectory(family: key.family, identifier: identifier).path)
+            }
             daemon.sessions[key] = session
             daemon.log.notice("sessions", "created session owned by \(identity.bundleIdentifier)", session: identifier.rawValue)
         }
