@@ -10,13 +10,17 @@ public enum DownloadsFolder {
     }
 
     /// A safe file name: the server's suggested name, else the URL's last path component,
-    /// stripped of any directory part, leading dots and control characters.
+    /// stripped of any directory part (also one percent-encoded in the URL), leading dots and
+    /// blanks, control and format characters, cut to 200 bytes; "download" when nothing is left.
     public static func fileName(suggested: String?, url: URL?) -> String {
         for candidate in [suggested, url?.lastPathComponent] {
             guard let candidate else { continue }
             var name = candidate.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
-            // No C0 or C1 control characters, no DEL.
-            name = String(String.UnicodeScalarView(name.unicodeScalars.filter { $0.value >= 0x20 && !(0x7F...0x9F).contains($0.value) }))
+            // No C0 or C1 control characters, no DEL; no invisible format characters (a
+            // right-to-left override would show "invoice\u{202E}fdp.exe" as "invoiceexe.pdf").
+            name = String(String.UnicodeScalarView(name.unicodeScalars.filter {
+                $0.value >= 0x20 && !(0x7F...0x9F).contains($0.value) && $0.properties.generalCategory != .format
+            }))
             // Blanks and leading dots, in any mix: never ".", ".." or a hidden file.
             while let first = name.first, first == "." || first.isWhitespace { name.removeFirst() }
             name = name.trimmingCharacters(in: .whitespaces)
