@@ -63,6 +63,24 @@ final class ServerTrustChallenges {
     /// (`deliverProbeResults`). The task waits meanwhile.
     func trustFailed(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        // A redirect led to another server: that is the one to judge, and the task goes on
+        // from there, under that origin's trust (an accepted key covers its origin only).
+        var task = task
+        if let url = error.url, origin(of: url, in: session) != origin(of: task.requestToSend.url, in: session) {
+            var request = task.requestToSend
+            request.url = url
+            task.replacementRequest = request
+            task.currentURL = url
+            do { try session.update(task) } catch {
+                daemon.log.error("store", "cannot record the redirect to \(url): \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+                return
+            }
+            if error.kind == .redirectFromAcceptedKey {
+                daemon.log.notice("trust", "redirected to \(url), another origin than the key the app accepted is for; going on from there", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+                daemon.scheduler.scheduleTransfer(task, in: session)
+                return
+            }
+        }
         guard let origin = origin(of: task.requestToSend.url, in: session) else {
             daemon.completion.fail(task, in: session, error.transferFailure(url: task.requestToSend.url))
             return
