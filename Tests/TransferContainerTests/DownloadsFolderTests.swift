@@ -131,8 +131,9 @@ struct DownloadsFolderTests {
         #expect(wide == String(repeating: "n", count: 199), "a character is never cut in half: \(wide.utf8.count) bytes")
     }
 
-    @Test("invisible format characters (a right-to-left override, zero-width ones) are removed: a name cannot show another extension than it has")
+    @Test("direction controls and invisible spaces are removed (a name cannot show another extension than it has); joiners stay")
     func formatCharacters() throws {
+        #expect(DownloadsFolder.fileName(suggested: "👩\u{200D}💻 notes\u{200C}.txt", url: nil) == "👩\u{200D}💻 notes\u{200C}.txt")
         // "invoice\u{202E}fdp.exe" would show as "invoiceexe.pdf".
         #expect(DownloadsFolder.fileName(suggested: "invoice\u{202E}fdp.exe", url: nil) == "invoicefdp.exe")
         #expect(DownloadsFolder.fileName(suggested: nil, url: try #require(URL(string: "http://h/a%E2%80%8Bb%EF%BB%BF.txt"))) == "ab.txt")
