@@ -43,6 +43,12 @@ final class ServerTrustScopeTests: InProcessSuite, @unchecked Sendable {
         return (URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil), delegate)
     }
 
+    /// Another nginx (site "hop") presenting `kind`'s chain, whose `/hop` redirects to `target`.
+    private func redirector(presenting kind: TestCertificates.Kind, to target: String, directives: String = "") throws -> Nginx {
+        try Nginx.start(sites: [Nginx.Site(name: "hop", certificate: certificates.certificateFile(kind), key: certificates.keyFile(kind),
+                                           directives: "location = /hop { return 302 \(target); } \(directives)")])
+    }
+
     /// Downloads `url` in `session` and waits for its completion.
     private func download(_ url: String, in session: URLSession, _ delegate: ServerTrustTests.TrustDelegate) throws -> ServerTrustTests.TrustDelegate.Outcome {
         let task = session.downloadTask(with: try #require(URL(string: url)))
@@ -66,8 +72,7 @@ final class ServerTrustScopeTests: InProcessSuite, @unchecked Sendable {
 
     @Test("A redirect from an accepted origin to another origin with the same key asks about that origin too; cancelled, it gets no request. A redirect within the origin is followed under the key")
     func redirectToAnotherOrigin() throws {
-        let hop = try Nginx.start(sites: [Nginx.Site(name: "hop", certificate: certificates.certificateFile(.otherCA), key: certificates.keyFile(.otherCA),
-                                                      directives: "location = /hop { return 302 \(nginx.url("expired", "file.bin")); } location = /same { return 302 /file.bin; }")])
+        let hop = try redirector(presenting: .otherCA, to: nginx.url("expired", "file.bin"), directives: "location = /same { return 302 /file.bin; }")
         defer { hop.stop() }
         let hopPayload = try hop.serve("file.bin", bytes: 100_000, seed: 2)
         let (session, delegate) = try session("trust.scope.redirect")
@@ -84,8 +89,7 @@ final class ServerTrustScopeTests: InProcessSuite, @unchecked Sendable {
 
     @Test("A redirect from an accepted origin to another origin with the same key, both accepted: two challenges, and the file arrives from the redirect's target")
     func redirectToAnotherOriginAccepted() throws {
-        let hop = try Nginx.start(sites: [Nginx.Site(name: "hop", certificate: certificates.certificateFile(.otherCA), key: certificates.keyFile(.otherCA),
-                                                      directives: "location = /hop { return 302 \(nginx.url("expired", "file.bin")); }")])
+        let hop = try redirector(presenting: .otherCA, to: nginx.url("expired", "file.bin"))
         defer { hop.stop() }
         let (session, delegate) = try session("trust.scope.redirect-accepted", acceptingAll: true)
         defer { session.finishTasksAndInvalidate() }
@@ -97,8 +101,7 @@ final class ServerTrustScopeTests: InProcessSuite, @unchecked Sendable {
 
     @Test("A redirect from a server the device trusts to one it does not: the app is asked about the target's chain (not the first server's), and accepting it brings the file")
     func redirectFromTrustedToUntrusted() throws {
-        let hop = try Nginx.start(sites: [Nginx.Site(name: "hop", certificate: certificates.certificateFile(.trusted), key: certificates.keyFile(.trusted),
-                                                      directives: "location = /hop { return 302 \(nginx.url("otherCA", "file.bin")); }")])
+        let hop = try redirector(presenting: .trusted, to: nginx.url("otherCA", "file.bin"))
         defer { hop.stop() }
         let (session, delegate) = try session("trust.scope.from-trusted")
         defer { session.finishTasksAndInvalidate() }
@@ -109,8 +112,7 @@ final class ServerTrustScopeTests: InProcessSuite, @unchecked Sendable {
 
     @Test("A default session does not follow a redirect to another origin under a key accepted for the first: -1202 naming the target, with its chain, and no request reaches it")
     func defaultSessionRedirectToAnotherOrigin() throws {
-        let hop = try Nginx.start(sites: [Nginx.Site(name: "hop", certificate: certificates.certificateFile(.otherCA), key: certificates.keyFile(.otherCA),
-                                                      directives: "location = /hop { return 302 \(nginx.url("expired", "file.bin")); }")])
+        let hop = try redirector(presenting: .otherCA, to: nginx.url("expired", "file.bin"))
         defer { hop.stop() }
         let delegate = ServerTrustTests.TrustDelegate { _ in .useCredential }
         let session = URLSession(configuration: .default, delegate: delegate, delegateQueue: nil)
