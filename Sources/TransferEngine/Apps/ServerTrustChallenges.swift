@@ -18,6 +18,11 @@ final class ServerTrustChallenges {
     /// The tasks waiting for a probe of their server's chain, by origin: one probe per origin
     /// at a time, however many of its tasks failed together.
     private var probing: [Origin: Set<TaskKey>] = [:]
+    /// How many times each task was moved on to another origin by a redirect (`trustFailed`),
+    /// for the daemon's life: servers that send a task back and forth are not followed forever
+    /// (libcurl's own limit counts within one exchange).
+    private var originMoves: [TaskKey: Int] = [:]
+    static let maximumOriginMoves = 16
     /// Probe results, handed from the probing threads to the loop (`deliverProbeResults`).
     private let results = Locked<[ProbeResult]>([])
 
@@ -67,6 +72,11 @@ final class ServerTrustChallenges {
         // from there, under that origin's trust (an accepted key covers its origin only).
         var task = task
         if let url = error.url, origin(of: url, in: session) != origin(of: task.requestToSend.url, in: session) {
+            originMoves[key, default: 0] += 1
+            guard originMoves[key, default: 0] <= Self.maximumOriginMoves else {
+                daemon.completion.fail(task, in: session, TransferFailure(code: -1007, message: "too many redirects: moved on to another origin \(Self.maximumOriginMoves) times, now to \(url)", subject: task.originalRequest.url))
+                return
+            }
             var request = task.requestToSend
             request.url = url
             task.replacementRequest = request
@@ -194,6 +204,7 @@ final class ServerTrustChallenges {
     /// The task ended: a probe of it still under way is dropped when it returns.
     func forget(_ key: TaskKey) {
         for origin in probing.keys { probing[origin]?.remove(key) }
+        originMoves[key] = nil
     }
 
     private func origin(of url: String, in session: DaemonSession) -> Origin? {
