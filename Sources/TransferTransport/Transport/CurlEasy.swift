@@ -272,13 +272,13 @@ package final class CurlEasy {
     /// False stops the transfer (CURLE_WRITE_ERROR): a redirect `redirectCheck` refuses.
     fileprivate func deliverHeader(_ bytes: UnsafeRawBufferPointer) -> Bool {
         noteActivity()
-        guard let onHeaderLine else { return true }
+        guard onHeaderLine != nil || redirectCheck != nil else { return true }
         onCallback?()
         var line = bytes[...]
         while let last = line.last, last == 0x0A || last == 0x0D { line = line.dropLast() }
         let text = decodeHeaderLine(UnsafeRawBufferPointer(rebasing: line))
         if redirectCheck?.refuses(after: text, currentURL: effectiveURL) == true { return false }
-        onHeaderLine(text)
+        onHeaderLine?(text)
         return true
     }
 

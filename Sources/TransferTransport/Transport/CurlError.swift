@@ -62,8 +62,8 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
     package let code: Int
     /// `curl_easy_strerror` (or the multi/URL equivalent) plus libcurl's detailed error text.
     package let message: String
-    /// Where the exchange was when it failed, if a redirect took it elsewhere than the task's
-    /// URL matters: for server trust (the chain to judge is that server's).
+    /// The URL the exchange had reached when it failed, where that matters: for server trust
+    /// the chain to judge is that server's, which after a redirect is not the task's URL.
     package var url: String?
 
     package var description: String {
