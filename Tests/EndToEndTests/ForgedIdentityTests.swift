@@ -224,7 +224,8 @@ struct ForgedIdentityTests {
             guard written == text.utf8.count else { return nil }
             let host = try Executable.hostApp.start(["download", "http://127.0.0.1:9/idle", "--foreground", "--time-limit", "60"], in: container)
             if host.pid == pid { return host }
-            host.kill()
+            // Ours and not reaped, so the number is still this child's, exec'd yet or not.
+            sendSignal(host.pid, SIGKILL)
             _ = host.wait(timeout: 10)
         }
         return nil
