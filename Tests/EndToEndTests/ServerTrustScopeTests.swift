@@ -5,7 +5,7 @@ import BackgroundTransfer
 import TransferContainer
 
 /// What an accepted server key covers in a background session (S3.6): the origin it was
-/// accepted for (host and port: only https uses a key), not another origin of the same session, even one that
+/// accepted for (scheme, host and port), not another origin of the same session, even one that
 /// presents the very same key (the test certificates signed by a CA share one leaf key, on
 /// purpose), and not a server a redirect leads to.
 extension InProcess {

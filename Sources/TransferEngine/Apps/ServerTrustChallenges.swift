@@ -26,9 +26,10 @@ final class ServerTrustChallenges {
     /// Probe results, handed from the probing threads to the loop (`deliverProbeResults`).
     private let results = Locked<[ProbeResult]>([])
 
-    /// A session's view of one server.
+    /// A session's view of one server: what an accepted key covers.
     struct Origin: Hashable {
         var session: SessionKey
+        var scheme: String
         var host: String
         var port: Int
     }
@@ -209,6 +210,6 @@ final class ServerTrustChallenges {
 
     private func origin(of url: String, in session: DaemonSession) -> Origin? {
         guard let endpoint = ProtectionSpaceRecord.endpoint(of: url) else { return nil }
-        return Origin(session: session.key, host: endpoint.host, port: endpoint.port)
+        return Origin(session: session.key, scheme: endpoint.scheme, host: endpoint.host, port: endpoint.port)
     }
 }
