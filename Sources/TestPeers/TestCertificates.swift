@@ -2,6 +2,8 @@ import Foundation
 
 /// Certificates made at test time with the `openssl` command line, in a temporary directory:
 /// a private CA and server certificates for 127.0.0.1 (an IP SAN) in every state a test needs.
+/// Every certificate signed by a CA carries the same leaf key (`leaf.key`), on purpose: two
+/// servers presenting one key is how a test sees that an accepted key covers one origin only.
 /// Made once per process (`shared`) — making keys costs tens of milliseconds each — and only
 /// read afterwards, so any thread may use it.
 package final class TestCertificates: Sendable {

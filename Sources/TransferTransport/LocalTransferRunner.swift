@@ -167,8 +167,10 @@ public final class LocalTransferRunner: @unchecked Sendable {
                 switch result {
                 case .success: running.callbacks.finished(task, .success(running.transfer.bodyPath))
                 case .failure(let error) where error.isServerTrustFailure:
-                    // Say what the server presented (S2.6): a handshake off this thread.
-                    let url = task.currentURL ?? task.requestToSend.url
+                    // Say what the server presented (S2.6): a handshake off this thread. After a
+                    // redirect that is the target's chain (a default session does not follow one
+                    // to another origin under a key accepted for the first: it fails, naming it).
+                    let url = error.url ?? task.currentURL ?? task.requestToSend.url
                     let (proxy, tls, callbacks) = (running.proxy, running.tls, running.callbacks)
                     DispatchQueue.global().async {
                         let trust = try? ServerChainProbe.evaluate(url: url, policy: tls, proxy: proxy, timeout: 10).get()

@@ -428,13 +428,13 @@ struct TimelineRenderer {
 
     static func escape(_ text: String) -> String {
         var out = ""
-        out.reserveCapacity(text.count)
         for c in text {
             switch c {
             case "&": out += "&amp;"
             case "<": out += "&lt;"
             case ">": out += "&gt;"
             case "\"": out += "&quot;"
+            case "'": out += "&#39;"
             default: out.append(c)
             }
         }

@@ -208,4 +208,64 @@ struct ForgedIdentityTests {
         let logged = container.waitForLog(timeout: 5) { $0.process == "transferd" && $0.category == "trust" && $0.message.contains("wrote on the connection of process \(getpid())") }
         #expect(logged != nil, "the daemon logs why: \(container.logEntries(process: "transferd").map(\.message))")
     }
+
+    /// The kernel gives a new process the number after the last one it handed out
+    /// (`/proc/sys/kernel/ns_last_pid`, which root may set): host-app is started as `pid` (free
+    /// now) by setting it to `pid - 1` just before, again if another process took the number
+    /// first. nil when that cannot be done.
+    static func startHostApp(asPID pid: Int32, in container: TestContainer) throws -> RunningProcess? {
+        for _ in 0..<100 {
+            guard kill(pid, 0) != 0 else { return nil } // someone else has the number now
+            let fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY)
+            guard fd >= 0 else { return nil }
+            let text = "\(pid - 1)"
+            let written = write(fd, text, text.utf8.count)
+            close(fd)
+            guard written == text.utf8.count else { return nil }
+            let host = try Executable.hostApp.start(["download", "http://127.0.0.1:9/idle", "--foreground", "--time-limit", "60"], in: container)
+            if host.pid == pid { return host }
+            // Ours and not reaped, so the number is still this child's, exec'd yet or not.
+            sendSignal(host.pid, SIGKILL)
+            _ = host.wait(timeout: 10)
+        }
+        return nil
+    }
+
+    /// A hello is read some time after it was written. By then its writer may have exited and
+    /// its number gone to another process: the executable behind the number is then not the
+    /// writer's, and the daemon must see that the writer is gone (its pidfd, taken with the bytes).
+    @Test("A hello whose writer has exited, and whose pid is host-app's by the time the daemon reads it, is refused: no welcome as com.example.host", .enabled(if: getuid() == 0, "placing a process at a chosen pid needs root (ns_last_pid)"))
+    func writerGoneBeforeTheHelloIsRead() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let daemon = try DaemonUnderTest.start(container)
+        let client = try RawClient(container)
+        defer { client.close() }
+        let (hello, _) = try Self.frames()
+
+        // The daemon is stopped while a short-lived process writes the hello on the test's
+        // connection and exits, and host-app takes its number.
+        sendSignal(daemon.pid, SIGSTOP)
+        var stopped = true
+        defer { if stopped { sendSignal(daemon.pid, SIGCONT) } }
+        let output = container.parent.appendingPathComponent("hello-writer.out")
+        let writer = try ChildProcess("/usr/bin/env", arguments: ["python3", "-c", "import os, sys; os.write(0, bytes.fromhex(sys.argv[1]))", hello, container.root],
+                                      environment: ProcessInfo.processInfo.environment, stdout: output, stderr: output, input: client.fd)
+        try #require(writer.waitForExit(timeout: 20) == 0, "the hello writer failed: \((try? String(contentsOf: output, encoding: .utf8)) ?? "")")
+        let host = try #require(try Self.startHostApp(asPID: writer.pid, in: container), "host-app could not be started as process \(writer.pid)")
+        defer { host.kill() }
+        let hostApp = URL(fileURLWithPath: Executable.hostApp.path).resolvingSymlinksInPath().path
+        let execd = waitUntil(timeout: 20) { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(writer.pid)/exe")) == hostApp }
+        sendSignal(daemon.pid, SIGCONT)
+        stopped = false
+        try #require(execd, "process \(writer.pid) is not host-app")
+
+        let reply = client.reply(to: 1, timeout: 10)
+        guard case .failure(let failure)? = reply else {
+            Issue.record("the hello of a process that has exited is not refused: \(String(describing: reply))")
+            return
+        }
+        #expect(failure.code == TransferFailure.requestRefused, "\(failure)")
+        #expect(host.isRunning, "host-app ran as process \(writer.pid) throughout")
+    }
 }

@@ -208,4 +208,56 @@ struct PeerBudgetTests {
         #expect(peak - before < 48 << 20, "the daemon grew by \((peak - before) >> 20) MiB for watchers that do not read")
         #expect(watchers.allSatisfy { $0.waitUntilClosed(timeout: 5) }, "their connections are closed")
     }
+
+    @Test("A session holder that asks for its task list again and again and never reads a reply is disconnected once they pass its outbox limit: it sees the connection closed, and another peer is answered meanwhile and after")
+    func peerThatNeverReadsIsDisconnected() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let daemon = try DaemonUnderTest.start(container)
+        // A verified app (no hello deadline applies) with 100 suspended tasks: each task list
+        // is about 7.5 KB, so some 9,000 unread ones pass the limit.
+        let session = "com.example.tests.outbox"
+        let silent = try RawClient.attached(container, as: testIdentity("com.example.tests"), session: session)
+        defer { silent.close() }
+        for index in 1...100 {
+            let creation = TaskCreation(kind: .download, request: RequestRecord(url: "http://127.0.0.1:9/\(index)"))
+            guard case .task = try silent.request(.createTask(session: try SessionIdentifier(session), creation)) else { throw TestFailure("task \(index) not created") }
+        }
+        let list = try Frame.encode(RequestFrame(id: 7, request: .getAllTasks(session: try SessionIdentifier(session))))
+        let listBytes = try Frame.encode(DaemonFrame.reply(id: 7, try silent.request(.getAllTasks(session: try SessionIdentifier(session)))), limit: Frame.maximumReplySize).count
+
+        // Task lists asked for as fast as the daemon takes the requests, none read: the replies
+        // fill the socket's buffers, then the daemon's outbox for this peer (64 MiB). Asking
+        // for three times what passes the limit is enough; 60 s is a deadline for a loaded machine.
+        let pollReadHangUp: Int16 = 0x2000 // POLLRDHUP, which Glibc's module does not export
+        let started = Date()
+        var asked = 0
+        var closedBy: String?
+        var answeredMeanwhile: DaemonReply?
+        let enough = 3 * ((64 << 20) / listBytes + 1) // ClientConnection.outboxLimit
+        while closedBy == nil && asked < enough && Date().timeIntervalSince(started) < 60 {
+            var entry = pollfd(fd: silent.fd.rawValue, events: Int16(POLLOUT) | pollReadHangUp, revents: 0)
+            guard poll(&entry, 1, 100) >= 0 || errno == EINTR else { break }
+            if entry.revents & (Int16(POLLHUP | POLLERR) | pollReadHangUp) != 0 {
+                closedBy = "poll revents \(entry.revents)"
+            } else if entry.revents & Int16(POLLOUT) != 0 {
+                let n = list.withUnsafeBytes { send(silent.fd.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                if n == list.count { asked += 1 } else if n < 0 && (errno == EPIPE || errno == ECONNRESET) { closedBy = "send: errno \(errno)" } else if n >= 0 {
+                    throw TestFailure("a partial request was sent (\(n) of \(list.count) bytes)")
+                }
+            }
+            if answeredMeanwhile == nil && asked >= 50 {
+                // Another peer, while this one is behind: the daemon still answers it.
+                answeredMeanwhile = try DaemonEndpoint.request(.ping, layout: container.layout, timeout: 10)
+            }
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        print("a session holder that never reads: \(closedBy.map { "closed by the daemon (\($0))" } ?? "not closed") after \(String(format: "%.2f", elapsed)) s and \(asked) task lists of \(listBytes) bytes asked for; daemon RSS \(residentBytes(of: daemon.pid) >> 20) MiB")
+        #expect(closedBy != nil, "the daemon did not close the connection of a peer that never reads, in \(elapsed) s and \(asked) task lists")
+        #expect(answeredMeanwhile.map { if case .ok = $0 { true } else { false } } == true, "another peer is answered meanwhile: \(String(describing: answeredMeanwhile))")
+        let after = try DaemonEndpoint.request(.ping, layout: container.layout, timeout: 10)
+        #expect({ if case .ok = after { true } else { false } }(), "and after: \(after)")
+        #expect(kill(daemon.pid, 0) == 0, "the daemon runs on")
+        #expect(residentBytes(of: daemon.pid) < 256 << 20, "the daemon holds no more than the limit for it: \(residentBytes(of: daemon.pid) >> 20) MiB")
+    }
 }

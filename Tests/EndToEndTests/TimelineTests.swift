@@ -207,6 +207,12 @@ struct TimelineTests {
     /// reads the measurements back from the DOM it dumps. Also leaves a screenshot beside the
     /// page (kept with BGTRANSFER_KEEP_TEST_CONTAINERS=1).
     static func render(_ page: URL, in container: TestContainer) throws -> Drawn {
+        try decodeSummary(of: try renderedDOM(page, in: container))
+    }
+
+    /// The DOM chromium-headless-shell holds once the page has loaded and its scripts have run,
+    /// serialised (`--dump-dom`); a screenshot is left beside the page.
+    static func renderedDOM(_ page: URL, in container: TestContainer) throws -> String {
         // Everything the browser is given lies in the container, so that its command line names
         // the container: a browser past its deadline is then ended like the test's other processes.
         let profile = container.layout.root.appendingPathComponent("browser-profile").path
@@ -214,14 +220,18 @@ struct TimelineTests {
         let browser = Executable(name: "chromium-headless-shell", path: browser)
         let dump = try browser.start(common + ["--dump-dom", page.absoluteString], in: container, passContainer: false).wait(timeout: 30)
         try #require(dump.status == 0, "chromium-headless-shell failed (\(dump.status.map(String.init) ?? "timed out")): \(dump.stderr.suffix(2000))")
-        let dom = dump.stdout
+        _ = try? browser.start(common + ["--screenshot=\(page.deletingPathExtension().path).png", page.absoluteString], in: container, passContainer: false).wait(timeout: 30)
+        return dump.stdout
+    }
+
+    /// What the page's script measured, read from the dumped DOM.
+    static func decodeSummary(of dom: String) throws -> Drawn {
         try #require(dom.contains("data-rendered=\"yes\""), "the page's script did not run: \(dom.prefix(500))")
         guard let open = dom.range(of: "<pre id=\"render-summary\" hidden=\"\">"), let close = dom.range(of: "</pre>", range: open.upperBound..<dom.endIndex) else {
             throw TestFailure("no render summary in the dumped DOM")
         }
         let json = dom[open.upperBound..<close.lowerBound].replacingOccurrences(of: "&lt;", with: "<").replacingOccurrences(of: "&gt;", with: ">")
             .replacingOccurrences(of: "&nbsp;", with: "\u{A0}").replacingOccurrences(of: "&amp;", with: "&")
-        _ = try? browser.start(common + ["--screenshot=\(page.deletingPathExtension().path).png", page.absoluteString], in: container, passContainer: false).wait(timeout: 30)
         return try JSONDecoder().decode(Drawn.self, from: Data(json.utf8))
     }
 }

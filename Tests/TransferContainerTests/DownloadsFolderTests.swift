@@ -97,4 +97,46 @@ struct DownloadsFolderTests {
         #expect(name != "." && name != "..", "\"\(suggested)\" → \"\(name)\"")
 
     }
+
+    // MARK: Names that come from the URL (no suggestion from the server)
+
+    @Test("a URL's last path component is sanitised like a suggestion", arguments: [
+        ("http://h/.hidden", "hidden"),
+        ("http://h/%2E%2Ehidden", "hidden"),
+        ("http://h/a/..", "download"),
+        ("http://h/a/.", "download"),
+        ("http://h/", "download"),
+        ("http://h", "download"),
+        ("http://h/%2F", "download"),
+        ("http://h/a%2F..%2F..%2Fetc%2Fpasswd", "passwd"),
+        ("http://h/a%5C..%5Cb.txt", "b.txt"),
+        ("http://h/x%00y%0A%1Bz%7F.txt", "xyz.txt"),
+        ("http://h/%C2%85%C2%9Breport.txt", "report.txt"),
+        ("http://h/files/dir/", "dir"),
+    ])
+    func fromHostileURL(_ url: String, _ expected: String) throws {
+        let name = DownloadsFolder.fileName(suggested: nil, url: try #require(URL(string: url)))
+        #expect(name == expected, "\(url) → \"\(name)\"")
+        checkSafe(name, "\(url)")
+    }
+
+    @Test("a 300-byte name in the URL is cut to at most 200 bytes on a character boundary")
+    func longNameInURL() throws {
+        let long = String(repeating: "n", count: 299) + "é" // 301 bytes, the last character two of them
+        let url = try #require(URL(string: "http://h/" + (long.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? "")))
+        let name = DownloadsFolder.fileName(suggested: nil, url: url)
+        #expect(name == String(repeating: "n", count: 200))
+        checkSafe(name)
+        let wide = DownloadsFolder.fileName(suggested: String(repeating: "n", count: 199) + "é", url: nil)
+        #expect(wide == String(repeating: "n", count: 199), "a character is never cut in half: \(wide.utf8.count) bytes")
+    }
+
+    @Test("direction controls and invisible spaces are removed (a name cannot show another extension than it has); joiners stay")
+    func formatCharacters() throws {
+        #expect(DownloadsFolder.fileName(suggested: "👩\u{200D}💻 notes\u{200C}.txt", url: nil) == "👩\u{200D}💻 notes\u{200C}.txt")
+        // "invoice\u{202E}fdp.exe" would show as "invoiceexe.pdf".
+        #expect(DownloadsFolder.fileName(suggested: "invoice\u{202E}fdp.exe", url: nil) == "invoicefdp.exe")
+        #expect(DownloadsFolder.fileName(suggested: nil, url: try #require(URL(string: "http://h/a%E2%80%8Bb%EF%BB%BF.txt"))) == "ab.txt")
+        #expect(DownloadsFolder.fileName(suggested: "\u{200B}\u{2066}", url: nil) == "download")
+    }
 }

@@ -16,18 +16,41 @@ import Testing
         #expect(!limiter.allowsLaunch(at: start.addingTimeInterval(-1)), "a clock set back does not open the gate")
     }
 
-    @Test("Each background relaunch doubles the delay before the next (60, 120, 240 s …)")
-    func doubling() {
-        var limiter = RelaunchLimiter(delay: 60, lastLaunch: start)
-        var now = start
+    /// Driven through the relauncher, with literal figures: the doubling is the daemon's to do,
+    /// not this test's (a delay that grew by 60 s each time would give 60, 120, 180 …).
+    @Test("Each background relaunch doubles the delay before the next (60, 120, 240, 480 s); a quiet period of twice the delay starts over at 60 s")
+    func doubling() throws {
+        let helpers = RelauncherTests()
+        let fixture = try helpers.sessionWithEventWaiting { $0.relaunchDelay = 60 }
+        let relauncher = fixture.daemon.relauncher
+        let start = fixture.clock.now
+        var launchedAt: [TimeInterval] = []
         var delays: [TimeInterval] = []
-        for _ in 0..<4 {
-            now = now.addingTimeInterval(limiter.delay)
-            #expect(limiter.allowsLaunch(at: now) && !limiter.hasLapsed(at: now))
-            limiter = RelaunchLimiter(delay: limiter.delay * 2, lastLaunch: now)
-            delays.append(limiter.delay)
+        /// Lets the relauncher decide now; a launch is recorded, then ended and reaped.
+        func turn() -> Bool {
+            relauncher.relaunchWhereNeeded(now: fixture.clock.now)
+            guard let launch = relauncher.launches[DaemonFixture.family] else { return false }
+            launchedAt.append(fixture.clock.now.timeIntervalSince(start))
+            delays.append(relauncher.relaunchLimiter[DaemonFixture.family]?.delay ?? -1)
+            _ = helpers.end(launch.pid)
+            relauncher.launchEnded(pid: launch.pid)
+            return true
         }
-        #expect(delays == [120, 240, 480, 960])
+        #expect(turn(), "the first launch comes at once")
+        for gap: TimeInterval in [60, 120, 240] {
+            fixture.clock.advance(by: gap - 1)
+            #expect(!turn(), "no launch 1 s before the delay of \(gap) s is out")
+            fixture.clock.advance(by: 1)
+            #expect(turn(), "a launch once the delay of \(gap) s is out")
+        }
+        #expect(launchedAt == [0, 60, 180, 420])
+        #expect(delays == [60, 120, 240, 480])
+
+        // No relaunch for 960 s, twice the delay: the next one starts the limiter over.
+        fixture.clock.advance(by: 960)
+        #expect(turn())
+        #expect(launchedAt.last == 1_380)
+        #expect(delays.last == 60, "the limiter starts over after a quiet period: \(delays)")
     }
 }
 

@@ -12,7 +12,7 @@ import TransferContainer
     /// writes it, not this process: other tests' threads fork meanwhile, and a child that had
     /// not yet exec'd would hold the script open for writing, so that starting it fails with
     /// ETXTBSY (the likeliest cause of a launch that failed in a CI run).
-    private func registerApp(_ fixture: DaemonFixture) throws -> String {
+    func registerApp(_ fixture: DaemonFixture) throws -> String {
         let script = fixture.root.appendingPathComponent("host-app").path
         let writer = try ProcessSpawner.spawn("/bin/sh", arguments: ["-c", "printf '#!/bin/sh\\nexec sleep 30\\n' > \"$1\" && chmod 755 \"$1\"", "sh", script], newSession: false)
         var status: Int32 = 0
@@ -22,7 +22,7 @@ import TransferContainer
     }
 
     /// A fixture whose session has an event waiting (a failed download) and nobody holding it.
-    private func sessionWithEventWaiting(_ configure: @escaping (inout TransferDaemon.Options) -> Void, app: Bool = true) throws -> DaemonFixture {
+    func sessionWithEventWaiting(_ configure: @escaping (inout TransferDaemon.Options) -> Void, app: Bool = true) throws -> DaemonFixture {
         let fixture = try DaemonFixture { options, _ in configure(&options) }
         if app { _ = try registerApp(fixture) }
         let task = try fixture.createDownload()
@@ -36,7 +36,7 @@ import TransferContainer
     }
 
     /// Ends the launched process and reaps it, so that no test leaves a child behind.
-    private func end(_ pid: Int32) -> Int32 {
+    func end(_ pid: Int32) -> Int32 {
         kill(pid, SIGKILL)
         var status: Int32 = 0
         waitpid(pid, &status, 0)

@@ -30,6 +30,35 @@ import TransferTransport
         #expect(ending(task.taskIdentifier, in: fixture) == nil)
     }
 
+    @Test("A redirect under an accepted key moves the task on to the target's origin (currentRequest); sent back and forth more than 16 times, it ends with -1007")
+    func redirectsBetweenOrigins() throws {
+        let fixture = try DaemonFixture()
+        let task = try fixture.createDownload(url: "https://127.0.0.1:1/file")
+        for move in 1...17 {
+            var error = Self.failure(.redirectFromAcceptedKey)
+            error.url = move % 2 == 1 ? "https://127.0.0.1:2/file" : "https://127.0.0.1:1/file"
+            let current = try #require(fixture.session.tasks[task.taskIdentifier], "ended after \(move - 1) moves")
+            fixture.daemon.completion.retryOrFail(current, in: fixture.session, error)
+            if move <= 16 {
+                #expect(fixture.session.tasks[task.taskIdentifier]?.requestToSend.url == error.url)
+                #expect(fixture.session.tasks[task.taskIdentifier]?.currentURL == error.url)
+            }
+        }
+        #expect(fixture.session.tasks[task.taskIdentifier] == nil)
+        #expect(ending(task.taskIdentifier, in: fixture)?.error?.code == -1007)
+    }
+
+    @Test("An origin is scheme, host and port: a redirect under an accepted key from https to http on the same host and port moves the task on too")
+    func redirectToAnotherScheme() throws {
+        let fixture = try DaemonFixture()
+        let task = try fixture.createDownload(url: "https://127.0.0.1:1/file")
+        var error = Self.failure(.redirectFromAcceptedKey)
+        error.url = "http://127.0.0.1:1/file"
+        fixture.daemon.completion.retryOrFail(task, in: fixture.session, error)
+        #expect(fixture.session.tasks[task.taskIdentifier]?.requestToSend.url == "http://127.0.0.1:1/file")
+        #expect(!fixture.daemon.serverTrust.isProbing(fixture.key(task)), "nothing to ask about the first server")
+    }
+
     @Test("A failure that is not network trouble ends the task at once with Apple's code, and its event is in the session")
     func nonRetryableFailsAtOnce() throws {
         let fixture = try DaemonFixture()

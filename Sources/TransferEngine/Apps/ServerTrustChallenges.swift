@@ -18,12 +18,18 @@ final class ServerTrustChallenges {
     /// The tasks waiting for a probe of their server's chain, by origin: one probe per origin
     /// at a time, however many of its tasks failed together.
     private var probing: [Origin: Set<TaskKey>] = [:]
+    /// How many times each task was moved on to another origin by a redirect (`trustFailed`),
+    /// for the daemon's life: servers that send a task back and forth are not followed forever
+    /// (libcurl's own limit counts within one exchange).
+    private var originMoves: [TaskKey: Int] = [:]
+    static let maximumOriginMoves = 16
     /// Probe results, handed from the probing threads to the loop (`deliverProbeResults`).
     private let results = Locked<[ProbeResult]>([])
 
-    /// A session's view of one server.
+    /// A session's view of one server: what an accepted key covers.
     struct Origin: Hashable {
         var session: SessionKey
+        var scheme: String
         var host: String
         var port: Int
     }
@@ -63,6 +69,29 @@ final class ServerTrustChallenges {
     /// (`deliverProbeResults`). The task waits meanwhile.
     func trustFailed(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        // A redirect led to another server: that is the one to judge, and the task goes on
+        // from there, under that origin's trust (an accepted key covers its origin only).
+        var task = task
+        if let url = error.url, origin(of: url, in: session) != origin(of: task.requestToSend.url, in: session) {
+            originMoves[key, default: 0] += 1
+            guard originMoves[key, default: 0] <= Self.maximumOriginMoves else {
+                daemon.completion.fail(task, in: session, TransferFailure(code: -1007, message: "too many redirects: moved on to another origin \(Self.maximumOriginMoves) times, now to \(url)", subject: task.originalRequest.url))
+                return
+            }
+            var request = task.requestToSend
+            request.url = url
+            task.replacementRequest = request
+            task.currentURL = url
+            do { try session.update(task) } catch {
+                daemon.log.error("store", "cannot record the redirect to \(url): \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+                return
+            }
+            if error.kind == .redirectFromAcceptedKey {
+                daemon.log.notice("trust", "redirected to \(url), another origin than the key the app accepted is for; going on from there", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+                daemon.scheduler.scheduleTransfer(task, in: session)
+                return
+            }
+        }
         guard let origin = origin(of: task.requestToSend.url, in: session) else {
             daemon.completion.fail(task, in: session, error.transferFailure(url: task.requestToSend.url))
             return
@@ -176,10 +205,11 @@ final class ServerTrustChallenges {
     /// The task ended: a probe of it still under way is dropped when it returns.
     func forget(_ key: TaskKey) {
         for origin in probing.keys { probing[origin]?.remove(key) }
+        originMoves[key] = nil
     }
 
     private func origin(of url: String, in session: DaemonSession) -> Origin? {
         guard let endpoint = ProtectionSpaceRecord.endpoint(of: url) else { return nil }
-        return Origin(session: session.key, host: endpoint.host, port: endpoint.port)
+        return Origin(session: session.key, scheme: endpoint.scheme, host: endpoint.host, port: endpoint.port)
     }
 }

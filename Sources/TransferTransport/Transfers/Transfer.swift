@@ -63,10 +63,13 @@ extension CurlError {
         return failure
     }
 
-    /// Whether the server's chain did not verify (a probe can then say what it presented).
+    /// Whether the server's chain did not verify (a probe can then say what it presented), or
+    /// a redirect led to a server whose chain is still to be judged.
     package var isServerTrustFailure: Bool {
-        if case .serverTrustFailed = kind { return true }
-        return false
+        switch kind {
+        case .serverTrustFailed, .redirectFromAcceptedKey: true
+        default: false
+        }
     }
 }
 

@@ -16,8 +16,10 @@ extension CurlEasy {
     func applyTLS(_ policy: TLSPolicy) -> CURLcode {
         var code = CURLE_OK
         func record(_ result: CURLcode) { if code == CURLE_OK { code = result } }
+        redirectCheck = policy.acceptedPublicKeyPin == nil ? nil : RedirectOriginCheck()
         if let pin = policy.acceptedPublicKeyPin {
-            // The app accepted this chain: no verification, but only this key will do.
+            // The app accepted this chain: no verification, but only this key will do, and
+            // only at this origin (`RedirectOriginCheck`).
             record(ccurl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 0))
             record(ccurl_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 0))
             record(ccurl_easy_setopt_string(handle, CURLOPT_PINNEDPUBLICKEY, pin))

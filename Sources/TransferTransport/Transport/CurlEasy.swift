@@ -58,6 +58,8 @@ package final class CurlEasy {
     /// Whether receiving or sending is paused on purpose: waiting on ourselves is not idle.
     private var isPaused = false
 
+    /// Under the app's accepted key only (`setTLS`): stops at a redirect to another origin.
+    var redirectCheck: RedirectOriginCheck?
     /// Whether a `CurlMulti` holds this handle now (one at a time). Set by `CurlMulti` only.
     package var isAttached = false
 
@@ -188,6 +190,7 @@ package final class CurlEasy {
         pendingFailure = nil
         idleExpired = false
         isPaused = false
+        if redirectCheck != nil { redirectCheck = RedirectOriginCheck() }
         lastCounts = (0, 0)
         noteActivity()
         let hasBody = onUploadRead != nil
@@ -224,6 +227,7 @@ package final class CurlEasy {
         if code == CURLE_OK.rawValue && !callbackAborted && pendingFailure == nil && !idleExpired {
             return .success(())
         }
+        if let target = redirectCheck?.refused { return .failure(CurlError(redirectFromAcceptedKeyTo: target)) }
         if idleExpired {
             let seconds = idleTimeout.map { CheckedNumbers.wholeSeconds($0) } ?? 0
             return .failure(CurlError(kind: .timedOut, origin: .transfer, code: Int(CURLE_OPERATION_TIMEDOUT.rawValue),
@@ -234,7 +238,7 @@ package final class CurlEasy {
         let detail = pendingFailure == nil ? String(cString: errorBuffer) : nil
         if pendingFailure == nil, !callbackAborted,
            code == CURLE_PEER_FAILED_VERIFICATION.rawValue || code == CURLE_SSL_CONNECT_ERROR.rawValue {
-            return .failure(CurlError(tlsCode: code, verifyResult: sslVerifyResult, detail: detail))
+            return .failure(CurlError(tlsCode: code, verifyResult: sslVerifyResult, detail: detail, url: effectiveURL))
         }
         if pendingFailure == nil, !callbackAborted, code == CURLE_SSL_PINNEDPUBKEYNOTMATCH.rawValue {
             // Not the key the app accepted: as untrusted as any unverified chain.
@@ -265,13 +269,17 @@ package final class CurlEasy {
         }
     }
 
-    fileprivate func deliverHeader(_ bytes: UnsafeRawBufferPointer) {
+    /// False stops the transfer (CURLE_WRITE_ERROR): a redirect `redirectCheck` refuses.
+    fileprivate func deliverHeader(_ bytes: UnsafeRawBufferPointer) -> Bool {
         noteActivity()
-        guard let onHeaderLine else { return }
+        guard onHeaderLine != nil || redirectCheck != nil else { return true }
         onCallback?()
         var line = bytes[...]
         while let last = line.last, last == 0x0A || last == 0x0D { line = line.dropLast() }
-        onHeaderLine(decodeHeaderLine(UnsafeRawBufferPointer(rebasing: line)))
+        let text = decodeHeaderLine(UnsafeRawBufferPointer(rebasing: line))
+        if redirectCheck?.refuses(after: text, currentURL: effectiveURL) == true { return false }
+        onHeaderLine?(text)
+        return true
     }
 
     fileprivate func readUpload(into buffer: UnsafeMutableRawBufferPointer) -> Int {
@@ -382,8 +390,7 @@ private func curlHeaderTrampoline(
     let total = data == nil ? 0 : size * count
     guard let context else { return total }
     let easy = Unmanaged<CurlEasy>.fromOpaque(context).takeUnretainedValue()
-    easy.deliverHeader(UnsafeRawBufferPointer(start: data, count: total))
-    return total
+    return easy.deliverHeader(UnsafeRawBufferPointer(start: data, count: total)) ? total : 0
 }
 
 private func curlReadTrampoline(

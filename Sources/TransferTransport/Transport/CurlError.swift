@@ -37,6 +37,9 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
         /// (-1201 bad date, -1202 untrusted or wrong host, -1203 unknown root, -1204 not yet
         /// valid), from OpenSSL's verify result (CURLINFO_SSL_VERIFYRESULT).
         case serverTrustFailed(urlErrorCode: Int)
+        /// A redirect from a server trusted only by the key the app accepted for it, to another
+        /// origin (`url`): not followed under that key; that server is judged on its own.
+        case redirectFromAcceptedKey
         /// The server wants a client certificate and none was sent (-1206).
         case clientCertificateRequired
         /// Anything else (see `code` and `message`).
@@ -59,6 +62,9 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
     package let code: Int
     /// `curl_easy_strerror` (or the multi/URL equivalent) plus libcurl's detailed error text.
     package let message: String
+    /// The URL the exchange had reached when it failed, where that matters: for server trust
+    /// the chain to judge is that server's, which after a redirect is not the task's URL.
+    package var url: String?
 
     package var description: String {
         "curl \(origin) error \(code) (\(kind)): \(message)"
@@ -69,6 +75,13 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
         self.origin = origin
         self.code = code
         self.message = message
+    }
+
+    /// The stop of an exchange at a redirect to another origin (see `RedirectOriginCheck`).
+    init(redirectFromAcceptedKeyTo target: String) {
+        self.init(kind: .redirectFromAcceptedKey, origin: .transfer, code: Int(CURLE_WRITE_ERROR.rawValue),
+                  message: "redirected to \(target), another origin than the one whose key the app accepted: not followed under that key")
+        url = target
     }
 
     /// The error for a `CURLcode` (raw value), with the text of CURLOPT_ERRORBUFFER if any.
@@ -94,7 +107,7 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
 
     /// The error for CURLE_PEER_FAILED_VERIFICATION or CURLE_SSL_CONNECT_ERROR, made precise:
     /// `verifyResult` is OpenSSL's X509_V_ERR_* code (CURLINFO_SSL_VERIFYRESULT).
-    package init(tlsCode rawCode: UInt32, verifyResult: Int, detail: String?) {
+    package init(tlsCode rawCode: UInt32, verifyResult: Int, detail: String?, url: String? = nil) {
         let base = CurlError(transferCode: rawCode, detail: detail)
         let kind: Kind
         if rawCode == CURLE_PEER_FAILED_VERIFICATION.rawValue {
@@ -106,6 +119,7 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
             kind = base.kind
         }
         self.init(kind: kind, origin: .transfer, code: Int(rawCode), message: base.message)
+        self.url = url
     }
 
     /// The error for a failed multi-handle call.
@@ -165,6 +179,7 @@ extension CurlError {
         case .cannotResolveHost: -1003
         case .secureConnectionFailed: TransferFailure.secureConnectionFailed
         case .serverTrustFailed(let code): code
+        case .redirectFromAcceptedKey: TransferFailure.serverCertificateUntrusted
         case .clientCertificateRequired: TransferFailure.clientCertificateRequired
         case .connectionLost: TransferFailure.networkConnectionLost
         case .timedOut: TransferFailure.timedOut
