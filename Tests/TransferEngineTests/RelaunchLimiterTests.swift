@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TransferContainer
 @testable import TransferEngine
 
 /// The resume rate limiter (S6.5) with the time given: no waiting.
@@ -26,12 +27,15 @@ import Testing
         let start = fixture.clock.now
         var launchedAt: [TimeInterval] = []
         var delays: [TimeInterval] = []
-        /// Lets the relauncher decide now; a launch is recorded, then ended and reaped.
+        /// Lets the relauncher decide now; a launch is recorded, attaches, then is ended and reaped.
         func turn() -> Bool {
             relauncher.relaunchWhereNeeded(now: fixture.clock.now)
             guard let launch = relauncher.launches[DaemonFixture.family] else { return false }
             launchedAt.append(fixture.clock.now.timeIntervalSince(start))
             delays.append(relauncher.relaunchLimiter[DaemonFixture.family]?.delay ?? -1)
+            // The app opens the session it was launched for: a relaunch that works, which the
+            // give-up rule (three failed relaunches) does not count.
+            relauncher.launchAttached(SessionKey(family: DaemonFixture.family, identifier: launch.identifier))
             _ = helpers.end(launch.pid)
             relauncher.launchEnded(pid: launch.pid)
             return true
