@@ -23,18 +23,16 @@ final class AuthenticationTests: InProcessSuite, @unchecked Sendable {
         server.serve("/basic/other.bin", data: payload)
         server.protect("/basic", with: .basic(realm: "files", users: Self.users))
         let delegate = RecordingDelegate()
-        delegate.challengeAnswer = { challenge in
-            #expect(challenge.protectionSpace.host == "127.0.0.1")
-            #expect(challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodHTTPBasic)
-            #expect((challenge.failureResponse as? HTTPURLResponse)?.statusCode == 401)
-            return (.useCredential, URLCredential(user: "alice", password: "correct horse", persistence: .forSession))
-        }
+        delegate.challengeAnswer = { _ in (.useCredential, URLCredential(user: "alice", password: "correct horse", persistence: .forSession)) }
         let session = fixture.session("basic", delegate: delegate)
         let task = session.downloadTask(with: server.url(for: "/basic/file.bin"))
         task.resume()
         #expect(delegate.wait(for: completed(task, status: 200)), "\(delegate.calls)")
         #expect(delegate.digests[task.taskIdentifier] == SHA256.hexDigest(of: payload))
         #expect(challenges(delegate) == [.challenge(task: task.taskIdentifier, method: NSURLAuthenticationMethodHTTPBasic, realm: "files", previousFailures: 0, proxy: false)])
+        let asked = delegate.challenges.first
+        #expect(asked?.protectionSpace.host == "127.0.0.1")
+        #expect((asked?.failureResponse as? HTTPURLResponse)?.statusCode == 401)
 
         let next = session.downloadTask(with: server.url(for: "/basic/other.bin"))
         next.resume()
@@ -145,10 +143,7 @@ final class AuthenticationTests: InProcessSuite, @unchecked Sendable {
         server.serve("/via-proxy.bin", data: Data("proxied".utf8))
         server.requireProxyAuthentication(.basic(realm: "proxy", users: ["bob": "proxy pass"]))
         let delegate = RecordingDelegate()
-        delegate.challengeAnswer = { challenge in
-            #expect(challenge.protectionSpace.proxyType == NSURLProtectionSpaceHTTPProxy)
-            return (.useCredential, URLCredential(user: "bob", password: "proxy pass", persistence: .forSession))
-        }
+        delegate.challengeAnswer = { _ in (.useCredential, URLCredential(user: "bob", password: "proxy pass", persistence: .forSession)) }
         let session = fixture.session("proxied", delegate: delegate) {
             $0.connectionProxyDictionary = ["HTTPEnable": 1, "HTTPProxy": "127.0.0.1", "HTTPPort": Int(self.server.port)]
         }
@@ -156,6 +151,7 @@ final class AuthenticationTests: InProcessSuite, @unchecked Sendable {
         task.resume()
         #expect(delegate.wait(for: completed(task, status: 200)), "\(delegate.calls)")
         #expect(challenges(delegate) == [.challenge(task: task.taskIdentifier, method: NSURLAuthenticationMethodHTTPBasic, realm: "proxy", previousFailures: 0, proxy: true)])
+        #expect(delegate.challenges.first?.protectionSpace.proxyType == NSURLProtectionSpaceHTTPProxy)
         #expect(server.authenticationCounts(at: "/via-proxy.bin", proxy: true).acceptedUsers == ["bob"])
         session.invalidateAndCancel()
     }

@@ -93,11 +93,8 @@ final class ProxyTests: InProcessSuite, @unchecked Sendable {
             defer { proxy.stop() }
             let delegate = RecordingDelegate()
             let port = proxy.port
-            delegate.challengeAnswer = { challenge in
-                #expect(challenge.protectionSpace.isProxy())
-                #expect(challenge.protectionSpace.proxyType == NSURLProtectionSpaceHTTPSProxy)
-                #expect(challenge.protectionSpace.host == "127.0.0.1" && challenge.protectionSpace.port == port)
-                return (.useCredential, URLCredential(user: "alice", password: "tunnel pass", persistence: .forSession))
+            delegate.challengeAnswer = { _ in
+                (.useCredential, URLCredential(user: "alice", password: "tunnel pass", persistence: .forSession))
             }
             let session = fixture.session("tunnel-auth", delegate: delegate) { $0.connectionProxyDictionary = self.httpsProxy(proxy) }
             let task = session.downloadTask(with: URL(string: nginx.url("trusted", "file.bin"))!)
@@ -106,6 +103,10 @@ final class ProxyTests: InProcessSuite, @unchecked Sendable {
             #expect(delegate.digests[task.taskIdentifier] == SHA256.hexDigest(of: payload))
             let asked = delegate.calls.filter { if case .challenge = $0 { return true } else { return false } }
             #expect(asked == [.challenge(task: task.taskIdentifier, method: NSURLAuthenticationMethodHTTPBasic, realm: "proxy", previousFailures: 0, proxy: true)], "\(delegate.calls)")
+            let space = delegate.challenges.first?.protectionSpace
+            #expect(space?.isProxy() == true)
+            #expect(space?.proxyType == NSURLProtectionSpaceHTTPSProxy)
+            #expect(space?.host == "127.0.0.1" && space?.port == port)
             let events = proxy.events
             #expect(events.first.map { if case .refused(let line) = $0 { line.hasPrefix("CONNECT ") } else { false } } == true, "\(events)")
             #expect(proxy.tunnels == ["127.0.0.1:\(nginx.port("trusted"))"], "\(events)")

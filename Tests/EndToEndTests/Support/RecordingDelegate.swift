@@ -39,6 +39,9 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
     private(set) var errors: [Int: Error] = [:]
     /// What didReceive data handed over, by task.
     private(set) var receivedBodies: [Int: Data] = [:]
+    /// Every challenge asked, in order: checked by the test in its own task (an `#expect` in
+    /// `challengeAnswer` would run on the delegate queue, outside any test).
+    private(set) var challenges: [URLAuthenticationChallenge] = []
     /// Every didWriteData's bytesWritten and totalBytesWritten, by task, in order.
     private var writeLog: [Int: [(bytesWritten: Int64, total: Int64)]] = [:]
 
@@ -125,6 +128,9 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         let space = challenge.protectionSpace
+        condition.lock()
+        challenges.append(challenge)
+        condition.unlock()
         record(.challenge(task: task.taskIdentifier, method: space.authenticationMethod, realm: space.realm, previousFailures: challenge.previousFailureCount, proxy: space.isProxy()))
         let (disposition, credential) = challengeAnswer(challenge)
         completionHandler(disposition, credential)
