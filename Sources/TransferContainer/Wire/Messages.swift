@@ -111,18 +111,18 @@ public enum DaemonRequest: Codable, Sendable {
     case ping
     /// The user force-quit an app (S4.2): cancel every task of its sessions and its
     /// extensions', end its processes, relaunch nothing until the user launches it again.
-    /// Sent by `bgtransfer force-quit`; needs no hello.
+    /// Sent by `bgtransfer force-quit`, after a hello as a tool or as the app's own family.
     case forceQuit(app: BundleIdentifier)
     /// Read-only watching (`bgtransfer watch`): answered `.ok`, then the daemon pushes
     /// `.transfers` on this connection (at once, about every 250 ms while anything runs, and
-    /// once when nothing runs any more) until it closes. Needs no hello.
+    /// once when nothing runs any more) until it closes. Only after a hello as a tool.
     case watch
     /// The answer to a `.challenge` push.
     case answerChallenge(session: SessionIdentifier, task: Int, ChallengeAnswer)
     /// The answer to a `.retryHeaders` push: header fields to set on the request (nil: none).
     case answerRetryHeaders(session: SessionIdentifier, task: Int, [HeaderField]?)
     /// `bgtransfer conditions` wrote new device conditions: read them and obey them now.
-    /// Needs no hello.
+    /// Only after a hello as a tool.
     case conditionsChanged
 }
 

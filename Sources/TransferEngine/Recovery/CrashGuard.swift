@@ -7,7 +7,7 @@ import TransferContainer
 /// the daemon into a crash loop: the loop notes the task before each piece of work for it
 /// (libcurl's callbacks, a transfer's end, a start); a fatal signal (a Swift trap, a fault)
 /// writes the note to `Daemon/crashed-on` before the process dies; the next daemon reads it
-/// and counts the crash in the task's record (`CrashLoopPolicy`). Owned by the loop thread;
+/// and counts the crash in the task's record (`TransferDaemon.guardAgainstCrashLoops`). Owned by the loop thread;
 /// the note itself lives in C, where the signal handler can read it.
 enum CrashGuard {
     /// Crashes on one task after which it fails instead of being tried again.

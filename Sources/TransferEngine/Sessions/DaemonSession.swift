@@ -55,7 +55,7 @@ final class DaemonSession {
 
     /// Creates a session durably. A journal its folder already holds (the session's record
     /// could not be read, and an opening process takes the session up again: see
-    /// `TransferDaemon.takeUpSessionLeftInFolder`) is kept: its unfinished tasks and
+    /// `SessionRecovery.takeUpSessionLeftInFolder`) is kept: its unfinished tasks and
     /// undelivered events go on, and its numbers continue after the old ones, never reused.
     init(layout: ContainerLayout, log: TransferLog, record: SessionRecord) throws {
         self.layout = layout
