@@ -421,8 +421,9 @@ open class URLSession: @unchecked Sendable {
     }
 
     /// Waits until every event that was waiting when the session was opened has been handed
-    /// to the delegate (ours, not Apple's: a user-launched command-line app needs to know
-    /// when it has caught up). False on timeout or for an invalid session.
+    /// to the delegate, and the tasks held on challenges then have been answered (ours, not
+    /// Apple's: a user-launched command-line app needs to know when it has caught up). False
+    /// on timeout or for an invalid session.
     public func waitForPendingEvents(timeout: TimeInterval) -> Bool {
         core?.waitForBacklog(timeout: timeout) ?? false
     }
