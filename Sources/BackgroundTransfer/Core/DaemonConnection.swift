@@ -30,17 +30,20 @@ final class DaemonConnection: @unchecked Sendable {
         var reconnecting = false
     }
 
-    /// Who waits for a request's reply: a blocked caller, or a callback (`send`).
+    /// Who waits for a request's reply: a blocked caller, or a callback (`send`, `reply(to:)`).
     private final class Waiter: @unchecked Sendable {
         let semaphore = DispatchSemaphore(value: 0)
         /// Set before `semaphore` is signalled, for a blocked caller.
         var result: Result<DaemonReply, TransferFailure>?
         let onReply: (@Sendable (Result<DaemonReply, TransferFailure>) -> Void)?
+        /// Answered once only: a lost connection, a timeout and a failed send may race.
+        private let answered = Locked(false)
         init(onReply: (@Sendable (Result<DaemonReply, TransferFailure>) -> Void)? = nil) { self.onReply = onReply }
 
         /// The reply, or nil when the connection was lost first: a `.failure` reply and a
         /// lost connection are failures.
         func answer(_ reply: DaemonReply?) {
+            guard answered.withLock({ answered in defer { answered = true }; return !answered }) else { return }
             let result: Result<DaemonReply, TransferFailure> = switch reply {
             case .failure(let failure): .failure(failure)
             case .some(let reply): .success(reply)
@@ -138,6 +141,25 @@ final class DaemonConnection: @unchecked Sendable {
             throw TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")
         }
         return try waiter.result!.get() // set before the signal
+    }
+
+    /// Sends a request and suspends until its reply (or `requestTimeout`), holding no thread
+    /// meanwhile: for the async API, whose callers run on Swift's cooperative pool (as many
+    /// threads as cores), which a blocked caller would starve. A `.failure` reply is thrown.
+    func reply(to request: DaemonRequest) async throws(TransferFailure) -> DaemonReply {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<DaemonReply, TransferFailure>, Never>) in
+            let waiter = Waiter { continuation.resume(returning: $0) }
+            do throws(TransferFailure) {
+                let id = try send(request, waiter)
+                DispatchQueue.global().asyncAfter(deadline: .now() + Self.requestTimeout) { [weak self] in
+                    guard let unanswered = self?.state.withLock({ $0.waiters.removeValue(forKey: id) }) else { return }
+                    unanswered.answer(.failure(TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")))
+                }
+            } catch {
+                waiter.answer(.failure(error))
+            }
+        }
+        return try result.get()
     }
 
     /// Sends a request without waiting: `onReply` runs on the connection's reader thread

@@ -409,15 +409,15 @@ open class URLSession: @unchecked Sendable {
             delegateQueue.addOperation { completionHandler([]) }
             return
         }
-        DispatchQueue.global().async {
-            let tasks = core.allTasks()
-            self.delegateQueue.addOperation { completionHandler(tasks) }
+        Task { [delegateQueue] in
+            let tasks = await core.allTasks()
+            delegateQueue.addOperation { completionHandler(tasks) }
         }
     }
 
-    /// The session's unfinished tasks (S7.2).
+    /// The session's unfinished tasks (S7.2); suspends, holding no thread, while the daemon answers.
     open var allTasks: [URLSessionTask] {
-        get async { core?.allTasks() ?? [] }
+        get async { await core?.allTasks() ?? [] }
     }
 
     /// Waits until every event that was waiting when the session was opened has been handed
