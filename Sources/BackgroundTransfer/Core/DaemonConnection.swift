@@ -30,7 +30,7 @@ final class DaemonConnection: @unchecked Sendable {
         var reconnecting = false
     }
 
-    /// Who waits for a request's reply: a blocked caller, or a callback (`send`, `reply(to:)`).
+    /// Who waits for a request's reply: a blocked caller, or a callback (`send`, `request(_:onReply:)`).
     private final class Waiter: @unchecked Sendable {
         let semaphore = DispatchSemaphore(value: 0)
         /// Set before `semaphore` is signalled, for a blocked caller.
@@ -143,23 +143,21 @@ final class DaemonConnection: @unchecked Sendable {
         return try waiter.result!.get() // set before the signal
     }
 
-    /// Sends a request and suspends until its reply (or `requestTimeout`), holding no thread
-    /// meanwhile: for the async API, whose callers run on Swift's cooperative pool (as many
-    /// threads as cores), which a blocked caller would starve. A `.failure` reply is thrown.
-    func reply(to request: DaemonRequest) async throws(TransferFailure) -> DaemonReply {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<DaemonReply, TransferFailure>, Never>) in
-            let waiter = Waiter { continuation.resume(returning: $0) }
-            do throws(TransferFailure) {
-                let id = try send(request, waiter)
-                DispatchQueue.global().asyncAfter(deadline: .now() + Self.requestTimeout) { [weak self] in
-                    guard let unanswered = self?.state.withLock({ $0.waiters.removeValue(forKey: id) }) else { return }
-                    unanswered.answer(.failure(TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")))
-                }
-            } catch {
-                waiter.answer(.failure(error))
+    /// Sends a request without waiting: `onReply` runs once, on the reader thread or a
+    /// timer's (keep it short), with the reply, a failure, or `timedOut` after
+    /// `requestTimeout`. No thread waits meanwhile: the async API, whose callers run on Swift's
+    /// cooperative pool (as many threads as cores), is built on it.
+    func request(_ request: DaemonRequest, onReply: @escaping @Sendable (Result<DaemonReply, TransferFailure>) -> Void) {
+        let waiter = Waiter(onReply: onReply)
+        do {
+            let id = try send(request, waiter)
+            DispatchQueue.global().asyncAfter(deadline: .now() + Self.requestTimeout) { [weak self] in
+                guard let unanswered = self?.state.withLock({ $0.waiters.removeValue(forKey: id) }) else { return }
+                unanswered.answer(.failure(TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")))
             }
+        } catch {
+            waiter.answer(.failure(error))
         }
-        return try result.get()
     }
 
     /// Sends a request without waiting: `onReply` runs on the connection's reader thread

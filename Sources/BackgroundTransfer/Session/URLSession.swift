@@ -409,15 +409,15 @@ open class URLSession: @unchecked Sendable {
             delegateQueue.addOperation { completionHandler([]) }
             return
         }
-        Task { [delegateQueue] in
-            let tasks = await core.allTasks()
-            delegateQueue.addOperation { completionHandler(tasks) }
-        }
+        core.allTasks { [delegateQueue] tasks in delegateQueue.addOperation { completionHandler(tasks) } }
     }
 
     /// The session's unfinished tasks (S7.2); suspends, holding no thread, while the daemon answers.
     open var allTasks: [URLSessionTask] {
-        get async { await core?.allTasks() ?? [] }
+        get async {
+            guard let core else { return [] }
+            return await withCheckedContinuation { continuation in core.allTasks { continuation.resume(returning: $0) } }
+        }
     }
 
     /// Waits until every event that was waiting when the session was opened has been handed
