@@ -57,6 +57,7 @@ public final class TransferDaemon {
     private var daemonLock: FileLock?
     private var idleSince: Date?
     private var lastHousekeeping = Date.distantPast
+    private var lastReachabilityCheck = Date.distantPast
     /// When failed attempts are tried again (S6.4), and the time it decides by.
     var retryPolicy: RetryPolicy { options.retryPolicy }
     var clock: any TimeSource { options.clock }
@@ -200,6 +201,17 @@ public final class TransferDaemon {
         relauncher.enforceBackgroundBudget(now: now)
         relauncher.relaunchWhereNeeded(now: now)
         exitIfIdle(now: now)
+        exitIfUnreachable(now: now)
+    }
+
+    /// A daemon whose socket file was removed (its container deleted) or replaced can never
+    /// be reached again: it stops, rather than run on unseen with its transfers, once a second.
+    private func exitIfUnreachable(now: Date) {
+        guard now.timeIntervalSince(lastReachabilityCheck) >= 1 else { return }
+        lastReachabilityCheck = now
+        guard !clients.isReachable else { return }
+        log.error("daemon", "the socket \(layout.daemonSocket.path) was removed or replaced: no client can reach this daemon; stopping")
+        loop.stop()
     }
 
     private func exitIfIdle(now: Date) {

@@ -3,6 +3,7 @@ import Testing
 @testable import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
+import TestPeers
 
 /// `getAllTasks` against a real daemon: the daemon answers with a summary of each task, and
 /// the library asks for the records themselves only of tasks it has not seen as they are.
@@ -102,6 +103,52 @@ final class TaskListingTests: InProcessSuite, @unchecked Sendable {
         #expect(paused.countOfBytesExpectedToReceive == 4 << 20)
         #expect(getTasksLines().isEmpty, "the library's snapshots were of the records' revisions: no records were asked for")
         session.invalidateAndCancel()
+    }
+
+    @Test("Eight concurrent `await session.allTasks` while the daemon is stopped (SIGSTOP) hold no thread of the cooperative pool: other async work goes on meanwhile, and all eight answer once the daemon continues (SIGCONT)")
+    func asyncListingSuspends() async throws {
+        try await onOwnThread { [self] in
+            let daemon = try startDaemon()
+            server.serve("/listed", data: Data("listed".utf8))
+            let session = fixture.session("listing-async", delegate: RecordingDelegate())
+            let created = (0..<3).map { _ in session.downloadTask(with: server.url(for: "/listed")).taskIdentifier }
+            #expect(allTasks(session)?.map(\.taskIdentifier) == created, "the daemon has the tasks before it stops")
+
+            kill(daemon.pid, SIGSTOP)
+            defer { kill(daemon.pid, SIGCONT) }
+            let callers = 8
+            let started = DispatchSemaphore(value: 0)
+            let answered = DispatchSemaphore(value: 0)
+            let answers = Locked<[[Int]]>([])
+            for _ in 0..<callers {
+                Task {
+                    started.signal()
+                    let tasks = await session.allTasks
+                    answers.withLock { $0.append(tasks.map(\.taskIdentifier)) }
+                    answered.signal()
+                }
+            }
+            // The pool has two threads here: callers that blocked them would keep the others,
+            // and any other async work, from starting. (Generous deadlines: other suites'
+            // synchronous tests may hold the pool's threads for a while.)
+            let deadline = DispatchTime.now() + 30
+            let allStarted = (0..<callers).allSatisfy { _ in started.wait(timeout: deadline) == .success }
+            #expect(allStarted, "every caller started while the daemon is stopped")
+            let progressed = DispatchSemaphore(value: 0)
+            Task {
+                await Task.yield()
+                progressed.signal()
+            }
+            #expect(progressed.wait(timeout: .now() + 20) == .success, "other async work runs while the daemon is stopped")
+            #expect(answers.withLock { $0 }.isEmpty, "no answer while the daemon is stopped")
+
+            kill(daemon.pid, SIGCONT)
+            let answeredDeadline = DispatchTime.now() + 30
+            let allAnswered = (0..<callers).allSatisfy { _ in answered.wait(timeout: answeredDeadline) == .success }
+            #expect(allAnswered, "every caller answered once the daemon continued")
+            #expect(answers.withLock { $0 } == Array(repeating: created, count: callers))
+            session.invalidateAndCancel()
+        }
     }
 }
 }

@@ -30,17 +30,20 @@ final class DaemonConnection: @unchecked Sendable {
         var reconnecting = false
     }
 
-    /// Who waits for a request's reply: a blocked caller, or a callback (`send`).
+    /// Who waits for a request's reply: a blocked caller, or a callback (`send`, `request(_:onReply:)`).
     private final class Waiter: @unchecked Sendable {
         let semaphore = DispatchSemaphore(value: 0)
         /// Set before `semaphore` is signalled, for a blocked caller.
         var result: Result<DaemonReply, TransferFailure>?
         let onReply: (@Sendable (Result<DaemonReply, TransferFailure>) -> Void)?
+        /// Answered once only: a lost connection, a timeout and a failed send may race.
+        private let answered = Locked(false)
         init(onReply: (@Sendable (Result<DaemonReply, TransferFailure>) -> Void)? = nil) { self.onReply = onReply }
 
         /// The reply, or nil when the connection was lost first: a `.failure` reply and a
         /// lost connection are failures.
         func answer(_ reply: DaemonReply?) {
+            guard answered.withLock({ answered in defer { answered = true }; return !answered }) else { return }
             let result: Result<DaemonReply, TransferFailure> = switch reply {
             case .failure(let failure): .failure(failure)
             case .some(let reply): .success(reply)
@@ -138,6 +141,23 @@ final class DaemonConnection: @unchecked Sendable {
             throw TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")
         }
         return try waiter.result!.get() // set before the signal
+    }
+
+    /// Sends a request without waiting: `onReply` runs once, on the reader thread or a
+    /// timer's (keep it short), with the reply, a failure, or `timedOut` after
+    /// `requestTimeout`. No thread waits meanwhile: the async API, whose callers run on Swift's
+    /// cooperative pool (as many threads as cores), is built on it.
+    func request(_ request: DaemonRequest, onReply: @escaping @Sendable (Result<DaemonReply, TransferFailure>) -> Void) {
+        let waiter = Waiter(onReply: onReply)
+        do {
+            let id = try send(request, waiter)
+            DispatchQueue.global().asyncAfter(deadline: .now() + Self.requestTimeout) { [weak self] in
+                guard let unanswered = self?.state.withLock({ $0.waiters.removeValue(forKey: id) }) else { return }
+                unanswered.answer(.failure(TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")))
+            }
+        } catch {
+            waiter.answer(.failure(error))
+        }
     }
 
     /// Sends a request without waiting: `onReply` runs on the connection's reader thread

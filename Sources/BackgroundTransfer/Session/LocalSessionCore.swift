@@ -242,6 +242,8 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
         state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 
+    func allTasks(_ done: @escaping @Sendable ([URLSessionTask]) -> Void) { done(allTasks()) }
+
     // MARK: Server trust (S2.6, S3.6)
 
     private enum TrustDecision {

@@ -21,7 +21,8 @@ protocol SessionBackend: AnyObject, Sendable {
     func cancel(_ task: URLSessionTask, produceResumeData: Bool) -> Data?
     /// The app set `taskDescription`, `priority`, `earliestBeginDate` or a byte-count hint.
     func propertiesChanged(of task: URLSessionTask)
-    func allTasks() -> [URLSessionTask]
+    /// Calls `done` with the session's unfinished tasks; no thread waits for the daemon meanwhile.
+    func allTasks(_ done: @escaping @Sendable ([URLSessionTask]) -> Void)
     func invalidate(cancelTasks: Bool)
     func waitForBacklog(timeout: TimeInterval) -> Bool
     /// Returns once every event received so far has been handed to the delegate and acknowledged.

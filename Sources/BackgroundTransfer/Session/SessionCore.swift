@@ -167,7 +167,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         }
     }
 
-    private func connection() throws(TransferFailure) -> DaemonConnection {
+    func connection() throws(TransferFailure) -> DaemonConnection {
         guard let connection = state.withLock({ $0.connection }) else {
             throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "session \(identifier) is not attached to the transfer daemon", subject: identifier.rawValue)
         }
@@ -175,6 +175,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     }
 
     var isInvalidated: Bool { state.withLock { $0.invalidated || $0.invalidating } }
+    /// The task objects of this process's unfinished tasks, by identifier.
+    var knownTasks: [Int: URLSessionTask] { state.withLock { $0.tasks } }
 
     // MARK: Tasks
 
@@ -333,7 +335,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         return true
     }
 
-    private static func isTransient(_ failure: TransferFailure) -> Bool {
+    static func isTransient(_ failure: TransferFailure) -> Bool {
         failure.code == TransferFailure.networkConnectionLost
             || (failure.code == TransferFailure.requestRefused && failure.message.contains("is not open in this process"))
     }
@@ -345,44 +347,6 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         } catch {
             // The request's name only: its payload may hold a credential or a token.
             log.error("session", "\(String(describing: request).prefix { $0 != "(" }) failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier)
-        }
-    }
-
-    /// The session's unfinished tasks, in identifier order, as the daemon has them now. The
-    /// daemon summarises each (`TaskSummaries`); the records themselves are asked for, in one
-    /// more request, only of tasks this process has no object for or a snapshot of another
-    /// revision of. Tasks missing from the summary have finished.
-    func allTasks() -> [URLSessionTask] {
-        let adopt = { (record: TaskRecord) -> URLSessionTask in
-            let task = self.taskObject(for: record)
-            task.update(record)
-            return task
-        }
-        do {
-            let summaries: [TaskSummary]
-            switch try request(.getAllTasks(session: identifier)) {
-            case .taskSummaries(let list): summaries = list.tasks
-            case .tasks(let records): return records.map(adopt) // a daemon from before summaries
-            default: return []
-            }
-            let known = state.withLock { $0.tasks }
-            var tasks: [URLSessionTask] = []
-            var unseen: [Int] = []
-            for summary in summaries {
-                if let task = known[summary.taskIdentifier], task.update(summary) {
-                    tasks.append(task)
-                } else {
-                    unseen.append(summary.taskIdentifier)
-                }
-            }
-            guard !unseen.isEmpty else { return tasks }
-            if case .tasks(let records) = try request(.getTasks(session: identifier, identifiers: unseen)) {
-                tasks += records.map(adopt)
-            }
-            return tasks.sorted { $0.taskIdentifier < $1.taskIdentifier }
-        } catch {
-            log.error("session", "getAllTasks failed: \(error)", session: identifier.rawValue)
-            return state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
         }
     }
 

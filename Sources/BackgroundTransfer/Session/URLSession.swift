@@ -409,20 +409,21 @@ open class URLSession: @unchecked Sendable {
             delegateQueue.addOperation { completionHandler([]) }
             return
         }
-        DispatchQueue.global().async {
-            let tasks = core.allTasks()
-            self.delegateQueue.addOperation { completionHandler(tasks) }
+        core.allTasks { [delegateQueue] tasks in delegateQueue.addOperation { completionHandler(tasks) } }
+    }
+
+    /// The session's unfinished tasks (S7.2); suspends, holding no thread, while the daemon answers.
+    open var allTasks: [URLSessionTask] {
+        get async {
+            guard let core else { return [] }
+            return await withCheckedContinuation { continuation in core.allTasks { continuation.resume(returning: $0) } }
         }
     }
 
-    /// The session's unfinished tasks (S7.2).
-    open var allTasks: [URLSessionTask] {
-        get async { core?.allTasks() ?? [] }
-    }
-
     /// Waits until every event that was waiting when the session was opened has been handed
-    /// to the delegate (ours, not Apple's: a user-launched command-line app needs to know
-    /// when it has caught up). False on timeout or for an invalid session.
+    /// to the delegate, and the tasks held on challenges then have been answered (ours, not
+    /// Apple's: a user-launched command-line app needs to know when it has caught up). False
+    /// on timeout or for an invalid session.
     public func waitForPendingEvents(timeout: TimeInterval) -> Bool {
         core?.waitForBacklog(timeout: timeout) ?? false
     }

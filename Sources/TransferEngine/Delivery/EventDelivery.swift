@@ -14,12 +14,23 @@ final class EventDelivery {
 
     /// A process took the session: it is sent every event that waits, then the challenges
     /// that wait (an app launched for them answers before it calls its completion handler),
-    /// then word that the backlog is through.
+    /// then, once those are answered, word that the backlog is through.
     func deliverBacklog(of session: DaemonSession) {
-        let backlog = session.pendingEvents.last?.number ?? 0
         pushPendingEvents(session)
         for task in session.unfinishedTasks where task.pendingChallenge != nil { daemon.challenges.askAboutChallenge(task, in: session) }
-        push(.backlogDelivered(session: session.key.identifier, through: backlog), to: session)
+        session.owesBacklogWord = true
+        sayBacklogDeliveredIfSettled(session)
+    }
+
+    /// The one place S3.2's rule is kept: `urlSessionDidFinishEvents` comes once, after every
+    /// event waiting for the session. Answers to held challenges end tasks (-999, -1202…), so
+    /// the word waits until no task is held on a challenge, and follows the events those
+    /// answers made. Called after each push of events and each answer.
+    func sayBacklogDeliveredIfSettled(_ session: DaemonSession) {
+        guard session.owesBacklogWord, session.holder != nil,
+              !session.tasks.values.contains(where: { $0.pendingChallenge != nil }) else { return }
+        session.owesBacklogWord = false
+        push(.backlogDelivered(session: session.key.identifier, through: session.pushedThrough), to: session)
     }
 
     /// The holder took the events through `through`: they are forgotten once that is durable
@@ -60,6 +71,7 @@ final class EventDelivery {
             }
             session.pushedThrough = event.number
         }
+        sayBacklogDeliveredIfSettled(session)
     }
 
 

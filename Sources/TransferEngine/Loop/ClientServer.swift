@@ -14,6 +14,9 @@ final class ClientServer {
     /// Where clients' bytes are read into, one connection at a time.
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
     private var listener: FileDescriptor?
+    /// The socket file this daemon bound (device, inode): once it is gone or another file
+    /// has its name, no client can reach this daemon again (`isReachable`).
+    private var boundSocket: (device: UInt64, inode: UInt64)?
 
     init(daemon: TransferDaemon) {
         self.daemon = daemon
@@ -31,13 +34,24 @@ final class ClientServer {
             daemon.log.error("trust", "cannot ask the kernel who writes to the socket: \(error); no hello can be verified")
         }
         self.listener = listener
+        var bound = stat()
+        if stat(daemon.layout.daemonSocket.path, &bound) == 0 { boundSocket = (UInt64(bound.st_dev), UInt64(bound.st_ino)) }
         watchListener()
     }
 
-    /// Closes every connection and removes the socket (the daemon stops).
+    /// False once the socket file this daemon bound was removed (its container deleted) or
+    /// replaced (another daemon serves the path now): clients find the socket by its path only.
+    var isReachable: Bool {
+        guard let boundSocket else { return true }
+        var named = stat()
+        guard stat(daemon.layout.daemonSocket.path, &named) == 0 else { return errno != ENOENT && errno != ENOTDIR }
+        return UInt64(named.st_dev) == boundSocket.device && UInt64(named.st_ino) == boundSocket.inode
+    }
+
+    /// Closes every connection and removes the socket, if it is still this daemon's (the daemon stops).
     func closeAll() {
         for connection in connections.values { connection.close() }
-        unlink(daemon.layout.daemonSocket.path)
+        if isReachable { unlink(daemon.layout.daemonSocket.path) }
     }
 
     private func acceptClients() {

@@ -134,7 +134,9 @@ final class RequestHandler {
             return .task(task)
         case .answerChallenge(let identifier, let taskID, let answer):
             let session = try heldSession(identifier, connection)
-            guard let task = try daemon.challenges.answerChallenge(answer, for: taskID, in: session) else { return .ok }
+            let task = try daemon.challenges.answerChallenge(answer, for: taskID, in: session)
+            daemon.delivery.sayBacklogDeliveredIfSettled(session) // an answer that let the task go on
+            guard let task else { return .ok }
             return .task(task)
         case .answerRetryHeaders(let identifier, let taskID, let fields):
             let session = try heldSession(identifier, connection)
@@ -300,6 +302,7 @@ final class RequestHandler {
         }
         session.holder = connection
         session.pushedThrough = 0
+        session.owesBacklogWord = false // owed once the backlog is sent (`deliverBacklog`)
         session.invalidateWhenDone = false
         connection.attachedSessions.insert(key)
         if launchedForEvents, let launch = daemon.relauncher.launches[key.family], launch.identifier == identifier {

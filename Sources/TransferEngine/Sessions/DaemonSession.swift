@@ -22,6 +22,8 @@ final class DaemonSession {
     var invalidateWhenDone = false
     /// Events already pushed to the current holder (not yet acknowledged).
     var pushedThrough: UInt64 = 0
+    /// The current holder has not yet been told that its backlog is through (`EventDelivery`).
+    var owesBacklogWord = false
     private let layout: ContainerLayout
     private let log: TransferLog
     private let journal: SessionJournal

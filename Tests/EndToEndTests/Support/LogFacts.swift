@@ -15,6 +15,15 @@ extension LogEntry {
     var isFailedRelaunch: Bool { category == "relaunch" && message.hasPrefix("cannot launch ") }
     /// The daemon gave up relaunching an app until the user launches it (`RelaunchGiveUp`).
     var isRelaunchGivenUp: Bool { category == "relaunch" && message.hasPrefix("gave up relaunching ") }
+    /// A stand-in's delegate was called `didCompleteWithError` (for `task`).
+    var isDidCompleteWithError: Bool { category == "delegate" && message.hasPrefix("didCompleteWithError") }
+    /// A stand-in's delegate was called `urlSessionDidFinishEvents(forBackgroundURLSession:)`.
+    var isDidFinishEvents: Bool { category == "delegate" && message.hasPrefix("urlSessionDidFinishEvents") }
+    /// The `URLError` code a stand-in's `didCompleteWithError` line gives ("… (-1202, …)"); nil for success.
+    var completionCode: Int? {
+        guard isDidCompleteWithError, let open = message.lastIndex(of: "(") else { return nil }
+        return Int(message[message.index(after: open)...].prefix { $0 == "-" || $0.isNumber })
+    }
 }
 
 extension TestContainer {
