@@ -78,6 +78,12 @@ if let index = arguments.firstIndex(of: "--fault-crash-on-response-header") {
 }
 if let other = arguments.first { usage.usageError(CommandLineUsage.unknown(other, what: "argument")) }
 
+// Under systemd: the socket it listens on for us (socket activation) and where readiness goes.
+// A socket that is not the container's is a unit written wrong: EX_CONFIG, which the units
+// name in RestartPreventExitStatus= so that it is not restarted in a loop.
+do { options.listener = try SocketActivation.listener(for: layout.daemonSocket.path) } catch { usage.fail("\(error)", status: 78) }
+do { options.notifier = try ServiceNotifier.fromEnvironment() } catch { usage.fail("NOTIFY_SOCKET cannot be used: \(error)", status: 78) }
+
 do {
     let daemon = try TransferDaemon(options: options)
     try daemon.run()

@@ -23,9 +23,9 @@ final class ClientServer {
         readBuffer.deallocate()
     }
 
-    /// Listens on the container's daemon socket.
+    /// Listens on the container's daemon socket: the one a service manager passed, else one it binds.
     func listen() throws {
-        let listener = try UnixSocket.listen(at: daemon.layout.daemonSocket.path)
+        let listener = try daemon.options.listener ?? UnixSocket.listen(at: daemon.layout.daemonSocket.path)
         // Every read says which process wrote the bytes, with a pidfd of it (inherited by accepted connections).
         do { try UnixSocket.identifyWriters(listener, handles: true) } catch {
             daemon.log.error("trust", "cannot ask the kernel who writes to the socket: \(error); no hello can be verified")
@@ -34,10 +34,11 @@ final class ClientServer {
         watchListener()
     }
 
-    /// Closes every connection and removes the socket (the daemon stops).
+    /// Closes every connection and removes the socket (the daemon stops), unless a service
+    /// manager owns it: its socket stays, to start the next daemon on the next connection.
     func closeAll() {
         for connection in connections.values { connection.close() }
-        unlink(daemon.layout.daemonSocket.path)
+        if daemon.options.listener == nil { unlink(daemon.layout.daemonSocket.path) }
     }
 
     private func acceptClients() {
