@@ -2,7 +2,7 @@ import Foundation
 
 /// How every executable of the project answers its command line, after swift-argument-parser's
 /// conventions: `--help` or `-h` prints the whole usage (program, subcommands, options,
-/// `--container`) on stdout and exits 0; a command line that cannot be understood exits 64
+/// `--container`) on stdout and exits 0, `--version` prints the program and `ProductVersion`; a command line that cannot be understood exits 64
 /// (EX_USAGE) with one line naming what is wrong and a pointer to `--help`; any other failure
 /// exits with its own status and one line naming the path or identifier at fault. A value;
 /// each executable makes one at start.
@@ -29,13 +29,18 @@ public struct CommandLineUsage: Sendable {
         if !details.isEmpty { lines += ["", details] }
         lines += ["", "OPTIONS:",
                   "  --container PATH   the container, the device's file system (default: $BGTRANSFER_CONTAINER, else \(defaultContainer))",
-                  "  -h, --help         show this help"]
+                  "  -h, --help         show this help",
+                  "  --version          print the version and exit"]
         return lines.joined(separator: "\n")
     }
 
     /// Prints the usage and exits 0 when `arguments` ask for help (`--help`, `-h`, or `help`
-    /// as the first word).
+    /// as the first word); prints `<program> <version>` and exits 0 for `--version`.
     public func helpIfAsked(_ arguments: [String]) {
+        if arguments.contains("--version") {
+            print("\(program) \(ProductVersion.current)")
+            exit(0)
+        }
         guard arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" else { return }
         print(text)
         exit(0)
