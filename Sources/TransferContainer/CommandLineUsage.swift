@@ -14,12 +14,16 @@ public struct CommandLineUsage: Sendable {
     public let details: String
     /// What `--container` defaults to, for the options' text.
     public let defaultContainer: String
+    /// What the program is, in a few words (the man page's NAME line).
+    public let summary: String
 
-    public init(program: String, forms: [String], details: String, defaultContainer: String = "the first SharedContainer/ from the working directory upward") {
+    public init(program: String, forms: [String], details: String, defaultContainer: String = "the first SharedContainer/ from the working directory upward",
+                summary: String = "a program of BackgroundTransfer") {
         self.program = program
         self.forms = forms
         self.details = details
         self.defaultContainer = defaultContainer
+        self.summary = summary
     }
 
     /// The whole usage, as `--help` prints it.
@@ -39,6 +43,16 @@ public struct CommandLineUsage: Sendable {
     public func helpIfAsked(_ arguments: [String]) {
         if arguments.contains("--version") {
             print("\(program) \(ProductVersion.current)")
+            exit(0)
+        }
+        // What install.sh installs, made from this very usage (see CommandLineManual).
+        if arguments.first == "--help-man" {
+            print(manPage(section: program == "transferd" ? 8 : 1), terminator: "")
+            exit(0)
+        }
+        if arguments.first == "--completions" {
+            guard arguments.count == 2, let script = completions(for: arguments[1]) else { usageError("--completions needs bash, zsh or fish") }
+            print(script, terminator: "")
             exit(0)
         }
         guard arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" else { return }
