@@ -74,8 +74,6 @@ extension CommandLineUsage {
             return """
             #compdef \(program)
             # zsh completion for \(program) (made by `\(program) --completions zsh`)
-            local -a commands
-            commands=(\(names))
             _arguments '--container[the container]:path:_files -/' '--help[show the help]' '--version[print the version]' '1:command:(\(names))' '*::argument:->argument'
             case $words[1] in
             \(cases)
