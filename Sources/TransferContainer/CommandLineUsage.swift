@@ -2,7 +2,7 @@ import Foundation
 
 /// How every executable of the project answers its command line, after swift-argument-parser's
 /// conventions: `--help` or `-h` prints the whole usage (program, subcommands, options,
-/// `--container`) on stdout and exits 0; a command line that cannot be understood exits 64
+/// `--container`) on stdout and exits 0, `--version` prints the program and `ProductVersion`; a command line that cannot be understood exits 64
 /// (EX_USAGE) with one line naming what is wrong and a pointer to `--help`; any other failure
 /// exits with its own status and one line naming the path or identifier at fault. A value;
 /// each executable makes one at start.
@@ -14,12 +14,16 @@ public struct CommandLineUsage: Sendable {
     public let details: String
     /// What `--container` defaults to, for the options' text.
     public let defaultContainer: String
+    /// What the program is, in a few words (the man page's NAME line).
+    public let summary: String
 
-    public init(program: String, forms: [String], details: String, defaultContainer: String = "the first SharedContainer/ from the working directory upward") {
+    public init(program: String, forms: [String], details: String, defaultContainer: String = "the first SharedContainer/ from the working directory upward",
+                summary: String = "a program of BackgroundTransfer") {
         self.program = program
         self.forms = forms
         self.details = details
         self.defaultContainer = defaultContainer
+        self.summary = summary
     }
 
     /// The whole usage, as `--help` prints it.
@@ -29,13 +33,28 @@ public struct CommandLineUsage: Sendable {
         if !details.isEmpty { lines += ["", details] }
         lines += ["", "OPTIONS:",
                   "  --container PATH   the container, the device's file system (default: $BGTRANSFER_CONTAINER, else \(defaultContainer))",
-                  "  -h, --help         show this help"]
+                  "  -h, --help         show this help",
+                  "  --version          print the version and exit"]
         return lines.joined(separator: "\n")
     }
 
     /// Prints the usage and exits 0 when `arguments` ask for help (`--help`, `-h`, or `help`
-    /// as the first word).
+    /// as the first word); prints `<program> <version>` and exits 0 for `--version`.
     public func helpIfAsked(_ arguments: [String]) {
+        if arguments.contains("--version") {
+            print("\(program) \(ProductVersion.current)")
+            exit(0)
+        }
+        // What install.sh installs, made from this very usage (see CommandLineManual).
+        if arguments.first == "--help-man" {
+            print(manPage(section: program == "transferd" ? 8 : 1), terminator: "")
+            exit(0)
+        }
+        if arguments.first == "--completions" {
+            guard arguments.count == 2, let script = completions(for: arguments[1]) else { usageError("--completions needs bash, zsh or fish") }
+            print(script, terminator: "")
+            exit(0)
+        }
         guard arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" else { return }
         print(text)
         exit(0)

@@ -115,8 +115,7 @@ public final class TransferLog: @unchecked Sendable {
         guard level >= minimumLevel || echo else { return }
         let entry = LogEntry(time: Date(), process: process, pid: Self.pid, subsystem: subsystem, category: category, level: level, message: message(), session: session, task: task)
         if echo {
-            let text = "\(ISO8601Format.string(from: entry.time)) \(process)[\(entry.pid)] \(level.rawValue) \(category): \(entry.message)\n"
-            FileHandle.standardError.write(Data(text.utf8))
+            FileHandle.standardError.write(Data(JournalStream.line(entry, forJournal: Self.stderrIsJournal).utf8))
         }
         guard level >= minimumLevel else { return }
         lock.lock()
@@ -129,6 +128,8 @@ public final class TransferLog: @unchecked Sendable {
     }
 
     private static let pid = getpid()
+    /// Whether stderr is systemd's journal (`JournalStream`), looked at once.
+    private static let stderrIsJournal = JournalStream.isJournal(2)
 
     /// The log file, kept open between lines; reopened when it was rotated (by this process
     /// past the size limit, or by another: checked every 64 lines and whenever it is gone).

@@ -39,6 +39,11 @@ public final class TransferDaemon {
         package var retryPolicy = RetryPolicy()
         /// Log lines at this level or above also go to stderr.
         public var echoLevel: LogLevel? = .notice
+        /// The listening socket a service manager passed (`SocketActivation`); nil: the daemon
+        /// binds the container's socket itself.
+        public var listener: FileDescriptor?
+        /// Where readiness and status go (systemd's `NOTIFY_SOCKET`); nil: nowhere.
+        public var notifier: ServiceNotifier?
 
         public init(layout: ContainerLayout) {
             self.layout = layout
@@ -81,6 +86,7 @@ public final class TransferDaemon {
     private(set) lazy var watchers = Watchers(daemon: self)
     private(set) lazy var sessionRecovery = SessionRecovery(daemon: self)
     private(set) lazy var serverTrust = ServerTrustChallenges(daemon: self)
+    private(set) lazy var service = ServiceReports(daemon: self)
 
     public init(options: Options) throws {
         // Started on demand, the daemon serves an existing container only: a client racing
@@ -135,7 +141,9 @@ public final class TransferDaemon {
         log.notice("daemon", "transferd started (pid \(getpid())) on \(layout.root.path); \(sessions.count) sessions, \(sessions.values.reduce(0) { $0 + $1.tasks.count }) unfinished tasks")
         downloads.recoverTasks()
         scheduler.scheduleTransfers()
+        service.ready()
         loop.run()
+        service.stopping()
         shutdown()
     }
 
@@ -200,6 +208,7 @@ public final class TransferDaemon {
         if scheduler.readyQueue.hasHeldTasks || now.timeIntervalSince(scheduler.lastLookAtEveryTask) >= 1 { scheduler.scheduleTransfers() }
         relauncher.enforceBackgroundBudget(now: now)
         relauncher.relaunchWhereNeeded(now: now)
+        service.report()
         exitIfIdle(now: now)
         exitIfUnreachable(now: now)
     }

@@ -27,7 +27,8 @@ COMMANDS:
   force-quit BUNDLE_ID              the user's force quit: cancel the app's transfers, no relaunch
                                     until the user launches it again (S4.2)
 """
-let usage = CommandLineUsage(program: "bgtransfer", forms: ["[--container PATH] <command> [options]"], details: commands)
+let usage = CommandLineUsage(program: "bgtransfer", forms: ["[--container PATH] <command> [options]"], details: commands,
+                             summary: "look into a BackgroundTransfer container, change its device conditions, run the demo")
 usage.helpIfAsked(Array(CommandLine.arguments.dropFirst()))
 
 var arguments = Array(CommandLine.arguments.dropFirst())

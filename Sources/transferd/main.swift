@@ -4,8 +4,11 @@ import TransferEngine
 
 // transferd: the transfer daemon. `transferd [--container PATH] [--exit-when-idle SECONDS]
 // [--relaunch-delay SECONDS] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]`. Runs in the
-// foreground until SIGTERM/SIGINT. Every setting comes from this command line: a daemon started
-// on demand gets a minimal environment, and reads no setting of a client's from it.
+// foreground until SIGTERM/SIGINT. Its settings come from this command line; from the
+// environment only what a service manager sets (systemd's LISTEN_*, NOTIFY_SOCKET,
+// JOURNAL_STREAM) and BGTRANSFER_LOG_LEVEL when --log-level is not given, which a unit may set
+// (Environment=): a daemon started on demand by a client gets a minimal environment
+// (DaemonEndpoint.daemonEnvironment), so no client's setting reaches it.
 
 let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]"], details: """
     The transfer daemon of one container, in the foreground until SIGTERM or SIGINT (clients
@@ -18,7 +21,13 @@ let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [
       --log-level LEVEL             the quietest level logged: debug, info, notice, error or fault (default:
                                     $BGTRANSFER_LOG_LEVEL of whoever ran transferd, else notice)
       --quiet                       log nothing to stderr
-    """)
+
+    UNDER SYSTEMD (see Examples/service/ and README.md, "Run it as a service"):
+      LISTEN_FDS, LISTEN_PID        serve the listening socket passed (socket activation); it must
+                                    be the container's Daemon/transferd.sock, else exit 78
+      NOTIFY_SOCKET, WATCHDOG_USEC  report READY=1, STATUS=, STOPPING=1 and the watchdog
+      JOURNAL_STREAM                stderr lines start with their syslog priority (<3> error, <5> notice)
+    """, summary: "the BackgroundTransfer daemon: background downloads and uploads of one container")
 usage.helpIfAsked(Array(CommandLine.arguments.dropFirst()))
 
 var arguments = Array(CommandLine.arguments.dropFirst())
@@ -77,6 +86,12 @@ if let index = arguments.firstIndex(of: "--fault-crash-on-response-header") {
     #endif
 }
 if let other = arguments.first { usage.usageError(CommandLineUsage.unknown(other, what: "argument")) }
+
+// Under systemd: the socket it listens on for us (socket activation) and where readiness goes.
+// A socket that is not the container's is a unit written wrong: EX_CONFIG, which the units
+// name in RestartPreventExitStatus= so that it is not restarted in a loop.
+do { options.listener = try SocketActivation.listener(for: layout.daemonSocket.path) } catch { usage.fail("\(error)", status: 78) }
+do { options.notifier = try ServiceNotifier.fromEnvironment() } catch { usage.fail("NOTIFY_SOCKET cannot be used: \(error)", status: 78) }
 
 do {
     let daemon = try TransferDaemon(options: options)

@@ -98,7 +98,7 @@ struct ToolCommandLineTests {
         var testDescription: String { executable }
     }
 
-    @Test("Every executable: --help exits 0 naming the program, its subcommands and --container; an unknown option or a missing argument exits 64 with one line naming it and a pointer to --help", arguments: [
+    @Test("Every executable: --help exits 0 naming the program, its subcommands and --container; --version prints the program and the project's version; an unknown option or a missing argument exits 64 with one line naming it and a pointer to --help", arguments: [
         Program(executable: "transferd", subcommands: ["--relaunch-delay", "--free-space-reserve"], missing: ["--relaunch-delay"], missingNamed: "--relaunch-delay"),
         Program(executable: "bgtransfer", subcommands: ["inspect", "log", "watch", "conditions", "timeline", "demo", "force-quit"], missing: ["force-quit"], missingNamed: "force-quit"),
         Program(executable: "host-app", subcommands: ["download", "enqueue", "remember-password", "--handle-events-for-background-session"], missing: ["download"], missingNamed: "URL"),
@@ -115,6 +115,8 @@ struct ToolCommandLineTests {
             #expect(outcome.stdout.contains("USAGE:") && outcome.stdout.contains("\(program.executable) ") && outcome.stdout.contains("--container"), "\(outcome.stdout)")
             for subcommand in program.subcommands { #expect(outcome.stdout.contains(subcommand), "\(help) names \(subcommand): \(outcome.stdout)") }
         }
+        let version = try executable.start(["--version"], in: container, passContainer: false).wait(timeout: 30)
+        #expect(version.status == 0 && version.stdout == "\(program.executable) \(ProductVersion.current)\n", "--version: \(version.status ?? -1) \(version.stdout) \(version.stderr)")
         for (arguments, named) in [(["--frobnicate"] + (program.executable.hasSuffix("extension") ? ["download", "http://127.0.0.1:9/x"] : []), "--frobnicate"), (program.missing, program.missingNamed)] {
             let outcome = try executable.run(arguments, in: container)
             let lines = outcome.stderr.split(separator: "\n")

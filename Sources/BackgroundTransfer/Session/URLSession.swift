@@ -507,8 +507,8 @@ open class URLSession: @unchecked Sendable {
     /// `URLRequest`'s own default `timeoutInterval`.
     static let defaultRequestTimeout: TimeInterval = 60
 
-    /// The library's version, as it appears in the `User-Agent`.
-    public static let libraryVersion = "1.0"
+    /// The library's version, as it appears in the `User-Agent` (the project's one version, `ProductVersion`).
+    public static let libraryVersion = ProductVersion.current
 
     /// What every request sends as its `User-Agent` unless the app sets one: the app's
     /// executable and bundle, the library, the system, e.g.

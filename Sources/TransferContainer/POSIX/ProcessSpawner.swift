@@ -13,11 +13,19 @@ public enum ProcessSpawner {
     ///   - outputPath: where stdout and stderr go (appended); `/dev/null` when nil.
     ///   - errorPath: where stderr goes instead, when given (appended).
     ///   - input: the descriptor stdin reads; `/dev/null` when nil.
+    ///   - passing: descriptors the process gets as 3, 4, … (as a service manager passes
+    ///     listening sockets, `sd_listen_fds(3)`); every other one above 2 is closed.
     public static func spawn(_ executable: String, arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment, newSession: Bool, outputPath: String? = nil,
-                             errorPath: String? = nil, input: FileDescriptor? = nil) throws(Errno) -> Int32 {
+                             errorPath: String? = nil, input: FileDescriptor? = nil, passing: [FileDescriptor] = []) throws(Errno) -> Int32 {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
+        // First, before stdin and the closes below can take their numbers (glibc's dup2 onto
+        // the same number clears close-on-exec, as POSIX asks).
+        for (offset, fd) in passing.enumerated() {
+            posix_spawn_file_actions_adddup2(&actions, fd.rawValue, 3 + Int32(offset))
+        }
+        let passed = 3..<(3 + Int32(passing.count))
         if let input {
             posix_spawn_file_actions_adddup2(&actions, input.rawValue, 0)
         } else {
@@ -32,7 +40,7 @@ public enum ProcessSpawner {
         }
         // Descriptors inherited without close-on-exec (a parent's pipe, say) must not live on
         // in a daemon or a relaunched app: whoever waits for that pipe's end would wait forever.
-        for fd in inheritableDescriptors() where fd > 2 {
+        for fd in inheritableDescriptors() where fd > 2 && !passed.contains(fd) {
             posix_spawn_file_actions_addclose(&actions, fd)
         }
 

@@ -26,9 +26,9 @@ final class ClientServer {
         readBuffer.deallocate()
     }
 
-    /// Listens on the container's daemon socket.
+    /// Listens on the container's daemon socket: the one a service manager passed, else one it binds.
     func listen() throws {
-        let listener = try UnixSocket.listen(at: daemon.layout.daemonSocket.path)
+        let listener = try daemon.options.listener ?? UnixSocket.listen(at: daemon.layout.daemonSocket.path)
         // Every read says which process wrote the bytes, with a pidfd of it (inherited by accepted connections).
         do { try UnixSocket.identifyWriters(listener, handles: true) } catch {
             daemon.log.error("trust", "cannot ask the kernel who writes to the socket: \(error); no hello can be verified")
@@ -48,10 +48,12 @@ final class ClientServer {
         return UInt64(named.st_dev) == boundSocket.device && UInt64(named.st_ino) == boundSocket.inode
     }
 
-    /// Closes every connection and removes the socket, if it is still this daemon's (the daemon stops).
+    /// Closes every connection and removes the socket if it is still this daemon's (the daemon
+    /// stops), unless a service manager owns it: its socket stays, to start the next daemon on
+    /// the next connection.
     func closeAll() {
         for connection in connections.values { connection.close() }
-        if isReachable { unlink(daemon.layout.daemonSocket.path) }
+        if daemon.options.listener == nil && isReachable { unlink(daemon.layout.daemonSocket.path) }
     }
 
     private func acceptClients() {

@@ -11,9 +11,10 @@ final class ChildProcess: @unchecked Sendable {
     private var status: Int32?
 
     /// Starts `executable`; stdout and stderr are appended to the given files, stdin reads
-    /// `input` (or /dev/null). It stays in the test's session and process group.
-    init(_ executable: String, arguments: [String], environment: [String: String], stdout: URL, stderr: URL, input: FileDescriptor? = nil) throws {
-        pid = try ProcessSpawner.spawn(executable, arguments: arguments, environment: environment, newSession: false, outputPath: stdout.path, errorPath: stderr.path, input: input)
+    /// `input` (or /dev/null), and gets `passing` as descriptors 3, 4, …. It stays in the
+    /// test's session and process group.
+    init(_ executable: String, arguments: [String], environment: [String: String], stdout: URL, stderr: URL, input: FileDescriptor? = nil, passing: [FileDescriptor] = []) throws {
+        pid = try ProcessSpawner.spawn(executable, arguments: arguments, environment: environment, newSession: false, outputPath: stdout.path, errorPath: stderr.path, input: input, passing: passing)
         let waiter = Thread { [self, pid] in
             var raw: Int32 = 0
             while waitpid(pid, &raw, 0) == -1 && errno == EINTR {}

@@ -27,12 +27,12 @@ struct Executable {
     }
 
     /// Starts the executable on `container`, with output captured to files.
-    func start(_ arguments: [String], in container: TestContainer, environment: [String: String] = [:], passContainer: Bool = true) throws -> RunningProcess {
+    func start(_ arguments: [String], in container: TestContainer, environment: [String: String] = [:], passContainer: Bool = true, passing: [FileDescriptor] = []) throws -> RunningProcess {
         let id = UUID().uuidString.prefix(8)
         let stdout = container.parent.appendingPathComponent("\(name)-\(id).out")
         let stderr = container.parent.appendingPathComponent("\(name)-\(id).err")
         let child = try ChildProcess(path, arguments: (passContainer ? ["--container", container.root] : []) + arguments,
-                                     environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, stdout: stdout, stderr: stderr)
+                                     environment: ProcessInfo.processInfo.environment.merging(environment) { $1 }, stdout: stdout, stderr: stderr, passing: passing)
         return RunningProcess(child: child, stdoutPath: stdout, stderrPath: stderr, containerRoot: container.root)
     }
 
