@@ -71,7 +71,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     private var backlogHandled = false
 
     /// `Sessions/<family>/<identifier>/delivered.json`: which events the delegate has seen,
-    /// so that a process killed before acknowledging never shows one twice (S3.4). Written
+    /// so that neither a process killed before acknowledging nor a power cut that takes the
+    /// daemon's record of an acknowledgement shows one twice (S3.4; synced before each). Written
     /// before each delegate call too (`inProgress`, `phase`): a process killed inside a
     /// delegate call must not repeat that call when the event is replayed.
     private struct DeliveryRecord: Codable {
@@ -556,7 +557,10 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
             state.acknowledgedThrough = number
             return true
         }
-        if isNew { sendInOrder(.acknowledge(session: identifier, through: number), for: nil) }
+        guard isNew else { return }
+        // On disk first: a power cut may take the daemon's record of this acknowledgement, and then only ours hides the events.
+        do { try deliveryRecord.sync() } catch { log.error("delivery", "cannot make the delivery of events through \(number) durable: \(error)", session: identifier.rawValue) }
+        sendInOrder(.acknowledge(session: identifier, through: number), for: nil)
     }
 
     /// Runs a delegate call on the delegate queue and waits for it, keeping events in order.
