@@ -120,6 +120,7 @@ public final class TransferDaemon {
 
         sessionRecovery.loadSessions()
         guardAgainstCrashLoops()
+        CacheSweep.removeOrphans(in: self) // before any transfer makes new files
         scheduler.loadConditions()
         serverTrust.loadDeviceRoots()
         try clients.listen()
