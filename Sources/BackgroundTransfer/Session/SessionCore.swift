@@ -32,6 +32,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         var receivedThrough: UInt64 = 0
         /// The highest acknowledgement sent (the pipeline sends it again if it is lost).
         var acknowledgedThrough: UInt64 = 0
+        /// An acknowledgement waiting for the deliveries queued behind it (`acknowledgeSoon`).
+        var acknowledgementDue: UInt64?
         /// True while the app, launched for this session's events, has not called the
         /// completion handler: events are then acknowledged only by that call (S3.2, S3.4).
         var acknowledgesOnCompletionHandler = false
@@ -505,9 +507,22 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
                 log.error("delivery", "cannot record delivery of event \(event.number): \(error)", session: identifier.rawValue)
             }
         }
-        if !state.withLock({ $0.acknowledgesOnCompletionHandler }) {
-            acknowledge(through: event.number)
+        if !state.withLock({ $0.acknowledgesOnCompletionHandler }) { acknowledgeSoon(through: event.number) }
+    }
+
+    /// Acknowledges through `number` once the deliveries already queued are done: a burst of
+    /// events costs one sync of `delivered.json` and one request, not one of each per event.
+    private func acknowledgeSoon(through number: UInt64) {
+        let schedule = state.withLock { state -> Bool in
+            defer { state.acknowledgementDue = max(state.acknowledgementDue ?? 0, number) }
+            return state.acknowledgementDue == nil
         }
+        if schedule { deliveryQueue.async { self.acknowledgeDue() } }
+    }
+
+    /// Sends the acknowledgement `acknowledgeSoon` left waiting, if any. On `deliveryQueue`.
+    private func acknowledgeDue() {
+        if let due = state.withLock({ state in defer { state.acknowledgementDue = nil }; return state.acknowledgementDue }) { acknowledge(through: due) }
     }
 
     /// Records, before a delegate call, which event and call are under way (atomic; it must
@@ -590,7 +605,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     /// Waits until every push received so far has been handed to the delegate and the
     /// daemon has taken the acknowledgements.
     func drainDeliveries() {
-        deliveryQueue.sync {}
+        deliveryQueue.sync { acknowledgeDue() }
         _ = waitForAnswers(timeout: DaemonConnection.requestTimeout)
     }
 
@@ -631,6 +646,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         // Let go of the session in the daemon after the acknowledgements sent before this
         // (same pipeline): a session let go of with events unacknowledged would have the app
         // relaunched for events its delegate has already seen.
+        acknowledgeDue()
         if connection != nil { sendInOrder(.closeSession(session: identifier), for: nil) }
         // Only now is it safe to open the identifier again (S1.3).
         SessionCoordinator.shared.release(layout: layout, family: family, identifier: identifier)
