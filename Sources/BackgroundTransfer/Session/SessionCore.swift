@@ -159,6 +159,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     /// `resume()` must not be lost because the daemon was being restarted at that instant.
     /// (A `createTask` whose reply was lost can be created twice; losing it would be worse.)
     private func request(_ request: DaemonRequest) throws(TransferFailure) -> DaemonReply {
+        acknowledgeDue() // first, as before any request when deliveries acknowledged at once
         let deadline = Date().addingTimeInterval(15)
         while true {
             do {
@@ -520,7 +521,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         if schedule { deliveryQueue.async { self.acknowledgeDue() } }
     }
 
-    /// Sends the acknowledgement `acknowledgeSoon` left waiting, if any. On `deliveryQueue`.
+    /// Sends the acknowledgement `acknowledgeSoon` left waiting, if any. Any thread: what it
+    /// acknowledges is recorded in `delivered.json` already.
     private func acknowledgeDue() {
         if let due = state.withLock({ state in defer { state.acknowledgementDue = nil }; return state.acknowledgementDue }) { acknowledge(through: due) }
     }
@@ -538,6 +540,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
 
     /// Every event waiting at open was sent: if the app was launched for them, tell it (once).
     private func backlogDelivered() {
+        acknowledgeDue() // before whoever waits for the backlog goes on, and perhaps exits
         defer {
             backlogCondition.lock()
             backlogHandled = true
