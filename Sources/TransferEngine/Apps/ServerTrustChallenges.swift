@@ -6,8 +6,9 @@ import TransferTransport
 /// system store (and the roots installed on the simulated device) holds its task and asks the
 /// app with a server-trust challenge, attached or relaunched for it as for a `401`; an app
 /// that accepts it with `URLCredential(trust:)` has that server's key, and no other, trusted
-/// for its session from then on, across daemon restarts (`session.json`). No request is sent to a server nobody trusts: the chain is
-/// learnt by a handshake-only probe, on a thread of its own. Owned by the daemon's loop thread.
+/// for its session from then on, across daemon restarts (`session.json`). No request is sent
+/// to a server nobody trusts: the chain is learnt by a handshake-only probe, on a thread of
+/// its own. Owned by the daemon's loop thread.
 final class ServerTrustChallenges {
     unowned let daemon: TransferDaemon
     /// Root certificates installed on the simulated device (`Daemon/trusted-roots.pem`),
