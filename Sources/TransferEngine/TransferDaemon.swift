@@ -29,6 +29,11 @@ public final class TransferDaemon {
         /// a response carrying this header field makes the daemon trap, as a bug would, so
         /// that tests can show that no input puts the daemon into a crash loop. Nil: none.
         public var crashOnResponseHeader: String?
+        /// A testing aid (`transferd --fault-freeze-on-acknowledgement`, debug builds only): the
+        /// daemon stops itself (SIGSTOP) when an acknowledgement arrives, before recording it,
+        /// so that a test can cut the power at the instant a client has acknowledged events
+        /// that the daemon's journal still holds.
+        public var freezeOnAcknowledgement = false
         /// The quietest log level written (`--log-level`); nil: the daemon's own
         /// `BGTRANSFER_LOG_LEVEL`, else notice.
         public var logLevel: LogLevel?
@@ -122,6 +127,7 @@ public final class TransferDaemon {
 
         sessionRecovery.loadSessions()
         guardAgainstCrashLoops()
+        CacheSweep.removeOrphans(in: self) // before any transfer makes new files
         scheduler.loadConditions()
         serverTrust.loadDeviceRoots()
         try clients.listen()

@@ -73,7 +73,7 @@ if let index = arguments.firstIndex(of: "--log-level") {
     options.logLevel = level
     arguments.removeSubrange(index...(index + 1))
 }
-// A testing aid (see TransferDaemon.Options.crashOnResponseHeader), taken from this command
+// Testing aids (see TransferDaemon.Options.crashOnResponseHeader, freezeOnAcknowledgement), taken from this command
 // line only, never from the environment, and refused by a release build.
 if let index = arguments.firstIndex(of: "--fault-crash-on-response-header") {
     #if DEBUG
@@ -83,6 +83,15 @@ if let index = arguments.firstIndex(of: "--fault-crash-on-response-header") {
     #else
     _ = index
     usage.usageError("--fault-crash-on-response-header is a testing aid of debug builds; this transferd is a release build")
+    #endif
+}
+if let index = arguments.firstIndex(of: "--fault-freeze-on-acknowledgement") {
+    #if DEBUG
+    options.freezeOnAcknowledgement = true
+    arguments.remove(at: index)
+    #else
+    _ = index
+    usage.usageError("--fault-freeze-on-acknowledgement is a testing aid of debug builds; this transferd is a release build")
     #endif
 }
 if let other = arguments.first { usage.usageError(CommandLineUsage.unknown(other, what: "argument")) }

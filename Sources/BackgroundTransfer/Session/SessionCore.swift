@@ -32,6 +32,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         var receivedThrough: UInt64 = 0
         /// The highest acknowledgement sent (the pipeline sends it again if it is lost).
         var acknowledgedThrough: UInt64 = 0
+        /// An acknowledgement waiting for the deliveries queued behind it (`acknowledgeSoon`).
+        var acknowledgementDue: UInt64?
         /// True while the app, launched for this session's events, has not called the
         /// completion handler: events are then acknowledged only by that call (S3.2, S3.4).
         var acknowledgesOnCompletionHandler = false
@@ -71,7 +73,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     private var backlogHandled = false
 
     /// `Sessions/<family>/<identifier>/delivered.json`: which events the delegate has seen,
-    /// so that a process killed before acknowledging never shows one twice (S3.4). Written
+    /// so that neither a process killed before acknowledging nor a power cut that takes the
+    /// daemon's record of an acknowledgement shows one twice (S3.4; synced before each). Written
     /// before each delegate call too (`inProgress`, `phase`): a process killed inside a
     /// delegate call must not repeat that call when the event is replayed.
     private struct DeliveryRecord: Codable {
@@ -156,6 +159,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     /// `resume()` must not be lost because the daemon was being restarted at that instant.
     /// (A `createTask` whose reply was lost can be created twice; losing it would be worse.)
     private func request(_ request: DaemonRequest) throws(TransferFailure) -> DaemonReply {
+        acknowledgeDue() // first, as before any request when deliveries acknowledged at once
         let deadline = Date().addingTimeInterval(15)
         while true {
             do {
@@ -468,9 +472,23 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
                 log.error("delivery", "cannot record delivery of event \(event.number): \(error)", session: identifier.rawValue)
             }
         }
-        if !state.withLock({ $0.acknowledgesOnCompletionHandler }) {
-            acknowledge(through: event.number)
+        if !state.withLock({ $0.acknowledgesOnCompletionHandler }) { acknowledgeSoon(through: event.number) }
+    }
+
+    /// Acknowledges through `number` once the deliveries already queued are done: a burst of
+    /// events costs one sync of `delivered.json` and one request, not one of each per event.
+    private func acknowledgeSoon(through number: UInt64) {
+        let schedule = state.withLock { state -> Bool in
+            defer { state.acknowledgementDue = max(state.acknowledgementDue ?? 0, number) }
+            return state.acknowledgementDue == nil
         }
+        if schedule { deliveryQueue.async { self.acknowledgeDue() } }
+    }
+
+    /// Sends the acknowledgement `acknowledgeSoon` left waiting, if any. Any thread: what it
+    /// acknowledges is recorded in `delivered.json` already.
+    private func acknowledgeDue() {
+        if let due = state.withLock({ state in defer { state.acknowledgementDue = nil }; return state.acknowledgementDue }) { acknowledge(through: due) }
     }
 
     /// Records, before a delegate call, which event and call are under way (atomic; it must
@@ -486,6 +504,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
 
     /// Every event waiting at open was sent: if the app was launched for them, tell it (once).
     private func backlogDelivered() {
+        acknowledgeDue() // before whoever waits for the backlog goes on, and perhaps exits
         defer {
             backlogCondition.lock()
             backlogHandled = true
@@ -520,7 +539,10 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
             state.acknowledgedThrough = number
             return true
         }
-        if isNew { sendInOrder(.acknowledge(session: identifier, through: number), for: nil) }
+        guard isNew else { return }
+        // On disk first: a power cut may take the daemon's record of this acknowledgement, and then only ours hides the events.
+        do { try deliveryRecord.sync() } catch { log.error("delivery", "cannot make the delivery of events through \(number) durable: \(error)", session: identifier.rawValue) }
+        sendInOrder(.acknowledge(session: identifier, through: number), for: nil)
     }
 
     /// Runs a delegate call on the delegate queue and waits for it, keeping events in order.
@@ -550,7 +572,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     /// Waits until every push received so far has been handed to the delegate and the
     /// daemon has taken the acknowledgements.
     func drainDeliveries() {
-        deliveryQueue.sync {}
+        deliveryQueue.sync { acknowledgeDue() }
         _ = waitForAnswers(timeout: DaemonConnection.requestTimeout)
     }
 
@@ -591,6 +613,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         // Let go of the session in the daemon after the acknowledgements sent before this
         // (same pipeline): a session let go of with events unacknowledged would have the app
         // relaunched for events its delegate has already seen.
+        acknowledgeDue()
         if connection != nil { sendInOrder(.closeSession(session: identifier), for: nil) }
         // Only now is it safe to open the identifier again (S1.3).
         SessionCoordinator.shared.release(layout: layout, family: family, identifier: identifier)

@@ -6,7 +6,7 @@ import Foundation
 /// A small JSON record that is rewritten often, in place: each write is one `pwrite` of the
 /// record padded with spaces to a fixed size, within the file's first page. A reader after
 /// the writer's death (however it died) finds the old record or the new one, never a mix;
-/// unlike `DurableFile`, no write creates a file, and none survives a power cut by itself.
+/// unlike `DurableFile`, no write creates a file, and none survives a power cut until `sync`.
 ///
 /// Thread-safe: writes are serialized by a lock.
 public final class InPlaceRecord<Value: Codable>: @unchecked Sendable {
@@ -15,6 +15,8 @@ public final class InPlaceRecord<Value: Codable>: @unchecked Sendable {
     public static var size: Int { 512 }
     private let lock = NSLock()
     private var descriptor: FileDescriptor?
+    /// Whether the file's name is durable in its folder: not after this process created it.
+    private var nameIsDurable = true
 
     public init(path: String) {
         self.path = path
@@ -40,9 +42,23 @@ public final class InPlaceRecord<Value: Codable>: @unchecked Sendable {
             // The first write of this process: a whole new file of the fixed size, whatever was there.
             try DurableFile.write(data, to: path, sync: false)
             descriptor = try FileDescriptor.open(path, O_WRONLY)
+            nameIsDurable = false
             return
         }
         let written = data.withUnsafeBytes { pwrite(descriptor.rawValue, $0.baseAddress, $0.count, 0) }
         guard written == data.count else { throw Errno.current("pwrite", path: path) }
+    }
+
+    /// Makes the last write survive a power cut: fsync of the file and, after this process
+    /// created it, of its folder (which holds the new name). Nothing to do before a write.
+    public func sync() throws(Errno) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let descriptor else { return }
+        try descriptor.sync()
+        if !nameIsDurable {
+            try DurableFile.syncDirectory((path as NSString).deletingLastPathComponent)
+            nameIsDurable = true
+        }
     }
 }

@@ -78,6 +78,8 @@ public struct SessionRecord: Codable, Sendable, Equatable {
     /// after the records that used them were deleted (S7.1).
     public var nextTaskIdentifier: Int = 1
     public var nextEventNumber: UInt64 = 1
+    /// Server keys the session's app accepted (S3.6), oldest first; nil in older records.
+    public var acceptedServerKeys: [AcceptedServerKey]?
 
     public init(identifier: SessionIdentifier, owner: BundleIdentifier, family: BundleIdentifier, configuration: SessionConfiguration, createdAt: Date = Date()) {
         self.identifier = identifier

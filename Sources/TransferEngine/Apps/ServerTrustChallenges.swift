@@ -6,15 +6,14 @@ import TransferTransport
 /// system store (and the roots installed on the simulated device) holds its task and asks the
 /// app with a server-trust challenge, attached or relaunched for it as for a `401`; an app
 /// that accepts it with `URLCredential(trust:)` has that server's key, and no other, trusted
-/// for its session from then on. No request is sent to a server nobody trusts: the chain is
-/// learnt by a handshake-only probe, on a thread of its own. Owned by the daemon's loop thread.
+/// for its session from then on, across daemon restarts (`session.json`). No request is sent
+/// to a server nobody trusts: the chain is learnt by a handshake-only probe, on a thread of
+/// its own. Owned by the daemon's loop thread.
 final class ServerTrustChallenges {
     unowned let daemon: TransferDaemon
     /// Root certificates installed on the simulated device (`Daemon/trusted-roots.pem`),
     /// trusted besides the system store for every app, as a profile's CA is on iOS.
     private(set) var deviceRoots: [Data] = []
-    /// The server keys apps accepted, per session and origin, for the daemon's life.
-    private var acceptedPins: [Origin: String] = [:]
     /// The tasks waiting for a probe of their server's chain, by origin: one probe per origin
     /// at a time, however many of its tasks failed together.
     private var probing: [Origin: Set<TaskKey>] = [:]
@@ -59,7 +58,8 @@ final class ServerTrustChallenges {
     /// or exactly the key the app accepted for this origin.
     func tlsPolicy(for task: TaskRecord, in session: DaemonSession) -> TLSPolicy {
         guard let origin = origin(of: task.requestToSend.url, in: session) else { return TLSPolicy(extraAnchors: deviceRoots) }
-        return TLSPolicy(extraAnchors: deviceRoots, acceptedPublicKeyPin: acceptedPins[origin])
+        let accepted = session.record.acceptedServerKeys?.last { $0.covers(scheme: origin.scheme, host: origin.host, port: origin.port) }
+        return TLSPolicy(extraAnchors: deviceRoots, acceptedPublicKeyPin: accepted?.pin)
     }
 
     func isProbing(_ key: TaskKey) -> Bool { probing.values.contains { $0.contains(key) } }
@@ -174,7 +174,9 @@ final class ServerTrustChallenges {
         case .useCredential where answer.credential?.serverKeyPin != nil && answer.credential?.serverKeyPin == record.leafPublicKeyPin:
             try session.update(task)
             if let pin = record.leafPublicKeyPin, let origin = origin(of: task.requestToSend.url, in: session) {
-                acceptedPins[origin] = pin
+                do { try session.acceptServerKey(AcceptedServerKey(scheme: origin.scheme, host: origin.host, port: origin.port, pin: pin)) } catch {
+                    daemon.log.error("store", "cannot keep the accepted key of \(record.host):\(record.port) in the session's record: \(error); trusted until transferd stops", session: name, task: task.taskIdentifier)
+                }
                 try settleOthers(waitingFor: pin, at: origin, in: session)
             }
             daemon.log.notice("trust", "the app trusts the key of \(record.host):\(record.port); trying again, pinned to it", session: name, task: task.taskIdentifier)

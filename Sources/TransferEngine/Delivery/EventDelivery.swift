@@ -1,3 +1,4 @@
+internal import Glibc
 import Foundation
 import TransferContainer
 import TransferTransport
@@ -36,6 +37,7 @@ final class EventDelivery {
     /// The holder took the events through `through`: they are forgotten once that is durable
     /// (an event not acknowledged is sent again to the next holder).
     func acknowledge(through: UInt64, in session: DaemonSession) throws {
+        if daemon.options.freezeOnAcknowledgement { kill(getpid(), SIGSTOP) }
         try session.acknowledge(through: through)
         daemon.log.info("events", "events through \(through) acknowledged", session: session.key.identifier.rawValue)
     }

@@ -377,6 +377,13 @@ final class DaemonSession {
 
     // MARK: Record
 
+    /// Keeps a server key the app accepted (S3.6) in the record, durably, before any transfer
+    /// relies on it. Should the write fail, it is trusted still, for this daemon's life.
+    func acceptServerKey(_ key: AcceptedServerKey) throws {
+        record.acceptedServerKeys = AcceptedServerKey.adding(key, to: record.acceptedServerKeys ?? [])
+        try RecordCoding.write(record, to: recordPath)
+    }
+
     func updateConfiguration(_ configuration: SessionConfiguration) throws {
         guard configuration != record.configuration else { return }
         record.configuration = configuration
