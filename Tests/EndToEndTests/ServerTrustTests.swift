@@ -117,6 +117,21 @@ final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
         #expect(outcome.metrics?.transactionMetrics.last?.networkProtocolName == "h2", "metrics before the completion: \(String(describing: outcome.metrics))")
     }
 
+    @Test("Apple's pinning code compiles as written (CFError, CFArray, CFData) and accepts the chain whose leaf it knows")
+    func applesPinningCode() throws {
+        let pinned = try #require(TestCertificates.sharedDER(.selfSigned))
+        let (outcome, _) = try download(.selfSigned) { serverTrust in
+            // As Apple's "Performing manual server trust authentication" writes it.
+            var error: CFError?
+            let trusted = SecTrustEvaluateWithError(serverTrust, &error)
+            guard let chain = SecTrustCopyCertificateChain(serverTrust) as? [SecCertificate], let leaf = chain.first else { return .cancelAuthenticationChallenge }
+            let leafData = SecCertificateCopyData(leaf) as Data
+            return !trusted && error != nil && leafData == pinned ? .useCredential : .cancelAuthenticationChallenge
+        }
+        #expect(outcome.error == nil, "\(String(describing: outcome.error))")
+        #expect(outcome.delivered == payload)
+    }
+
     @Test("Cancelling the server-trust challenge ends the task with -999 and sends no request")
     func cancelled() throws {
         let (outcome, _) = try download(.selfSigned) { _ in .cancelAuthenticationChallenge }
