@@ -80,11 +80,12 @@ final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
         }
     }
 
-    private func download(_ kind: TestCertificates.Kind, answer: @escaping @Sendable (SecTrust) -> URLSession.AuthChallengeDisposition) throws -> (TrustDelegate.Outcome, TrustDelegate) {
+    private func download(_ kind: TestCertificates.Kind, dataTask: Bool = false, answer: @escaping @Sendable (SecTrust) -> URLSession.AuthChallengeDisposition) throws -> (TrustDelegate.Outcome, TrustDelegate) {
         let delegate = TrustDelegate(answer: answer)
         let session = URLSession(configuration: .default, delegate: delegate, delegateQueue: nil)
         defer { session.invalidateAndCancel() }
-        let task = session.downloadTask(with: try #require(URL(string: nginx.url(kind.rawValue, "file.bin"))))
+        let url = try #require(URL(string: nginx.url(kind.rawValue, "file.bin")))
+        let task: URLSessionTask = dataTask ? session.dataTask(with: url) : session.downloadTask(with: url)
         task.resume()
         return (try #require(delegate.outcome(of: task.taskIdentifier)), delegate)
     }
@@ -130,6 +131,25 @@ final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
         }
         #expect(outcome.error == nil, "\(String(describing: outcome.error))")
         #expect(outcome.delivered == payload)
+    }
+
+    @Test("A default session's data task asks the server-trust challenge too: cancelled, -999; accepted for a chain the system does not trust, -1202 (FoundationNetworking carries it out); without a delegate, Apple's code for the chain; no request in any case")
+    func dataTaskTrust() throws {
+        let (cancelled, asked) = try download(.selfSigned, dataTask: true) { _ in .cancelAuthenticationChallenge }
+        #expect(cancelled.error?.errorCode == -999, "\(String(describing: cancelled.error))")
+        #expect(asked.trusts.count == 1)
+        let (accepted, _) = try download(.selfSigned, dataTask: true) { _ in .useCredential }
+        #expect(accepted.error?.errorCode == -1202, "\(String(describing: accepted.error))")
+        // Without a delegate: Apple's code for the chain (corelibs would say -1).
+        let plain = URLSession(configuration: .default)
+        defer { plain.invalidateAndCancel() }
+        let failed = Locked<Int?>(nil)
+        plain.dataTask(with: try #require(URL(string: nginx.url(TestCertificates.Kind.selfSigned.rawValue, "file.bin")))) { _, _, error in
+            failed.withLock { $0 = (error as? URLError)?.errorCode ?? 0 }
+        }.resume()
+        #expect(waitUntil(timeout: 20) { failed.withLock { $0 } != nil })
+        #expect(failed.withLock { $0 } == -1203)
+        #expect(nginx.requests.isEmpty)
     }
 
     @Test("Cancelling the server-trust challenge ends the task with -999 and sends no request")

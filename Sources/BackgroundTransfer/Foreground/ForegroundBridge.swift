@@ -77,11 +77,17 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         delegateQueue.addOperation { call(session) }
     }
 
-    /// Hands an answer back to FoundationNetworking on its own queue, as a delegate it
-    /// calls directly would: answered from another thread, it may re-enter libcurl from
-    /// inside a libcurl callback, which traps (CURLM_RECURSIVE_API_CALL).
-    private func back(_ answer: @escaping @Sendable () -> Void) {
-        callbackQueue.addOperation(answer)
+    /// Runs `call` on the delegate queue and waits for it, so that an answer the app gives
+    /// during the call reaches FoundationNetworking before this delegate method returns, as
+    /// if the app were its delegate; a later answer goes back on FoundationNetworking's own
+    /// queue. (An answer given from another thread while libcurl is inside a callback
+    /// re-enters libcurl, which traps: CURLM_RECURSIVE_API_CALL.) `otherwise` answers when
+    /// the app's session object is gone.
+    private func ask(otherwise: @escaping @Sendable () -> Void, _ call: @escaping @Sendable (URLSession, ForegroundAnswer) -> Void) {
+        guard let session = session() else { return otherwise() }
+        let answer = ForegroundAnswer(queue: callbackQueue)
+        delegateQueue.addOperations([BlockOperation { call(session, answer) }], waitUntilFinished: true)
+        answer.endWait()
     }
 
     // MARK: Response and body
@@ -92,23 +98,25 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         // hands a `100 Continue` over as if it were the response.
         if let status = (response as? HTTPURLResponse)?.statusCode, (100..<200).contains(status) { return completionHandler(.allow) }
         guard let (task, delegate) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = delegate as? URLSessionDataDelegate else { return completionHandler(.allow) }
-        deliver(otherwise: { answer.value(.allow) }) { session in
+        ask(otherwise: { answer.value(.allow) }) { session, back in
             delegate.urlSession(session, dataTask: dataTask, didReceive: response) { disposition in
                 switch disposition {
-                case .allow: self.back { answer.value(.allow) }
+                case .allow: back.give { answer.value(.allow) }
                 case .cancel:
                     // Corelibs goes on with the body and completes without an error; Apple's
                     // task ends there with -999.
                     self.state.withLock { $0.failures[inner.taskIdentifier] = URLError(.cancelled, userInfo: [NSURLErrorFailingURLErrorKey: response.url as Any]) }
-                    self.back { answer.value(.cancel) }
-                    inner.cancel()
+                    back.give {
+                        answer.value(.cancel)
+                        inner.cancel()
+                    }
                 case .becomeDownload, .becomeStream:
                     // FoundationNetworking cannot turn a response into a download or a stream
                     // (it traps): the task ends, saying so, rather than lose the body quietly.
                     let error = URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: "the response disposition \(disposition) is not offered by default sessions here: use .allow, or a download task",
                                                               NSURLErrorFailingURLErrorKey: response.url as Any])
                     self.state.withLock { $0.failures[inner.taskIdentifier] = error }
-                    self.back { answer.value(.cancel) }
+                    back.give { answer.value(.cancel) }
                 }
             }
         }
@@ -125,8 +133,8 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     func urlSession(_ s: FoundationNetworking.URLSession, dataTask inner: FoundationNetworking.URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping (CachedURLResponse?) -> Void) {
         let answer = UncheckedSendable(completionHandler)
         guard let (task, delegate) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = delegate as? URLSessionDataDelegate else { return completionHandler(proposedResponse) }
-        deliver(otherwise: { answer.value(proposedResponse) }) { session in
-            delegate.urlSession(session, dataTask: dataTask, willCacheResponse: proposedResponse) { cached in self.back { answer.value(cached) } }
+        ask(otherwise: { answer.value(proposedResponse) }) { session, back in
+            delegate.urlSession(session, dataTask: dataTask, willCacheResponse: proposedResponse) { cached in back.give { answer.value(cached) } }
         }
     }
 
@@ -138,10 +146,10 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, needNewBodyStream completionHandler: @escaping (InputStream?) -> Void) {
         let answer = UncheckedSendable(completionHandler)
         guard let (task, delegate) = ours(inner), let delegate else { return completionHandler(nil) }
-        deliver(otherwise: { answer.value(nil) }) { session in
+        ask(otherwise: { answer.value(nil) }) { session, back in
             delegate.urlSession(session, task: task, needNewBodyStream: { stream in
                 let stream = UncheckedSendable(stream)
-                self.back { answer.value(stream.value) }
+                back.give { answer.value(stream.value) }
             })
         }
     }
@@ -151,24 +159,24 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
         let answer = UncheckedSendable(completionHandler)
         guard let (task, delegate) = ours(inner), let delegate else { return completionHandler(request) }
-        deliver(otherwise: { answer.value(request) }) { session in
-            delegate.urlSession(session, task: task, willPerformHTTPRedirection: response, newRequest: request) { next in self.back { answer.value(next) } }
+        ask(otherwise: { answer.value(request) }) { session, back in
+            delegate.urlSession(session, task: task, willPerformHTTPRedirection: response, newRequest: request) { next in back.give { answer.value(next) } }
         }
     }
 
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping (FoundationNetworking.URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         let answer = UncheckedSendable(completionHandler)
         guard let (task, delegate) = ours(inner), let delegate else { return completionHandler(.performDefaultHandling, nil) }
-        deliver(otherwise: { answer.value(.performDefaultHandling, nil) }) { session in
-            delegate.urlSession(session, task: task, didReceive: challenge) { disposition, credential in self.back { answer.value(Self.foundation(disposition), credential) } }
+        ask(otherwise: { answer.value(.performDefaultHandling, nil) }) { session, back in
+            delegate.urlSession(session, task: task, didReceive: challenge) { disposition, credential in back.give { answer.value(Self.foundation(disposition), credential) } }
         }
     }
 
     func urlSession(_ s: FoundationNetworking.URLSession, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping (FoundationNetworking.URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         let answer = UncheckedSendable(completionHandler)
         guard let delegate else { return completionHandler(.performDefaultHandling, nil) }
-        deliver(otherwise: { answer.value(.performDefaultHandling, nil) }) { session in
-            delegate.urlSession(session, didReceive: challenge) { disposition, credential in self.back { answer.value(Self.foundation(disposition), credential) } }
+        ask(otherwise: { answer.value(.performDefaultHandling, nil) }) { session, back in
+            delegate.urlSession(session, didReceive: challenge) { disposition, credential in back.give { answer.value(Self.foundation(disposition), credential) } }
         }
     }
 
@@ -199,12 +207,19 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     /// FoundationNetworking does not report here), then tells the session it is gone.
     func complete(_ task: URLSessionTask, with error: Error?, delegate: URLSessionTaskDelegate?) {
         task.finish(with: error)
+        task.setState(.completed)
         let finished = self.finished
         guard let delegate else { return finished(task) }
         deliver(otherwise: { finished(task) }) { session in
             delegate.urlSession(session, task: task, didCompleteWithError: error)
             finished(task)
         }
+    }
+
+    /// Ends `inner` with `error` instead of the -999 its cancellation reports.
+    func fail(_ inner: FoundationNetworking.URLSessionTask, with error: Error) {
+        state.withLock { $0.failures[inner.taskIdentifier] = error }
+        inner.cancel()
     }
 
     /// A task made with a completion handler has ended: no delegate call will say so.
@@ -214,11 +229,4 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
             return state.failures.removeValue(forKey: inner.taskIdentifier)
         }
     }
-}
-
-/// A value handed across a `@Sendable` boundary that the compiler cannot check: here
-/// FoundationNetworking's completion handlers, which it lets us call from any thread.
-struct UncheckedSendable<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
 }

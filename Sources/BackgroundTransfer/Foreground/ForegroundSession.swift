@@ -42,6 +42,7 @@ final class ForegroundSession: @unchecked Sendable {
                 let outcome = bridge.forget(innerTask) ?? error
                 made.noteReceived(Int64(data?.count ?? 0))
                 made.finish(with: outcome)
+                made.setState(.completed)
                 queue.addOperation {
                     handler(outcome == nil ? data : nil, response, outcome)
                     bridge.complete(made, with: outcome, delegate: nil)

@@ -34,11 +34,11 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
 
     /// Where server-trust questions wait for their handshake and the delegate's answer, one
     /// at a time, so a second task to an origin finds the first's decision.
-    private let trustQueue = DispatchQueue(label: "BackgroundTransfer.local-trust")
+    let trustQueue = DispatchQueue(label: "BackgroundTransfer.local-trust")
 
     private let state = Locked(State())
     /// The FoundationNetworking session behind this session's data and upload tasks, made on the first.
-    private let foregroundSession = Locked<ForegroundSession?>(nil)
+    let foregroundSession = Locked<ForegroundSession?>(nil)
 
     init(configuration: URLSessionConfiguration, delegate: URLSessionDelegate?, delegateQueue: OperationQueue?) {
         self.configuration = configuration
@@ -162,7 +162,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     }
 
     func resume(_ task: URLSessionTask) {
-        if let inner = task.foundationTask.withLock({ $0 }) { return inner.resume() }
+        if let inner = task.foundationTask.withLock({ $0 }) { return resumeForeground(task, inner) }
         guard task.state == .suspended else { return }
         var record = task.record
         record.state = .running
@@ -266,7 +266,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
 
     // MARK: Server trust (S2.6, S3.6)
 
-    private enum TrustDecision {
+    enum TrustDecision {
         case proceed(TLSPolicy)
         case fail(TransferFailure)
     }
@@ -277,7 +277,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     /// challenge before any request is sent; `.useCredential` with `URLCredential(trust:)`
     /// accepts exactly that key (pinned), default handling keeps the default evaluation, and
     /// cancelling ends the task with -999. Accepted and trusted origins are remembered.
-    private func serverTrustDecision(for url: String, configuration: SessionConfiguration) -> TrustDecision {
+    func serverTrustDecision(for url: String, configuration: SessionConfiguration) -> TrustDecision {
         guard let endpoint = ProtectionSpaceRecord.endpoint(of: url) else { return .proceed(.systemDefault) }
         let origin = "\(endpoint.host):\(endpoint.port)"
         if let known = state.withLock({ $0.trustByOrigin[origin] }) { return .proceed(known) }

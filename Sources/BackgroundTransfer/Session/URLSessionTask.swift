@@ -70,8 +70,10 @@ open class URLSessionTask: @unchecked Sendable {
     }
 
     public var state: State {
-        if let inner = foundationTask.withLock({ $0 }) { return State(rawValue: inner.state.rawValue) ?? .completed }
-        return State(rawValue: snapshot.withLock { $0.state.rawValue }) ?? .completed
+        let own = State(rawValue: snapshot.withLock { $0.state.rawValue }) ?? .completed
+        // Completed once reported so, whatever FoundationNetworking's task says by then.
+        if own != .completed, let inner = foundationTask.withLock({ $0 }) { return State(rawValue: inner.state.rawValue) ?? .completed }
+        return own
     }
     public var error: Error? { failure.withLock { $0 } }
     public var countOfBytesReceived: Int64 { max(foundationTask.withLock { $0 }?.countOfBytesReceived ?? 0, snapshot.withLock { $0.countOfBytesReceived }) }
