@@ -21,6 +21,10 @@ struct ForegroundParityTests {
         "disposition-cancel.error": "the same: -999",
         "disposition-cancel.bytesReceived": "the same: no body after .cancel",
         "upload-stream.events": "Apple hands no informational response to the delegate; corelibs hands a 100 Continue over as didReceive response",
+        "auth-basic.events": "Apple asks the challenge without showing the 401 first; corelibs hands over the 401 and its body, then asks, then the answer's response and body",
+        "auth-basic.bytesReceived": "the same: the 401's body is not part of the task's body",
+        "auth-cancel.events": "the same: a cancelled challenge ends the task with -999 and no 401 shown",
+        "auth-cancel.bytesReceived": "the same",
     ]
 
     static func isIntended(_ name: String) -> Bool {

@@ -53,6 +53,9 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         var tasks: [Int: URLSessionTask] = [:]
         /// Errors that replace FoundationNetworking's for a task (a disposition not offered).
         var failures: [Int: Error] = [:]
+        /// A 401 or 407 and its body, held back until it is known whether a challenge follows
+        /// (then they are dropped, as Apple's sessions never show them) or not (then delivered).
+        var held: [Int: (response: URLResponse, data: [Data])] = [:]
     }
     private let state = Locked(State())
 
@@ -103,6 +106,18 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         // Apple's sessions hand no informational (1xx) response to the delegate; corelibs
         // hands a `100 Continue` over as if it were the response.
         if let status = (response as? HTTPURLResponse)?.statusCode, (100..<200).contains(status) { return completionHandler(.allow) }
+        // Corelibs hands over a 401 or 407 and its body before it asks the challenge, and the
+        // answer's response and body after them: held back until it is known which it is.
+        if let http = response as? HTTPURLResponse, http.statusCode == 401 || http.statusCode == 407, ours(inner) != nil {
+            state.withLock { $0.held[inner.taskIdentifier] = (response, []) }
+            return completionHandler(.allow)
+        }
+        forward(response, of: inner, answer: completionHandler)
+    }
+
+    /// Asks the app about `response` and hands its answer to `answer`.
+    private func forward(_ response: URLResponse, of inner: FoundationNetworking.URLSessionDataTask, answer completionHandler: @escaping (FoundationNetworking.URLSession.ResponseDisposition) -> Void) {
+        let answer = UncheckedSendable(completionHandler)
         guard let (task, delegate) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = delegate as? URLSessionDataDelegate else { return completionHandler(.allow) }
         ask(otherwise: { answer.value(.allow) }) { session, back in
             delegate.urlSession(session, dataTask: dataTask, didReceive: response) { disposition in
@@ -129,6 +144,13 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     }
 
     func urlSession(_ s: FoundationNetworking.URLSession, dataTask inner: FoundationNetworking.URLSessionDataTask, didReceive data: Data) {
+        let isHeld = state.withLock { state -> Bool in
+            guard var held = state.held[inner.taskIdentifier] else { return false }
+            held.data.append(data)
+            state.held[inner.taskIdentifier] = held
+            return true
+        }
+        if isHeld { return }
         // Nothing more of a task the app ended in `didReceive response`.
         guard state.withLock({ $0.failures[inner.taskIdentifier] }) == nil, let (task, delegate) = ours(inner) else { return }
         task.noteReceived(Int64(data.count)) // corelibs counts no bytes for data tasks
@@ -171,6 +193,7 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     }
 
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping (FoundationNetworking.URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
+        state.withLock { _ = $0.held.removeValue(forKey: inner.taskIdentifier) } // a challenge: Apple shows no 401
         let answer = UncheckedSendable(completionHandler)
         guard let (task, delegate) = ours(inner), let delegate else { return completionHandler(.performDefaultHandling, nil) }
         ask(otherwise: { answer.value(.performDefaultHandling, nil) }) { session, back in
@@ -193,6 +216,7 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     // MARK: The end
 
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, didFinishCollecting metrics: FoundationNetworking.URLSessionTaskMetrics) {
+        deliverHeld(of: inner, s)
         guard let (task, delegate) = ours(inner), let delegate else { return }
         let ours = URLSessionTaskMetrics(transactionMetrics: metrics.transactionMetrics.map {
             URLSessionTaskTransactionMetrics(request: $0.request, response: $0.response, networkProtocolName: $0.networkProtocolName, responseEndDate: $0.responseEndDate)
@@ -201,12 +225,22 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     }
 
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, didCompleteWithError error: Error?) {
+        deliverHeld(of: inner, s)
         guard let (task, delegate) = ours(inner) else { return }
         let outcome = state.withLock { state -> Error? in
             state.tasks[inner.taskIdentifier] = nil
             return state.failures.removeValue(forKey: inner.taskIdentifier) ?? error
         }
         complete(task, with: outcome, delegate: delegate)
+    }
+
+    /// The task ends on a held 401 or 407 (no challenge, or one left to default handling):
+    /// the app gets it now, as the task's response, with its body.
+    private func deliverHeld(of inner: FoundationNetworking.URLSessionTask, _ s: FoundationNetworking.URLSession) {
+        guard let dataTask = inner as? FoundationNetworking.URLSessionDataTask,
+              let held = state.withLock({ $0.held.removeValue(forKey: inner.taskIdentifier) }) else { return }
+        forward(held.response, of: dataTask) { _ in } // corelibs is past asking
+        for data in held.data { urlSession(s, dataTask: dataTask, didReceive: data) }
     }
 
     /// Ends `task` with `error` (also for tasks with a completion handler, which
