@@ -33,6 +33,7 @@ final class Recorder: NSObject, URLSessionDataDelegate, URLSessionDownloadDelega
     var disposition: URLSession.ResponseDisposition = .allow
     var followsRedirects = true
     var credential: URLCredential?
+    var challengeAnswer: URLSession.AuthChallengeDisposition = .cancelAuthenticationChallenge
     var streamBody: Data?
 
     private func note(_ event: String) {
@@ -64,7 +65,7 @@ final class Recorder: NSObject, URLSessionDataDelegate, URLSessionDownloadDelega
     }
     func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
         note("challenge(\(challenge.protectionSpace.authenticationMethod) \(challenge.previousFailureCount))")
-        if let credential, challenge.previousFailureCount == 0 { completionHandler(.useCredential, credential) } else { completionHandler(.cancelAuthenticationChallenge, nil) }
+        if let credential, challenge.previousFailureCount == 0 { completionHandler(.useCredential, credential) } else { completionHandler(challengeAnswer, nil) }
     }
     func urlSession(_ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void) {
         note("needNewBodyStream")
@@ -128,13 +129,14 @@ let deadline: DispatchTime = .now() + 120
 @Sendable func pattern(_ count: Int) -> Data { Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }) }
 
 /// Runs a delegate task to its end and reports its calls and what the task says of itself.
-func delegateRun(_ name: String, recorder: Recorder = Recorder(), configure: (URLSessionConfiguration) -> Void = { _ in }, make: (URLSession) -> URLSessionTask) {
+func delegateRun(_ name: String, recorder: Recorder = Recorder(), within limit: DispatchTime = deadline, configure: (URLSessionConfiguration) -> Void = { _ in }, make: (URLSession) -> URLSessionTask) {
     let configuration = URLSessionConfiguration.default
     configure(configuration)
     let session = URLSession(configuration: configuration, delegate: recorder, delegateQueue: nil)
     let task = make(session)
     task.resume()
-    let finished = recorder.done.wait(timeout: deadline) == .success
+    let finished = recorder.done.wait(timeout: limit) == .success
+    if !finished { task.cancel() }
     session.finishTasksAndInvalidate()
     _ = recorder.invalid.wait(timeout: .now() + 10)
     say("\(name).finished", finished)
@@ -171,7 +173,7 @@ func awaited(_ name: String, _ call: @escaping @Sendable () async throws -> (Dat
 }
 
 /// Runs a completion-handler task and reports what its handler got.
-func handled(_ name: String, _ make: (@escaping @Sendable (Data?, URLResponse?, Error?) -> Void) -> URLSessionTask) {
+func handled(_ name: String, within limit: DispatchTime = deadline, _ make: (@escaping @Sendable (Data?, URLResponse?, Error?) -> Void) -> URLSessionTask) {
     let result = Shared<(Int, Int, String)?>(nil)
     let finished = DispatchSemaphore(value: 0)
     let task = make { data, response, error in
@@ -179,7 +181,8 @@ func handled(_ name: String, _ make: (@escaping @Sendable (Data?, URLResponse?, 
         finished.signal()
     }
     task.resume()
-    guard finished.wait(timeout: deadline) == .success, let (code, length, error) = result.with({ $0 }) else {
+    guard finished.wait(timeout: limit) == .success, let (code, length, error) = result.with({ $0 }) else {
+        task.cancel()
         return say("\(name).finished", false)
     }
     say("\(name).status", code)
@@ -238,6 +241,11 @@ handled("cookie-send") { shared.dataTask(with: request("cookie/echo"), completio
 let noCookies = URLSessionConfiguration.default
 noCookies.httpShouldSetCookies = false
 handled("cookie-off") { URLSession(configuration: noCookies).dataTask(with: request("cookie/off"), completionHandler: $0) }
+// A 401 no credential answers (corelibs waits for ever: 5 s each here).
+handled("auth-unanswered", within: .now() + 5) { shared.dataTask(with: request("protected/shared"), completionHandler: $0) }
+let defaulting = Recorder()
+defaulting.challengeAnswer = .performDefaultHandling
+delegateRun("auth-default", recorder: defaulting, within: .now() + 5) { $0.dataTask(with: request("protected/default")) }
 say("cookie-stored", HTTPCookieStorage.shared.cookies(for: base)?.map { "\($0.name)=\($0.value)" }.sorted().joined(separator: ","))
 HTTPCookieStorage.shared.cookies(for: base)?.forEach { HTTPCookieStorage.shared.deleteCookie($0) }
 say("done", true)

@@ -25,6 +25,13 @@ struct ForegroundParityTests {
         "auth-basic.bytesReceived": "the same: the 401's body is not part of the task's body",
         "auth-cancel.events": "the same: a cancelled challenge ends the task with -999 and no 401 shown",
         "auth-cancel.bytesReceived": "the same",
+        "auth-default.events": "a 401 no credential answers (default handling, none stored): Apple's task ends with it as its response, no error; corelibs waits for ever (the client gives up after 5 s and cancels)",
+        "auth-default.error": "the same: nil, not the client's -999",
+        "auth-default.finished": "the same: it ends",
+        "auth-unanswered.finished": "the same, with no delegate at all (URLSession.shared, a completion handler)",
+        "auth-unanswered.status": "the same: 401",
+        "auth-unanswered.error": "the same: nil",
+        "auth-unanswered.bodyLength": "the same: an empty body (the 401's text is not kept for completion handlers)",
     ]
 
     static func isIntended(_ name: String) -> Bool {
@@ -33,7 +40,7 @@ struct ForegroundParityTests {
 
     /// Paths that take uploads (each scenario its own, so the server's record says whose).
     static let uploadPaths = ["post-body", "post-stream", "async-data", "async-file", "handler-data", "handler-file", "delegate-data", "delegate-file", "delegate-stream"].map { "/upload/" + $0 }
-    static let servedPaths = ["/small", "/big", "/missing", "/redirect", "/redirect-stop", "/protected/basic", "/protected/cancel", "/headers",
+    static let servedPaths = ["/small", "/big", "/missing", "/redirect", "/redirect-stop", "/protected/basic", "/protected/cancel", "/protected/shared", "/protected/default", "/headers",
                               "/cookie/set", "/cookie/echo", "/cookie/off", "/stubbed/x"]
 
     /// A server with every route the client asks for.
@@ -44,7 +51,7 @@ struct ForegroundParityTests {
         server.serve("/missing", data: Data(), options: RouteOptions(status: 404))
         server.serve("/redirect", data: Data(), options: RouteOptions(redirectTo: "/small"))
         server.serve("/redirect-stop", data: Data(), options: RouteOptions(redirectTo: "/small"))
-        for path in ["/protected/basic", "/protected/cancel", "/headers", "/cookie/echo", "/cookie/off"] {
+        for path in ["/protected/basic", "/protected/cancel", "/protected/shared", "/protected/default", "/headers", "/cookie/echo", "/cookie/off"] {
             server.serve(path, data: Data("fine".utf8))
         }
         var setCookie = RouteOptions()

@@ -56,6 +56,8 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         /// A 401 or 407 and its body, held back until it is known whether a challenge follows
         /// (then they are dropped, as Apple's sessions never show them) or not (then delivered).
         var held: [Int: (response: URLResponse, data: [Data])] = [:]
+        /// Tasks whose 401 or 407 no credential answered: they end with it, without an error.
+        var endedOnChallenge: Set<Int> = []
     }
     private let state = Locked(State())
 
@@ -193,11 +195,21 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     }
 
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping (FoundationNetworking.URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
-        state.withLock { _ = $0.held.removeValue(forKey: inner.taskIdentifier) } // a challenge: Apple shows no 401
         let answer = UncheckedSendable(completionHandler)
-        guard let (task, delegate) = ours(inner), let delegate else { return completionHandler(.performDefaultHandling, nil) }
-        ask(otherwise: { answer.value(.performDefaultHandling, nil) }) { session, back in
-            delegate.urlSession(session, task: task, didReceive: challenge) { disposition, credential in back.give { answer.value(Self.foundation(disposition), credential) } }
+        let stored = s.configuration.urlCredentialStorage?.defaultCredential(for: challenge.protectionSpace) != nil || challenge.proposedCredential != nil
+        // Without a credential to try, corelibs would wait for ever; Apple's task ends with the
+        // 401 or 407 as its response and no error: corelibs is told to cancel, and the task
+        // ends on the response held back.
+        let settle: @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void = { disposition, credential in
+            let unanswered = !stored && credential == nil && (disposition == .performDefaultHandling || disposition == .rejectProtectionSpace)
+            self.state.withLock { state in
+                if unanswered { state.endedOnChallenge.insert(inner.taskIdentifier) } else { state.held[inner.taskIdentifier] = nil } // Apple shows no 401 it answered
+            }
+            answer.value(unanswered ? .cancelAuthenticationChallenge : Self.foundation(disposition), credential)
+        }
+        guard let (task, delegate) = ours(inner), let delegate else { return settle(.performDefaultHandling, nil) }
+        ask(otherwise: { settle(.performDefaultHandling, nil) }) { session, back in
+            delegate.urlSession(session, task: task, didReceive: challenge) { disposition, credential in back.give { settle(disposition, credential) } }
         }
     }
 
@@ -227,11 +239,8 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, didCompleteWithError error: Error?) {
         deliverHeld(of: inner, s)
         guard let (task, delegate) = ours(inner) else { return }
-        let outcome = state.withLock { state -> Error? in
-            state.tasks[inner.taskIdentifier] = nil
-            return state.failures.removeValue(forKey: inner.taskIdentifier) ?? error
-        }
-        complete(task, with: outcome, delegate: delegate)
+        let outcome = forget(inner)
+        complete(task, with: outcome.endedOnChallenge ? nil : outcome.failure ?? error, delegate: delegate)
     }
 
     /// The task ends on a held 401 or 407 (no challenge, or one left to default handling):
@@ -263,10 +272,12 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     }
 
     /// A task made with a completion handler has ended: no delegate call will say so.
-    func forget(_ inner: FoundationNetworking.URLSessionTask) -> Error? {
+    /// Also when it ends: the error that replaces corelibs', and whether it ended on a 401 or
+    /// 407 no credential answered (without an error, then).
+    func forget(_ inner: FoundationNetworking.URLSessionTask) -> (failure: Error?, endedOnChallenge: Bool) {
         state.withLock { state in
             state.tasks[inner.taskIdentifier] = nil
-            return state.failures.removeValue(forKey: inner.taskIdentifier)
+            return (state.failures.removeValue(forKey: inner.taskIdentifier), state.endedOnChallenge.remove(inner.taskIdentifier) != nil)
         }
     }
 }

@@ -39,12 +39,15 @@ final class ForegroundSession: @unchecked Sendable {
             let queue = bridge.delegateQueue
             let finish: @Sendable (Data?, URLResponse?, Error?) -> Void = { [weak made] data, response, error in
                 guard let made, let innerTask = box.withLock({ $0 }) else { return }
-                let outcome = bridge.forget(innerTask) ?? error
-                made.noteReceived(Int64(data?.count ?? 0))
+                let forgotten = bridge.forget(innerTask)
+                let outcome = forgotten.endedOnChallenge ? nil : forgotten.failure ?? error
+                let body = forgotten.endedOnChallenge ? data ?? Data() : data
+                let answer = response ?? innerTask.response
+                made.noteReceived(Int64(body?.count ?? 0))
                 made.finish(with: outcome)
                 made.setState(.completed)
                 queue.addOperation {
-                    handler(outcome == nil ? data : nil, response, outcome)
+                    handler(outcome == nil ? body : nil, answer, outcome)
                     bridge.complete(made, with: outcome, delegate: nil)
                 }
             }
