@@ -63,6 +63,11 @@ let package = Package(
         // The developer tool; it depends on the other executables so that `swift run bgtransfer demo` builds them.
         .executableTarget(name: "bgtransfer", dependencies: ["TransferContainer", "ContainerInspection", "ProgressDisplay", "LoopbackServer", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
+        // The differential test's client (ForegroundParityTests): one main.swift (the library's
+        // target holds a symlink to it), built against FoundationNetworking and against this library.
+        .executableTarget(name: "parity-foundation"),
+        .executableTarget(name: "parity-library", dependencies: ["BackgroundTransfer"], swiftSettings: [.define("PARITY_LIBRARY")]),
+
         // Benchmarks against curl and kill-recovery figures: `swift run -c release transfer-bench`.
         .executableTarget(name: "transfer-bench", dependencies: ["TransferContainer", "ContainerInspection", "LoopbackServer", "BackgroundTransfer", "TestPeers", "transferd", "host-app", "fetch-extension", "share-extension"]),
 
@@ -72,7 +77,8 @@ let package = Package(
         .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "LoopbackServer"]),
         // Real processes from the built executables, real sockets, real SIGKILLs.
         .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "ContainerInspection", "LoopbackServer", "BackgroundTransfer", "StandInSupport",
-                                                          "transferd", "host-app", "fetch-extension", "share-extension", "bgtransfer", "TestPeers"]),
+                                                          "transferd", "host-app", "fetch-extension", "share-extension", "bgtransfer", "TestPeers",
+                                                          "parity-foundation", "parity-library"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -16,7 +16,8 @@ BGTRANSFER-ENTITLEMENTS-END
 let usage = """
 usage: transfer-bench [FIGURE] [--quick] [--runs N] [--out DIR] [--size MiB] [--tasks N,N,…] [--samples N]
   FIGURE: all (the default), download, upload, refetch, many-tasks, small-files, event-latency, relaunch, startup, sessions, extension-start,
-          https (nginx over TLS + HTTP/2 ÷ curl --cacert), cpu (transferd CPU per GiB ÷ curl's);
+          https (nginx over TLS + HTTP/2 ÷ curl --cacert), cpu (transferd CPU per GiB ÷ curl's),
+          foreground (default sessions ÷ FoundationNetworking's: upload from a file, 10,000 GETs; with curl);
           or hand-written: the hand-written pieces kept (JSON coder, ISO 8601) against Foundation's,
           alternating (printed only; not in all)
   --quick     tiny sizes and 2 runs, done in seconds (a smoke test; results go to .build/transfer-bench-quick)
@@ -113,6 +114,8 @@ let figures: [(name: String, title: String, run: (Settings, Report) throws -> Vo
         try settings.scale.extensionStart(into: report) }),
     ("https", "HTTPS from nginx (TLS, HTTP/2) ÷ curl --cacert", { settings, report in
         try HTTPSBenchmark(size: settings.size, count: settings.smallFilesHeadline, runs: settings.runs, entitlements: entitlements).run(into: report) }),
+    ("foreground", "default sessions ÷ FoundationNetworking (upload from a file, many GETs), with curl", { settings, report in
+        try ForegroundBenchmark(size: settings.size, count: settings.quick ? 100 : 10_000, runs: settings.runs, entitlements: entitlements).run(into: report) }),
     ("cpu", "transferd CPU per GiB ÷ curl's", { settings, report in
         try CPUBenchmark(size: settings.size, runs: settings.runs, entitlements: entitlements).run(into: report) }),
 ]

@@ -80,11 +80,12 @@ final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
         }
     }
 
-    private func download(_ kind: TestCertificates.Kind, answer: @escaping @Sendable (SecTrust) -> URLSession.AuthChallengeDisposition) throws -> (TrustDelegate.Outcome, TrustDelegate) {
+    private func download(_ kind: TestCertificates.Kind, dataTask: Bool = false, answer: @escaping @Sendable (SecTrust) -> URLSession.AuthChallengeDisposition) throws -> (TrustDelegate.Outcome, TrustDelegate) {
         let delegate = TrustDelegate(answer: answer)
         let session = URLSession(configuration: .default, delegate: delegate, delegateQueue: nil)
         defer { session.invalidateAndCancel() }
-        let task = session.downloadTask(with: try #require(URL(string: nginx.url(kind.rawValue, "file.bin"))))
+        let url = try #require(URL(string: nginx.url(kind.rawValue, "file.bin")))
+        let task: URLSessionTask = dataTask ? session.dataTask(with: url) : session.downloadTask(with: url)
         task.resume()
         return (try #require(delegate.outcome(of: task.taskIdentifier)), delegate)
     }
@@ -115,6 +116,40 @@ final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
         #expect(delegate.trusts.count == 1)
         #expect(nginx.requests.last?.protocolName == "HTTP/2.0")
         #expect(outcome.metrics?.transactionMetrics.last?.networkProtocolName == "h2", "metrics before the completion: \(String(describing: outcome.metrics))")
+    }
+
+    @Test("Apple's pinning code compiles as written (CFError, CFArray, CFData) and accepts the chain whose leaf it knows")
+    func applesPinningCode() throws {
+        let pinned = try #require(TestCertificates.sharedDER(.selfSigned))
+        let (outcome, _) = try download(.selfSigned) { serverTrust in
+            // As Apple's "Performing manual server trust authentication" writes it.
+            var error: CFError?
+            let trusted = SecTrustEvaluateWithError(serverTrust, &error)
+            guard let chain = SecTrustCopyCertificateChain(serverTrust) as? [SecCertificate], let leaf = chain.first else { return .cancelAuthenticationChallenge }
+            let leafData = SecCertificateCopyData(leaf) as Data
+            return !trusted && error != nil && leafData == pinned ? .useCredential : .cancelAuthenticationChallenge
+        }
+        #expect(outcome.error == nil, "\(String(describing: outcome.error))")
+        #expect(outcome.delivered == payload)
+    }
+
+    @Test("A default session's data task asks the server-trust challenge too: cancelled, -999; accepted for a chain the system does not trust, -1202 (FoundationNetworking carries it out); without a delegate, Apple's code for the chain; no request in any case")
+    func dataTaskTrust() throws {
+        let (cancelled, asked) = try download(.selfSigned, dataTask: true) { _ in .cancelAuthenticationChallenge }
+        #expect(cancelled.error?.errorCode == -999, "\(String(describing: cancelled.error))")
+        #expect(asked.trusts.count == 1)
+        let (accepted, _) = try download(.selfSigned, dataTask: true) { _ in .useCredential }
+        #expect(accepted.error?.errorCode == -1202, "\(String(describing: accepted.error))")
+        // Without a delegate: Apple's code for the chain (corelibs would say -1).
+        let plain = URLSession(configuration: .default)
+        defer { plain.invalidateAndCancel() }
+        let failed = Locked<Int?>(nil)
+        plain.dataTask(with: try #require(URL(string: nginx.url(TestCertificates.Kind.selfSigned.rawValue, "file.bin")))) { _, _, error in
+            failed.withLock { $0 = (error as? URLError)?.errorCode ?? 0 }
+        }.resume()
+        #expect(waitUntil(timeout: 20) { failed.withLock { $0 } != nil })
+        #expect(failed.withLock { $0 } == -1203)
+        #expect(nginx.requests.isEmpty)
     }
 
     @Test("Cancelling the server-trust challenge ends the task with -999 and sends no request")

@@ -59,9 +59,20 @@ public final class SecTrust: @unchecked Sendable, CustomStringConvertible {
     }
 }
 
+// Core Foundation's names as Apple's trust code spells them (`var error: CFError?`,
+// `SecTrustCopyCertificateChain(trust) as? [SecCertificate]`, `SecCertificateCopyData(c) as Data`):
+// corelibs keeps Core Foundation out of Swift's sight, so here they name the Swift types the
+// functions below take and give.
+/// Apple's `CFError`: here any `Error`.
+public typealias CFError = any Error
+/// Apple's `CFArray`: here an array of anything, cast as Apple's code casts it.
+public typealias CFArray = [Any]
+/// Apple's `CFData`: here `Data`.
+public typealias CFData = Data
+
 /// `SecTrustEvaluateWithError`: whether the chain verifies (against the system's store, or
 /// the anchors set with `SecTrustSetAnchorCertificates`); the failure, if not.
-public func SecTrustEvaluateWithError(_ trust: SecTrust, _ error: UnsafeMutablePointer<Error?>?) -> Bool {
+public func SecTrustEvaluateWithError(_ trust: SecTrust, _ error: UnsafeMutablePointer<CFError?>?) -> Bool {
     let judged = trust.evaluated
     if let code = judged.failureCode {
         error?.pointee = URLError(URLError.Code(rawValue: code) ?? .secureConnectionFailed, userInfo: [NSLocalizedDescriptionKey: judged.failureReason ?? "the server's certificate is not trusted"])
@@ -70,8 +81,8 @@ public func SecTrustEvaluateWithError(_ trust: SecTrust, _ error: UnsafeMutableP
     return true
 }
 
-/// `SecTrustCopyCertificateChain`: the presented certificates, leaf first.
-public func SecTrustCopyCertificateChain(_ trust: SecTrust) -> [SecCertificate]? {
+/// `SecTrustCopyCertificateChain`: the presented certificates (`SecCertificate`), leaf first.
+public func SecTrustCopyCertificateChain(_ trust: SecTrust) -> CFArray? {
     trust.certificateChain.map(SecCertificate.init(der:))
 }
 
@@ -109,7 +120,7 @@ public func SecCertificateCreateWithData(_ allocator: AnyObject?, _ data: Data) 
 }
 
 /// `SecCertificateCopyData`: the certificate's DER bytes.
-public func SecCertificateCopyData(_ certificate: SecCertificate) -> Data {
+public func SecCertificateCopyData(_ certificate: SecCertificate) -> CFData {
     certificate.der
 }
 

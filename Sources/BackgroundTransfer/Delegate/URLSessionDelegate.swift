@@ -1,4 +1,5 @@
 import Foundation
+import FoundationNetworking
 
 /// Session-level events (Apple's `URLSessionDelegate`). Called on the session's delegate queue.
 public protocol URLSessionDelegate: AnyObject, Sendable {
@@ -41,6 +42,14 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
     /// What was measured of the task: its interval and its last exchange, with the protocol
     /// negotiated ("h2"). Called once per finished task, just before `didCompleteWithError`.
     func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics)
+    /// A default session's data or upload task got a redirect: answer the request to follow,
+    /// or nil to stop there (the redirect's response becomes the task's). The default follows.
+    /// Not asked in background sessions, which follow redirects silently (S2.3).
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void)
+    /// A default session's task whose body is a stream must send it again (after a redirect
+    /// or an authentication challenge): answer a fresh stream of the same bytes. The default
+    /// answers nil, which fails the task.
+    func urlSession(_ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void)
 }
 
 /// Download-task events (Apple's `URLSessionDownloadDelegate`).
@@ -56,6 +65,13 @@ public protocol URLSessionDownloadDelegate: URLSessionTaskDelegate {
 public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
     /// The body of the server's answer to an upload, before `didCompleteWithError` (S2.1).
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data)
+    /// A default session's data or upload task got its response, before any of its body:
+    /// `.allow` goes on, `.cancel` ends the task with -999. `.becomeDownload` and
+    /// `.becomeStream` are not offered: the task ends with -1 saying so. The default allows.
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void)
+    /// A default session's response may be stored in the configuration's `urlCache`: answer
+    /// it (or another, or nil to store nothing). The default stores the proposed one.
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void)
 }
 
 extension URLSessionDelegate {
@@ -81,6 +97,12 @@ extension URLSessionTaskDelegate {
     }
     public func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
     public func urlSession(_ session: URLSession, didCreateTask task: URLSessionTask) {}
+    public func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        completionHandler(request)
+    }
+    public func urlSession(_ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void) {
+        completionHandler(nil)
+    }
 }
 
 extension URLSessionDownloadDelegate {
@@ -90,4 +112,10 @@ extension URLSessionDownloadDelegate {
 
 extension URLSessionDataDelegate {
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        completionHandler(.allow)
+    }
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void) {
+        completionHandler(proposedResponse)
+    }
 }

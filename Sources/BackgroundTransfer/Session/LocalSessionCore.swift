@@ -5,6 +5,7 @@ import TransferTransport
 /// A default session: its downloads run inside this process (on the engine's local
 /// transfer thread) and end with it. Partial files lie in the app's private container, so
 /// `cancel(byProducingResumeData:)` hands over bytes a background session can continue from.
+/// Its data and upload tasks go to FoundationNetworking (`ForegroundSession`).
 ///
 /// Callbacks from the transfer thread are handed, in order, to `deliveryQueue` (serial),
 /// which runs each delegate call on the delegate queue and waits for it. State is in `state`.
@@ -33,9 +34,11 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
 
     /// Where server-trust questions wait for their handshake and the delegate's answer, one
     /// at a time, so a second task to an origin finds the first's decision.
-    private let trustQueue = DispatchQueue(label: "BackgroundTransfer.local-trust")
+    let trustQueue = DispatchQueue(label: "BackgroundTransfer.local-trust")
 
     private let state = Locked(State())
+    /// The FoundationNetworking session behind this session's data and upload tasks, made on the first.
+    let foregroundSession = Locked<ForegroundSession?>(nil)
 
     init(configuration: URLSessionConfiguration, delegate: URLSessionDelegate?, delegateQueue: OperationQueue?) {
         self.configuration = configuration
@@ -123,17 +126,26 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
         }
     }
 
-    /// A data task: a download whose file is handed to `didReceive data`, then removed.
-    func createDataTask(_ creation: TaskCreation) -> URLSessionDataTask {
-        let identifier = reserveTaskIdentifier()
-        var record = TaskRecord(taskIdentifier: identifier, kind: .download, originalRequest: creation.request)
-        record.taskDescription = creation.taskDescription
-        let task = URLSessionDataTask(record: record, backend: self)
-        state.withLock { $0.tasks[identifier] = task }
+    /// A data or upload task, carried out by FoundationNetworking (`ForegroundSession`).
+    func createForegroundTask<Task: URLSessionTask>(_ request: URLRequest, body: ForegroundBody, creation: TaskCreation, as make: (TaskRecord) -> Task,
+                                                    handler: (@Sendable (Data?, URLResponse?, Error?) -> Void)? = nil) -> Task {
+        let foreground = foregroundSession.withLock { made in
+            if let made { return made }
+            let session = ForegroundSession(configuration: configuration, delegate: delegate, delegateQueue: delegateQueue, session: { [weak self] in self?.primary }) { [weak self] task in
+                guard let self else { return }
+                self.state.withLock { _ = $0.tasks.removeValue(forKey: task.taskIdentifier) }
+                self.deliveryQueue.async { self.invalidateIfFinished() }
+            }
+            made = session
+            return session
+        }
+        let record = TaskRecord(taskIdentifier: reserveTaskIdentifier(), kind: creation.kind, originalRequest: creation.request)
+        let task = foreground.makeTask(request, body: body, record: record, backend: self, as: make, handler: handler)
+        state.withLock { $0.tasks[record.taskIdentifier] = task }
         return task
     }
 
-    /// A download (or a data task, read from the downloaded file) whose outcome goes to
+    /// A download whose outcome goes to
     /// `handler`, on the delegate queue, instead of the delegate's data calls.
     func createHandlerTask<Task: URLSessionTask>(_ creation: TaskCreation, make: (TaskRecord) -> Task, handler: @escaping @Sendable (URLSessionTask, Result<String, TransferFailure>) -> Void) -> Task {
         let task = state.withLock { state -> Task in
@@ -150,12 +162,17 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     }
 
     func resume(_ task: URLSessionTask) {
+        if let inner = task.foundationTask.withLock({ $0 }) { return resumeForeground(task, inner) }
         guard task.state == .suspended else { return }
         var record = task.record
         record.state = .running
         task.update(record)
-        guard let scheme = URL(string: record.originalRequest.url)?.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+        guard let url = URL(string: record.originalRequest.url), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             finish(task, .failure(TransferFailure(code: TransferFailure.unsupportedURL, message: "unsupported URL \(record.originalRequest.url)")))
+            return
+        }
+        if let port = url.port, !(1...65535).contains(port) { // as FoundationNetworking answers it
+            finish(task, .failure(TransferFailure(code: TransferFailure.badURL, message: "bad URL \(record.originalRequest.url): port \(port)", subject: record.originalRequest.url)))
             return
         }
         do { try DurableFile.makeDirectory(directory.path) } catch {
@@ -210,6 +227,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     }
 
     func suspend(_ task: URLSessionTask) {
+        if let inner = task.foundationTask.withLock({ $0 }) { return inner.suspend() }
         guard task.state == .running else { return }
         var record = runner.stop(taskIdentifier: task.taskIdentifier) ?? task.record
         record.state = .suspended
@@ -221,6 +239,10 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     }
 
     func cancel(_ task: URLSessionTask, produceResumeData: Bool) -> Data? {
+        if let inner = task.foundationTask.withLock({ $0 }) {
+            inner.cancel()
+            return nil // FoundationNetworking's uploads make no resume data
+        }
         guard task.state != .completed else { return nil }
         let record = runner.stop(taskIdentifier: task.taskIdentifier) ?? task.record
         task.update(record)
@@ -246,7 +268,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
 
     // MARK: Server trust (S2.6, S3.6)
 
-    private enum TrustDecision {
+    enum TrustDecision {
         case proceed(TLSPolicy)
         case fail(TransferFailure)
     }
@@ -257,7 +279,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     /// challenge before any request is sent; `.useCredential` with `URLCredential(trust:)`
     /// accepts exactly that key (pinned), default handling keeps the default evaluation, and
     /// cancelling ends the task with -999. Accepted and trusted origins are remembered.
-    private func serverTrustDecision(for url: String, configuration: SessionConfiguration) -> TrustDecision {
+    func serverTrustDecision(for url: String, configuration: SessionConfiguration) -> TrustDecision {
         guard let endpoint = ProtectionSpaceRecord.endpoint(of: url) else { return .proceed(.systemDefault) }
         let origin = "\(endpoint.host):\(endpoint.port)"
         if let known = state.withLock({ $0.trustByOrigin[origin] }) { return .proceed(known) }
@@ -316,10 +338,6 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
             }
             switch result {
             case .success(let path):
-                if handler == nil, let dataTask = task as? URLSessionDataTask, let delegate = self.delegate as? URLSessionDataDelegate,
-                   let body = FileManager.default.contents(atPath: path), !body.isEmpty {
-                    self.onDelegateQueue { session in delegate.urlSession(session, dataTask: dataTask, didReceive: body) }
-                }
                 if handler == nil, let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate {
                     self.onDelegateQueue { session in delegate.urlSession(session, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: path)) }
                 }
@@ -352,6 +370,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     func invalidate(cancelTasks: Bool) {
         state.withLock { $0.finishing = true }
         if cancelTasks { allTasks().forEach { cancel($0) } }
+        foregroundSession.withLock { $0 }?.inner.finishTasksAndInvalidate()
         deliveryQueue.async { self.invalidateIfFinished() }
     }
 

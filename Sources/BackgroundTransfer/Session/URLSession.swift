@@ -140,7 +140,10 @@ open class URLSession: @unchecked Sendable {
     }
 
     open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
-        makeTask(TaskCreation(kind: .download, request: record(of: request)), cellular: request.allowsCellularAccess, as: { URLSessionDownloadTask(record: $0, backend: nil) })
+        if let failure = downloadBodyRefusal(request) {
+            return refusedTask(TaskCreation(kind: .download, request: record(of: request)), failure, as: { URLSessionDownloadTask(record: $0, backend: nil) })
+        }
+        return makeTask(TaskCreation(kind: .download, request: record(of: request)), cellular: request.allowsCellularAccess, as: { URLSessionDownloadTask(record: $0, backend: nil) })
     }
 
     /// A download that continues from resume data (S6.1); the delegate gets
@@ -163,7 +166,7 @@ open class URLSession: @unchecked Sendable {
 
     open func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) -> URLSessionDownloadTask {
         let creation = TaskCreation(kind: .download, request: record(of: request))
-        return handlerTask(creation, as: { URLSessionDownloadTask(record: $0, backend: nil) }) { task, result in
+        return handlerTask(creation, refusal: downloadBodyRefusal(request), as: { URLSessionDownloadTask(record: $0, backend: nil) }) { task, result in
             switch result {
             case .success(let path): completionHandler(URL(fileURLWithPath: path), task.response, nil)
             case .failure(let error): completionHandler(nil, task.response, error)
@@ -178,45 +181,19 @@ open class URLSession: @unchecked Sendable {
     }
 
     open func dataTask(with request: URLRequest, completionHandler: @escaping @Sendable (Data?, URLResponse?, Error?) -> Void) -> URLSessionDataTask {
-        let creation = TaskCreation(kind: .download, request: record(of: request))
-        return handlerTask(creation, as: { URLSessionDataTask(record: $0, backend: nil) }) { task, result in
-            switch result {
-            case .success(let path):
-                do {
-                    // An empty body may leave no file at all.
-                    let data = FileManager.default.fileExists(atPath: path) ? try Data(contentsOf: URL(fileURLWithPath: path)) : Data()
-                    completionHandler(data, task.response, nil)
-                } catch {
-                    let failure = TransferFailure(code: TransferFailure.cannotOpenFile, message: "cannot read the response body: \(error)", subject: path)
-                    completionHandler(nil, task.response, failure.urlError(failingURL: creation.request.url))
-                }
-            case .failure(let error): completionHandler(nil, task.response, error)
-            }
-        }
+        foregroundTask(request, body: .request, kind: .download, as: { URLSessionDataTask(record: $0, backend: nil) }, handler: completionHandler)
     }
 
-    /// A request whose response body goes to the delegate's `urlSession(_:dataTask:didReceive:)`
-    /// (in one piece, when the body is complete), then `didCompleteWithError`. Default
-    /// sessions; in a background session (Apple allows them there, S2.2) the task comes back
-    /// failed: not offered here yet.
+    /// A request (with its `httpBody` or `httpBodyStream`) whose response goes to the
+    /// delegate's `URLSessionDataDelegate` calls as it arrives, then `didCompleteWithError`.
+    /// Default sessions; in a background session (Apple allows them there, S2.2) the task
+    /// comes back failed: not offered here yet.
     open func dataTask(with url: URL) -> URLSessionDataTask {
         dataTask(with: URLRequest(url: url))
     }
 
     open func dataTask(with request: URLRequest) -> URLSessionDataTask {
-        let creation = TaskCreation(kind: .download, request: record(of: request))
-        guard configuration.identifier == nil else {
-            let failure = TransferFailure(code: TransferFailure.unknown, message: "data tasks in background sessions are not offered yet: use a download task", subject: configuration.identifier)
-            return refusedTask(creation, failure, as: { URLSessionDataTask(record: $0, backend: nil) })
-        }
-        guard let local = core as? LocalSessionCore, !local.isInvalidated else {
-            return makeTask(creation, as: { URLSessionDataTask(record: $0, backend: nil) })
-        }
-        let task = local.createDataTask(creation)
-        if let delegate = delegate as? URLSessionTaskDelegate {
-            delegateQueue.addOperation { delegate.urlSession(self, didCreateTask: task) }
-        }
-        return task
+        foregroundTask(request, body: .request, kind: .download, as: { URLSessionDataTask(record: $0, backend: nil) })
     }
 
     /// Refused in background sessions (S1.2): thrown with Apple's message.
@@ -224,28 +201,6 @@ open class URLSession: @unchecked Sendable {
         try await download(for: URLRequest(url: url))
     }
 
-    /// The response body, in a default session; refused in background sessions (S1.2).
-    open func data(from url: URL) async throws -> (Data, URLResponse) {
-        try await data(for: URLRequest(url: url))
-    }
-
-    open func data(for request: URLRequest) async throws -> (Data, URLResponse) {
-        guard configuration.identifier == nil else { throw BackgroundSessionMisuse.completionHandlersUnsupported }
-        let box = Locked<URLSessionTask?>(nil)
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let task = dataTask(with: request) { data, response, error in
-                    if let data, let response { continuation.resume(returning: (data, response)) } else {
-                        continuation.resume(throwing: error ?? URLError(.badServerResponse))
-                    }
-                }
-                box.withLock { $0 = task }
-                task.resume()
-            }
-        } onCancel: {
-            box.withLock { $0 }?.cancel()
-        }
-    }
 
     /// The downloaded file, in a default session, moved to a file of its own in the app's
     /// temporary directory (the caller moves or removes it); refused in background sessions (S1.2).
@@ -277,9 +232,9 @@ open class URLSession: @unchecked Sendable {
     }
 
     /// A task whose outcome goes to `handler` rather than to the delegate's data calls.
-    private func handlerTask<Task: URLSessionTask>(_ creation: TaskCreation, as orphan: @escaping (TaskRecord) -> Task, handler: @escaping @Sendable (URLSessionTask, Result<String, Error>) -> Void) -> Task {
-        guard configuration.identifier == nil else {
-            let failure = TransferFailure(code: TransferFailure.unknown, message: BackgroundSessionMisuse.completionHandlersUnsupported.message, subject: configuration.identifier)
+    func handlerTask<Task: URLSessionTask>(_ creation: TaskCreation, refusal: TransferFailure? = nil, as orphan: @escaping (TaskRecord) -> Task, handler: @escaping @Sendable (URLSessionTask, Result<String, Error>) -> Void) -> Task {
+        guard configuration.identifier == nil, refusal == nil else {
+            let failure = refusal ?? TransferFailure(code: TransferFailure.unknown, message: BackgroundSessionMisuse.completionHandlersUnsupported.message, subject: configuration.identifier)
             let task = refusedTask(creation, failure, as: orphan)
             let error = task.error ?? failure.urlError()
             delegateQueue.addOperation { handler(task, .failure(error)) }
@@ -306,6 +261,9 @@ open class URLSession: @unchecked Sendable {
     /// missing (-1100), a directory (-1101), or unreadable or outside the app's containers
     /// (-1102) makes the task fail when resumed, with the path in the error.
     open func uploadTask(with request: URLRequest, fromFile fileURL: URL) -> URLSessionUploadTask {
+        if configuration.identifier == nil {
+            return foregroundTask(request, body: .file(fileURL), kind: .upload, as: { URLSessionUploadTask(record: $0, backend: nil) })
+        }
         let creation = TaskCreation(kind: .upload, request: record(of: request), uploadFile: fileURL.standardizedFileURL.path)
         return makeTask(creation, cellular: request.allowsCellularAccess, as: { URLSessionUploadTask(record: $0, backend: nil) })
     }
@@ -323,7 +281,7 @@ open class URLSession: @unchecked Sendable {
     /// backend refuses, or one asked of a session that is invalid (it never opened, or the
     /// app invalidated it), comes back completed with the error, which its delegate also
     /// gets through `didCompleteWithError`; the daemon never had it.
-    private func makeTask<Task: URLSessionTask>(_ creation: TaskCreation, cellular: Bool = true, as orphan: (TaskRecord) -> Task) -> Task {
+    func makeTask<Task: URLSessionTask>(_ creation: TaskCreation, cellular: Bool = true, as orphan: (TaskRecord) -> Task) -> Task {
         var creation = creation
         creation.requirements = TaskRequirements(
             allowsCellularAccess: configuration.allowsCellularAccess && cellular,
@@ -351,7 +309,7 @@ open class URLSession: @unchecked Sendable {
     }
 
     /// A task that was never created: completed at once with `failure`, reported to the delegate.
-    private func refusedTask<Task: URLSessionTask>(_ creation: TaskCreation, _ failure: TransferFailure, as orphan: (TaskRecord) -> Task) -> Task {
+    func refusedTask<Task: URLSessionTask>(_ creation: TaskCreation, _ failure: TransferFailure, as orphan: (TaskRecord) -> Task) -> Task {
         let number = core?.reserveTaskIdentifier() ?? refusedTaskNumbers.withLock { value -> Int in
             value += 1
             return value
@@ -370,18 +328,18 @@ open class URLSession: @unchecked Sendable {
         return task
     }
 
-    /// Refused in background sessions (S2.1) and not offered by default sessions here: the
-    /// task comes back failed with Apple's message; write the body to a file in the app's
-    /// container and use `uploadTask(with:fromFile:)`.
+    /// An upload of `bodyData` (default sessions; refused in background sessions, S2.1: the
+    /// task comes back failed with Apple's message).
     open func uploadTask(with request: URLRequest, from bodyData: Data) -> URLSessionUploadTask {
-        let failure = TransferFailure(code: TransferFailure.unknown, message: BackgroundSessionMisuse.uploadFromDataUnsupported.message, subject: configuration.identifier)
-        return refusedTask(TaskCreation(kind: .upload, request: record(of: request)), failure, as: { URLSessionUploadTask(record: $0, backend: nil) })
+        foregroundTask(request, body: .data(bodyData), kind: .upload, as: { URLSessionUploadTask(record: $0, backend: nil) },
+                       refusal: BackgroundSessionMisuse.uploadFromDataUnsupported.message)
     }
 
-    /// Refused (S2.1): the task comes back failed with Apple's message.
+    /// An upload of `request.httpBodyStream`, asked again through `needNewBodyStream`
+    /// (default sessions; refused in background sessions, S2.1).
     open func uploadTask(withStreamedRequest request: URLRequest) -> URLSessionUploadTask {
-        let failure = TransferFailure(code: TransferFailure.unknown, message: BackgroundSessionMisuse.uploadFromStreamUnsupported.message, subject: configuration.identifier)
-        return refusedTask(TaskCreation(kind: .upload, request: record(of: request)), failure, as: { URLSessionUploadTask(record: $0, backend: nil) })
+        foregroundTask(request, body: .stream, kind: .upload, as: { URLSessionUploadTask(record: $0, backend: nil) },
+                       refusal: BackgroundSessionMisuse.uploadFromStreamUnsupported.message)
     }
 
     /// The session's unfinished tasks by kind (Apple's `getTasksWithCompletionHandler`), on the delegate queue.

@@ -1,4 +1,5 @@
 import Foundation
+import FoundationNetworking
 import TransferContainer
 
 /// A session's configuration, with Apple's names and defaults (S5 table): a background
@@ -32,8 +33,32 @@ open class URLSessionConfiguration: @unchecked Sendable {
     /// nothing open on an app's behalf after its tasks end.
     public var shouldUseExtendedBackgroundIdleMode = false
 
-    private init(identifier: String?) {
+    // What FoundationNetworking's configuration offers, for default sessions' data and upload
+    // tasks (ForegroundConfiguration.swift); its defaults, `.ephemeral`'s private stores for
+    // ephemeral sessions. Background sessions do not use them yet.
+    public var httpCookieStorage: HTTPCookieStorage?
+    public var httpShouldSetCookies: Bool
+    public var httpCookieAcceptPolicy: HTTPCookie.AcceptPolicy
+    public var urlCredentialStorage: URLCredentialStorage?
+    public var urlCache: URLCache?
+    public var requestCachePolicy: URLRequest.CachePolicy
+    /// Custom `URLProtocol` subclasses asked first (how tests stub networking); default
+    /// sessions' data and upload tasks only.
+    public var protocolClasses: [AnyClass]?
+    /// Made by `.ephemeral`: FoundationNetworking's ephemeral configuration underneath.
+    let isEphemeral: Bool
+
+    private init(identifier: String?, ephemeral: Bool = false) {
         self.identifier = identifier
+        self.isEphemeral = ephemeral
+        let base: FoundationNetworking.URLSessionConfiguration = ephemeral ? .ephemeral : .default
+        httpCookieStorage = base.httpCookieStorage
+        httpShouldSetCookies = base.httpShouldSetCookies
+        httpCookieAcceptPolicy = base.httpCookieAcceptPolicy
+        urlCredentialStorage = base.urlCredentialStorage
+        urlCache = base.urlCache
+        requestCachePolicy = base.requestCachePolicy
+        protocolClasses = base.protocolClasses
     }
 
     /// A default session's configuration: transfers run inside this process, while it runs
@@ -42,9 +67,9 @@ open class URLSessionConfiguration: @unchecked Sendable {
         URLSessionConfiguration(identifier: nil)
     }
 
-    /// Like `default` (nothing here is kept on disk for a default session anyway).
+    /// Like `default`, with cookies, credentials and cache kept in memory only.
     open class var ephemeral: URLSessionConfiguration {
-        URLSessionConfiguration(identifier: nil)
+        URLSessionConfiguration(identifier: nil, ephemeral: true)
     }
 
     /// A configuration for a background session with this identifier.
@@ -53,7 +78,7 @@ open class URLSessionConfiguration: @unchecked Sendable {
     }
 
     func copy() -> URLSessionConfiguration {
-        let copy = URLSessionConfiguration(identifier: identifier)
+        let copy = URLSessionConfiguration(identifier: identifier, ephemeral: isEphemeral)
         copy.sharedContainerIdentifier = sharedContainerIdentifier
         copy.sessionSendsLaunchEvents = sessionSendsLaunchEvents
         copy.isDiscretionary = isDiscretionary
@@ -68,6 +93,13 @@ open class URLSessionConfiguration: @unchecked Sendable {
         copy.coalescesIdenticalDownloads = coalescesIdenticalDownloads
         copy.connectionProxyDictionary = connectionProxyDictionary
         copy.shouldUseExtendedBackgroundIdleMode = shouldUseExtendedBackgroundIdleMode
+        copy.httpCookieStorage = httpCookieStorage
+        copy.httpShouldSetCookies = httpShouldSetCookies
+        copy.httpCookieAcceptPolicy = httpCookieAcceptPolicy
+        copy.urlCredentialStorage = urlCredentialStorage
+        copy.urlCache = urlCache
+        copy.requestCachePolicy = requestCachePolicy
+        copy.protocolClasses = protocolClasses
         return copy
     }
 

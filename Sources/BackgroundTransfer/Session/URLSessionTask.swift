@@ -15,7 +15,8 @@ open class URLSessionTask: @unchecked Sendable {
 
     /// Unique within its session only, numbered from the daemon's counter for the session (the daemon refuses a number used before), stable across relaunch (S7.1).
     public let taskIdentifier: Int
-    public let originalRequest: URLRequest?
+    public var originalRequest: URLRequest? { foundationTask.withLock { $0 }?.originalRequest ?? recordedRequest }
+    private let recordedRequest: URLRequest?
     weak var backend: (any SessionBackend)?
     private let snapshot: Locked<TaskRecord>
     private let failure = Locked<Error?>(nil)
@@ -25,10 +26,27 @@ open class URLSessionTask: @unchecked Sendable {
     package var wasRefusedByDaemon: Bool { refused.withLock { $0 } }
     /// `progress`, as Apple offers it.
     public let progress: Progress
+    /// A default session's data or upload task is carried out by FoundationNetworking
+    /// (`ForegroundSession`): its state, response and byte counts are that task's.
+    let foundationTask = Locked<FoundationNetworking.URLSessionTask?>(nil)
+    private let taskDelegate = Locked<URLSessionTaskDelegate?>(nil)
+
+    /// This task's own delegate (Apple's `URLSessionTask.delegate`): asked instead of the
+    /// session's for this task's events. Honoured for default sessions' data and upload
+    /// tasks; other tasks log that it is ignored.
+    public var delegate: URLSessionTaskDelegate? {
+        get { taskDelegate.withLock { $0 } }
+        set {
+            taskDelegate.withLock { $0 = newValue }
+            if newValue != nil, foundationTask.withLock({ $0 }) == nil, AppEnvironment.isBootstrapped {
+                AppEnvironment.log.error("session", "a delegate set on task \(taskIdentifier) is ignored: only default sessions' data and upload tasks have their own", task: taskIdentifier)
+            }
+        }
+    }
 
     init(record: TaskRecord, backend: (any SessionBackend)?) {
         self.taskIdentifier = record.taskIdentifier
-        self.originalRequest = URLSessionTask.request(from: record.originalRequest)
+        self.recordedRequest = URLSessionTask.request(from: record.originalRequest)
         self.backend = backend
         self.snapshot = Locked(record)
         self.progress = Progress(totalUnitCount: max(record.progressBytes.expected, 0))
@@ -38,23 +56,30 @@ open class URLSessionTask: @unchecked Sendable {
     // MARK: Properties with Apple's names
 
     public var currentRequest: URLRequest? {
+        if let inner = foundationTask.withLock({ $0 }) { return inner.currentRequest }
         let record = snapshot.withLock { $0 }
-        guard let current = record.currentURL, var request = originalRequest else { return originalRequest }
+        guard let current = record.currentURL, var request = recordedRequest else { return recordedRequest }
         request.url = URL(string: current)
         return request
     }
 
     public var response: URLResponse? {
+        if let inner = foundationTask.withLock({ $0 }) { return inner.response }
         guard let response = snapshot.withLock({ $0.response }), let url = URL(string: response.url) else { return nil }
         return HTTPURLResponse(url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1", headerFields: response.headers)
     }
 
-    public var state: State { State(rawValue: snapshot.withLock { $0.state.rawValue }) ?? .completed }
+    public var state: State {
+        let own = State(rawValue: snapshot.withLock { $0.state.rawValue }) ?? .completed
+        // Completed once reported so, whatever FoundationNetworking's task says by then.
+        if own != .completed, let inner = foundationTask.withLock({ $0 }) { return State(rawValue: inner.state.rawValue) ?? .completed }
+        return own
+    }
     public var error: Error? { failure.withLock { $0 } }
-    public var countOfBytesReceived: Int64 { snapshot.withLock { $0.countOfBytesReceived } }
-    public var countOfBytesExpectedToReceive: Int64 { snapshot.withLock { $0.countOfBytesExpectedToReceive } }
-    public var countOfBytesSent: Int64 { snapshot.withLock { $0.countOfBytesSent } }
-    public var countOfBytesExpectedToSend: Int64 { snapshot.withLock { $0.countOfBytesExpectedToSend } }
+    public var countOfBytesReceived: Int64 { max(foundationTask.withLock { $0 }?.countOfBytesReceived ?? 0, snapshot.withLock { $0.countOfBytesReceived }) }
+    public var countOfBytesExpectedToReceive: Int64 { foundationTask.withLock { $0 }?.countOfBytesExpectedToReceive ?? snapshot.withLock { $0.countOfBytesExpectedToReceive } }
+    public var countOfBytesSent: Int64 { foundationTask.withLock { $0 }?.countOfBytesSent ?? snapshot.withLock { $0.countOfBytesSent } }
+    public var countOfBytesExpectedToSend: Int64 { foundationTask.withLock { $0 }?.countOfBytesExpectedToSend ?? snapshot.withLock { $0.countOfBytesExpectedToSend } }
 
     /// The app's own string, persisted by the daemon, never interpreted.
     public var taskDescription: String? {
@@ -155,6 +180,11 @@ open class URLSessionTask: @unchecked Sendable {
         guard let bytes else { return false }
         updateProgress(received: bytes.done, expected: bytes.expected)
         return true
+    }
+
+    /// Body bytes a default session's data task received (FoundationNetworking counts none).
+    func noteReceived(_ count: Int64) {
+        snapshot.withLock { $0.countOfBytesReceived += count }
     }
 
     func setState(_ state: TaskState) {

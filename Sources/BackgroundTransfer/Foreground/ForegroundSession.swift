@@ -1,0 +1,72 @@
+import Foundation
+import FoundationNetworking
+import TransferContainer
+
+/// What a default session's data or upload task sends as its body.
+enum ForegroundBody {
+    /// The request's own `httpBody` or `httpBodyStream`, if any (a data task).
+    case request
+    case data(Data)
+    case file(URL)
+    /// `httpBodyStream`, asked again through `needNewBodyStream` (`uploadTask(withStreamedRequest:)`).
+    case stream
+}
+
+/// The FoundationNetworking `URLSession` behind one default session of ours, which carries
+/// out its data and upload tasks (see ForegroundBridge.swift for why), and the making of
+/// this library's task objects around FoundationNetworking's. Made once per default session,
+/// on its first such task; thread-safe (FoundationNetworking's session is).
+final class ForegroundSession: @unchecked Sendable {
+    let bridge: ForegroundBridge
+    let inner: FoundationNetworking.URLSession
+
+    init(configuration: URLSessionConfiguration, delegate: URLSessionDelegate?, delegateQueue: OperationQueue, session: @escaping @Sendable () -> URLSession?, finished: @escaping @Sendable (URLSessionTask) -> Void) {
+        bridge = ForegroundBridge(delegate: delegate, delegateQueue: delegateQueue, session: session, finished: finished)
+        inner = FoundationNetworking.URLSession(configuration: configuration.foundationConfiguration(), delegate: bridge, delegateQueue: bridge.callbackQueue)
+    }
+
+    /// Our task of kind `Task` around FoundationNetworking's task for `request` and `body`,
+    /// numbered `identifier`, suspended. With `handler`, the outcome goes to it (on
+    /// `delegateQueue`) instead of the delegate's data calls, as FoundationNetworking does.
+    func makeTask<Task: URLSessionTask>(_ request: URLRequest, body: ForegroundBody, record: TaskRecord, backend: any SessionBackend, as make: (TaskRecord) -> Task,
+                                        handler: (@Sendable (Data?, URLResponse?, Error?) -> Void)?) -> Task {
+        let made = make(record)
+        made.backend = backend
+        let box = Locked<FoundationNetworking.URLSessionTask?>(nil)
+        let inner: FoundationNetworking.URLSessionTask
+        if let handler {
+            let bridge = self.bridge
+            let queue = bridge.delegateQueue
+            let finish: @Sendable (Data?, URLResponse?, Error?) -> Void = { [weak made] data, response, error in
+                guard let made, let innerTask = box.withLock({ $0 }) else { return }
+                let forgotten = bridge.forget(innerTask)
+                let outcome = forgotten.endedOnChallenge ? nil : forgotten.failure ?? error
+                let body = forgotten.endedOnChallenge ? data ?? Data() : data
+                let answer = response ?? innerTask.response
+                made.noteReceived(Int64(body?.count ?? 0))
+                made.finish(with: outcome)
+                made.setState(.completed)
+                queue.addOperation {
+                    handler(outcome == nil ? body : nil, answer, outcome)
+                    bridge.complete(made, with: outcome, delegate: nil)
+                }
+            }
+            switch body {
+            case .request, .stream: inner = self.inner.dataTask(with: request, completionHandler: finish)
+            case .data(let data): inner = self.inner.uploadTask(with: request, from: data, completionHandler: finish)
+            case .file(let url): inner = self.inner.uploadTask(with: request, fromFile: url, completionHandler: finish)
+            }
+        } else {
+            switch body {
+            case .request: inner = self.inner.dataTask(with: request)
+            case .data(let data): inner = self.inner.uploadTask(with: request, from: data)
+            case .file(let url): inner = self.inner.uploadTask(with: request, fromFile: url)
+            case .stream: inner = self.inner.uploadTask(withStreamedRequest: request)
+            }
+        }
+        box.withLock { $0 = inner }
+        made.foundationTask.withLock { $0 = inner }
+        bridge.register(made, for: inner)
+        return made
+    }
+}

@@ -1,0 +1,1 @@
+../parity-foundation/main.swift

@@ -1,0 +1,70 @@
+import Foundation
+import FoundationNetworking
+
+// This file imports FoundationNetworking and not BackgroundTransfer: `URLSession` here is
+// corelibs' own, the reference the foreground figures compare default sessions with.
+
+/// One client of the foreground figures: an upload from a file, and GETs one after another.
+/// Called from the benchmark's thread; each call waits for its transfers (with a deadline).
+protocol ForegroundClient {
+    /// Uploads the file with PUT; the server's status.
+    func upload(file: URL, to url: URL, timeout: TimeInterval) throws -> Int
+    /// GETs `url` `count` times, each after the last, over the session's kept-alive
+    /// connection; the body bytes received.
+    func get(_ url: URL, count: Int, timeout: TimeInterval) throws -> Int
+}
+
+/// FoundationNetworking's `URLSession` with completion handlers. Owned by the benchmark's thread.
+struct CorelibsClient: ForegroundClient {
+    let session = FoundationNetworking.URLSession(configuration: FoundationNetworking.URLSessionConfiguration.default)
+
+    func upload(file: URL, to url: URL, timeout: TimeInterval) throws -> Int {
+        var request = URLRequest(url: url)
+        request.httpMethod = "PUT"
+        return try waitFor(timeout) { done in
+            session.uploadTask(with: request, fromFile: file) { _, response, error in done((response as? HTTPURLResponse)?.statusCode, error) }.resume()
+        }
+    }
+
+    func get(_ url: URL, count: Int, timeout: TimeInterval) throws -> Int {
+        var bytes = 0
+        for _ in 0..<count {
+            bytes += try waitFor(timeout) { done in
+                session.dataTask(with: url) { data, _, error in done(data?.count, error) }.resume()
+            }
+        }
+        return bytes
+    }
+}
+
+/// Runs `start`, which calls `done` once with a value or an error; waits up to `timeout`.
+func waitFor(_ timeout: TimeInterval, _ start: (@escaping @Sendable (Int?, Error?) -> Void) -> Void) throws -> Int {
+    let finished = DispatchSemaphore(value: 0)
+    let outcome = OutcomeBox()
+    start { value, error in
+        outcome.set(value, error)
+        finished.signal()
+    }
+    guard finished.wait(timeout: .now() + timeout) == .success else { throw BenchError("no answer within \(Int(timeout)) s") }
+    return try outcome.get()
+}
+
+/// What a transfer's completion handler reported. Written once by it, read after the wait.
+final class OutcomeBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Int?
+    private var error: Error?
+
+    func set(_ value: Int?, _ error: Error?) {
+        lock.lock()
+        defer { lock.unlock() }
+        (self.value, self.error) = (value, error)
+    }
+
+    func get() throws -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        if let error { throw BenchError("transfer failed: \(error)") }
+        return value ?? 0
+    }
+}

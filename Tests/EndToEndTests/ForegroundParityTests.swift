@@ -1,0 +1,122 @@
+import Foundation
+import Testing
+import TransferContainer
+import LoopbackServer
+
+/// The differential test of default sessions (DESIGN "Foreground sessions", S9): the same
+/// client code (Sources/parity-foundation/main.swift) built against FoundationNetworking and
+/// against this library runs against a fresh loopback server each; what each client prints
+/// (delegate calls in order, status, bodies, errors and codes, task properties) and what
+/// each server received (methods, body bytes and their digest, headers) must be equal,
+/// observable by observable, except the differences listed below on purpose.
+@Suite(.timeLimit(.minutes(4)))
+struct ForegroundParityTests {
+    /// Where this library follows Apple and corelibs does not, each with its reason. A name
+    /// starting with `*` stands for every scenario's observable of that name.
+    static let intendedDifferences: [String: String] = [
+        "download.events": "Apple hands every task's metrics to didFinishCollecting, download tasks' too; corelibs' download tasks (ours run on this project's transport) report none",
+        "download-bad-port.events": "the same: a failed download task has metrics too",
+        "*.countOfBytesReceived": "Apple counts a data task's body bytes; corelibs leaves countOfBytesReceived at 0 for data and upload tasks",
+        "disposition-cancel.events": "Apple ends a task whose delegate answers .cancel to didReceive response, with -999 and no body; corelibs ignores the answer and delivers the body",
+        "disposition-cancel.error": "the same: -999",
+        "disposition-cancel.bytesReceived": "the same: no body after .cancel",
+        "upload-stream.events": "Apple hands no informational response to the delegate; corelibs hands a 100 Continue over as didReceive response",
+        "auth-basic.events": "Apple asks the challenge without showing the 401 first; corelibs hands over the 401 and its body, then asks, then the answer's response and body",
+        "auth-basic.bytesReceived": "the same: the 401's body is not part of the task's body",
+        "auth-cancel.events": "the same: a cancelled challenge ends the task with -999 and no 401 shown",
+        "auth-cancel.bytesReceived": "the same",
+        "auth-default.events": "a 401 no credential answers (default handling, none stored): Apple's task ends with it as its response, no error; corelibs waits for ever (the client gives up after 5 s and cancels)",
+        "auth-default.error": "the same: nil, not the client's -999",
+        "auth-default.finished": "the same: it ends",
+        "auth-unanswered.finished": "the same, with no delegate at all (URLSession.shared, a completion handler)",
+        "auth-unanswered.status": "the same: 401",
+        "auth-unanswered.error": "the same: nil",
+        "auth-unanswered.bodyLength": "the same: an empty body (the 401's text is not kept for completion handlers)",
+    ]
+
+    static func isIntended(_ name: String) -> Bool {
+        intendedDifferences[name] != nil || intendedDifferences.keys.contains { $0.hasPrefix("*") && name.hasSuffix($0.dropFirst()) }
+    }
+
+    /// Paths that take uploads (each scenario its own, so the server's record says whose).
+    static let uploadPaths = ["post-body", "post-stream", "async-data", "async-file", "handler-data", "handler-file", "delegate-data", "delegate-file", "delegate-stream"].map { "/upload/" + $0 }
+    static let servedPaths = ["/small", "/big", "/missing", "/redirect", "/redirect-stop", "/protected/basic", "/protected/cancel", "/protected/shared", "/protected/default", "/headers",
+                              "/cookie/set", "/cookie/echo", "/cookie/off", "/stubbed/x"]
+
+    /// A server with every route the client asks for.
+    private func server() throws -> LoopbackServer {
+        let server = try LoopbackServer()
+        server.serve("/small", data: testPayload(size: 1000, seed: 1))
+        server.serve("/big", data: testPayload(size: 4 << 20, seed: 2))
+        server.serve("/missing", data: Data(), options: RouteOptions(status: 404))
+        server.serve("/redirect", data: Data(), options: RouteOptions(redirectTo: "/small"))
+        server.serve("/redirect-stop", data: Data(), options: RouteOptions(redirectTo: "/small"))
+        for path in ["/protected/basic", "/protected/cancel", "/protected/shared", "/protected/default", "/headers", "/cookie/echo", "/cookie/off"] {
+            server.serve(path, data: Data("fine".utf8))
+        }
+        var setCookie = RouteOptions()
+        setCookie.extraHeaders = [("Set-Cookie", "flavour=oat; Path=/")]
+        server.serve("/cookie/set", data: Data("set".utf8), options: setCookie)
+        server.protect("/protected", with: .basic(users: ["ada": "lovelace"]))
+        for path in Self.uploadPaths { server.acceptUploads(at: path) }
+        return server
+    }
+
+    /// What the server received, per path: each request's method, body length and the header
+    /// fields that carry behaviour, and each upload's digest.
+    private func received(by server: LoopbackServer) -> [String: String] {
+        var facts: [String: String] = [:]
+        for path in Self.uploadPaths + Self.servedPaths {
+            let requests = server.requests.filter { $0.path == path }
+            facts["server \(path) requests"] = requests.map { request in
+                let fields = ["Content-Length", "Content-Type", "Cookie", "X-Parity"].map { "\($0): \(request.header($0) ?? "-")" }
+                let authorization = request.header("Authorization") == nil ? "no" : "yes"
+                return "\(request.method) \(request.bodyLength) bytes, \(fields.joined(separator: ", ")), Authorization: \(authorization)"
+            }.joined(separator: " | ")
+            if Self.uploadPaths.contains(path) {
+                facts["server \(path) upload"] = server.receivedUploads(at: path).map { "\($0.byteCount) \($0.sha256 ?? "-")" }.joined(separator: " | ")
+            }
+        }
+        return facts
+    }
+
+    /// Runs one build of the client against a fresh server; its observables and the server's.
+    private func observe(_ client: String) throws -> [String: String] {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try server()
+        defer { server.stop() }
+        let scratch = container.parent.appendingPathComponent("scratch")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        let running = try Executable(name: client).start([server.baseURL.absoluteString, scratch.path], in: container, environment: ["BGTRANSFER_CONTAINER": container.root])
+        let outcome = running.wait(timeout: 150)
+        #expect(outcome.status == 0, "\(client): \(outcome.stderr)")
+        var facts = received(by: server)
+        for line in outcome.stdout.split(separator: "\n") {
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            facts[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        }
+        #expect(facts["done"] == "true", "\(client) ran to its end: \(outcome.stdout) \(outcome.stderr)")
+        return facts
+    }
+
+    @Test("The same client code against FoundationNetworking and against this library: every observable is equal, but for the listed differences")
+    func sameObservables() throws {
+        let foundation = try observe("parity-foundation")
+        let library = try observe("parity-library")
+        let names = Set(foundation.keys).union(library.keys).sorted()
+        #expect(names.count >= 40, "observables compared: \(names.count)")
+        // PARITY_DUMP=FILE writes both sides, observable by observable, for a person to read.
+        if let dump = ProcessInfo.processInfo.environment["PARITY_DUMP"] { try names.map { "\($0)\n   F: \(foundation[$0] ?? "absent")\n   L: \(library[$0] ?? "absent")" }.joined(separator: "\n").write(toFile: dump, atomically: true, encoding: .utf8) }
+        var differing: [String] = []
+        for name in names where foundation[name] != library[name] {
+            differing.append(name)
+            if !Self.isIntended(name) {
+                Issue.record("\(name): FoundationNetworking \(foundation[name] ?? "absent"), this library \(library[name] ?? "absent")")
+            }
+        }
+        for (name, reason) in Self.intendedDifferences where !differing.contains(where: { $0 == name || (name.hasPrefix("*") && $0.hasSuffix(name.dropFirst())) }) {
+            Issue.record("listed as an intended difference but equal (\(reason)): \(name) = \(foundation[name] ?? "absent")")
+        }
+    }
+}
