@@ -18,7 +18,8 @@ final class EventDelivery {
     func deliverBacklog(of session: DaemonSession) {
         let backlog = session.pendingEvents.last?.number ?? 0
         pushPendingEvents(session)
-        for task in session.unfinishedTasks where task.pendingChallenge != nil { daemon.challenges.askAboutChallenge(task, in: session) }
+        let challenged = session.tasks.values.filter { $0.pendingChallenge != nil }.sorted { $0.taskIdentifier < $1.taskIdentifier }
+        for task in challenged { daemon.challenges.askAboutChallenge(task, in: session) }
         push(.backlogDelivered(session: session.key.identifier, through: backlog), to: session)
     }
 

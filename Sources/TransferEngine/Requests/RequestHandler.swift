@@ -54,7 +54,10 @@ final class RequestHandler {
         case .openSession(let identifier, let configuration, let launchedForEvents):
             let session = try open(identifier, configuration, for: hello, connection, launchedForEvents: launchedForEvents)
             afterReply.append { [unowned self] in daemon.delivery.deliverBacklog(of: session) }
-            return .sessionOpened(tasks: session.unfinishedTasks, nextTaskIdentifier: session.nextTaskIdentifier)
+            let identifiers = session.tasks.keys.sorted()
+            let first = identifiers.prefix(DaemonReply.tasksPerPage).compactMap { session.tasks[$0] }
+            let more = identifiers.count > first.count ? Array(identifiers.dropFirst(first.count)) : nil
+            return .sessionOpened(tasks: first, nextTaskIdentifier: session.nextTaskIdentifier, moreTasks: more)
         case .createTask(let identifier, let creation):
             let session = try heldSession(identifier, connection)
             guard !session.invalidateWhenDone else {
