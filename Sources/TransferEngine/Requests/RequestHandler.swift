@@ -291,6 +291,7 @@ final class RequestHandler {
             if existing.tasks.isEmpty { try existing.updateConfiguration(configuration) }
             session = existing
         } else {
+            try checkSessionQuota(of: identity.bundleIdentifier, opening: identifier)
             let record = SessionRecord(identifier: identifier, owner: identity.bundleIdentifier, family: identity.family, configuration: configuration)
             do {
                 session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
@@ -311,6 +312,18 @@ final class RequestHandler {
         }
         daemon.log.notice("sessions", "\(connection.label) opened the session: \(session.tasks.count) unfinished tasks, \(session.events.count) undelivered events", session: identifier.rawValue)
         return session
+    }
+
+    /// Background sessions one app (bundle identifier) may have, open or not: a session costs
+    /// the daemon memory and a folder, and one app must not take the daemon from the others.
+    static let sessionsPerApp = 256
+
+    private func checkSessionQuota(of owner: BundleIdentifier, opening identifier: SessionIdentifier) throws {
+        let count = daemon.sessions.values.reduce(0) { $0 + ($1.record.owner == owner ? 1 : 0) }
+        guard count >= Self.sessionsPerApp else { return }
+        throw TransferFailure(code: TransferFailure.requestRefused,
+                              message: "\(owner) already has \(count) background sessions, the most one app may have (\(Self.sessionsPerApp)); session \(identifier) is not created (a session is kept once made: reuse identifiers)",
+                              subject: identifier.rawValue)
     }
 
     private func heldSession(_ identifier: SessionIdentifier, _ connection: ClientConnection) throws -> DaemonSession {
