@@ -19,10 +19,7 @@ struct DaemonLimitsTests {
 
     /// A raw client of the test app, welcomed.
     static func welcomedClient(_ container: TestContainer) throws -> RawClient {
-        let client = try RawClient(container)
-        let hello = ClientHello(identity: appIdentity, executablePath: ProcessSpawner.currentExecutable, processName: "raw-client", isForeground: true)
-        guard case .welcome = try client.request(.hello(hello)) else { throw TestFailure("hello refused") }
-        return client
+        try RawClient.welcomed(container, as: appIdentity)
     }
 
     @Test("One app opening sessions past its cap under a limit of 160 open files: the extra one is refused naming the app and the cap, the daemon holds no descriptor per session, another app's download and bgtransfer conditions work, and a daemon restarted under the same limit starts")
