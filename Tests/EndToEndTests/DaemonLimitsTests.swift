@@ -3,11 +3,13 @@ import Testing
 import LoopbackServer
 import TransferContainer
 import StandInSupport
+import TestPeers
 
 /// One app must not take the daemon from the others (issue 28, items 1–3): descriptors held
 /// per session, a session too big to open, partial frames after a hello. Real daemon under a
 /// real `RLIMIT_NOFILE`, real client processes, raw sockets for the hostile peer; every
-/// process ended by its pid, every wait bounded.
+/// process ended by its pid, every wait bounded. Each runs on a thread of its own
+/// (`onOwnThread`): they block for minutes, and must not hold a cooperative thread meanwhile.
 @Suite(.timeLimit(.minutes(10)))
 struct DaemonLimitsTests {
     static let appIdentity = testIdentity("com.example.tests")
@@ -23,7 +25,10 @@ struct DaemonLimitsTests {
     }
 
     @Test("One app opening sessions past its cap under a limit of 160 open files: the extra one is refused naming the app and the cap, the daemon holds no descriptor per session, another app's download and bgtransfer conditions work, and a daemon restarted under the same limit starts")
-    func sessionsDoNotHoldDescriptors() throws {
+    func sessionsDoNotHoldDescriptors() async throws { try await onOwnThread { try Self.sessionsDoNotHoldDescriptorsOnItsThread() } }
+
+    /// Blocks for minutes on processes and sockets: on a thread of its own, not a cooperative one.
+    static func sessionsDoNotHoldDescriptorsOnItsThread() throws {
         let container = try TestContainer()
         defer { container.tearDown() }
         let server = try LoopbackServer()
@@ -79,7 +84,10 @@ struct DaemonLimitsTests {
     }
 
     @Test("A session of 120,001 queued tasks opens in a real host-app launch, every task listed")
-    func bigSessionOpens() throws {
+    func bigSessionOpens() async throws { try await onOwnThread { try Self.bigSessionOpensOnItsThread() } }
+
+    /// Blocks for minutes on processes and sockets: on a thread of its own, not a cooperative one.
+    static func bigSessionOpensOnItsThread() throws {
         let container = try TestContainer()
         defer { container.tearDown() }
         var daemon = try DaemonUnderTest.start(container)
@@ -121,7 +129,10 @@ struct DaemonLimitsTests {
     }
 
     @Test("400 identified connections each sending all but the last byte of a 4 MiB frame: cut off past the daemon's budget with -1103, a trickler cut after the deadline with -1001, the daemon stays small, and another app's download completes")
-    func partialFramesAfterHelloAreBounded() throws {
+    func partialFramesAfterHelloAreBounded() async throws { try await onOwnThread { try Self.partialFramesAfterHelloAreBoundedOnItsThread() } }
+
+    /// Blocks for minutes on processes and sockets: on a thread of its own, not a cooperative one.
+    static func partialFramesAfterHelloAreBoundedOnItsThread() throws {
         let container = try TestContainer()
         defer { container.tearDown() }
         let server = try LoopbackServer()
