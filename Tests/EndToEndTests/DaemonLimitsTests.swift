@@ -46,7 +46,7 @@ struct DaemonLimitsTests {
         configuration.sessionSendsLaunchEvents = false
         var opened = 0
         var refusal: TransferFailure?
-        for index in 1...300 {
+        for index in 1...1_100 {
             let reply = try app.request(.openSession(identifier: try SessionIdentifier("com.example.tests.s\(index)"), configuration: configuration, launchedForEvents: false), timeout: 20)
             switch reply {
             case .sessionOpened: opened += 1
@@ -57,9 +57,9 @@ struct DaemonLimitsTests {
         }
         let held = Self.openDescriptors(of: daemon.pid)
         print("one app opening sessions under a limit of \(limit) open files: \(opened) opened, then \(refusal.map { "\($0.code) \($0.message)" } ?? "none refused"); daemon descriptors \(idle) idle, \(held) with them open")
-        #expect(opened == 256, "every session up to the cap opens (\(opened))")
+        #expect(opened == 1_024, "every session up to the cap opens (\(opened))")
         #expect(refusal?.code == -1011, "the one past the cap is refused with -1011: \(String(describing: refusal))")
-        #expect(refusal?.message.contains("com.example.tests") == true && refusal?.message.contains("256") == true, "naming the app and the cap: \(String(describing: refusal))")
+        #expect(refusal?.message.contains("com.example.tests") == true && refusal?.message.contains("1024") == true, "naming the app and the cap: \(String(describing: refusal))")
         #expect(held - idle < 16, "the daemon holds no descriptor per session: \(idle) idle, \(held) with \(opened) sessions open")
 
         // Another app, and the developer's tool, are served.
