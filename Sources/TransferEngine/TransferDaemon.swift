@@ -110,6 +110,7 @@ public final class TransferDaemon {
     /// Runs until a signal or idle exit. Throws `DaemonError.alreadyRunning` when another
     /// daemon serves the container.
     public func run() throws {
+        raiseDescriptorLimit()
         switch try FileLock.tryAcquire(layout.daemonLock.path) {
         case .heldByOther(let pid):
             throw DaemonError.alreadyRunning(container: layout.root.path, pid: pid)
@@ -144,13 +145,27 @@ public final class TransferDaemon {
             if scheduler.schedulingRequested { scheduler.startReadyTransfers() }
             commits.commitAndFlush()
         }
-        log.notice("daemon", "transferd started (pid \(getpid())) on \(layout.root.path); \(sessions.count) sessions, \(sessions.values.reduce(0) { $0 + $1.tasks.count }) unfinished tasks")
+        log.notice("daemon", "transferd started (pid \(getpid())) on \(layout.root.path); \(sessions.count) sessions, \(sessions.values.reduce(0) { $0 + $1.tasks.count }) unfinished tasks; open files limit \(descriptorLimit)")
         downloads.recoverTasks()
         scheduler.scheduleTransfers()
         service.ready()
         loop.run()
         service.stopping()
         shutdown()
+    }
+
+    /// The descriptors this process may hold (`RLIMIT_NOFILE`), after `raiseDescriptorLimit`.
+    private(set) var descriptorLimit = DescriptorLimit(soft: 1024, hard: 1024)
+
+    /// Started on demand, the daemon inherits the client's soft limit (often 1,024): it takes
+    /// all the hard limit allows, since it holds descriptors for every app at once.
+    private func raiseDescriptorLimit() {
+        do {
+            descriptorLimit = try DescriptorLimit.raiseSoftToHard()
+        } catch {
+            log.error("daemon", "cannot raise the limit on open files: \(error)")
+            if let current = try? DescriptorLimit.current() { descriptorLimit = current }
+        }
     }
 
     private func shutdown() {

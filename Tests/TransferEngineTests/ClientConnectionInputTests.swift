@@ -58,8 +58,9 @@ import TransferContainer
         let (connection, peer) = try connected()
         try UnixSocket.sendAll(peer, withUnsafeBytes(of: UInt32(Frame.maximumUnidentifiedSize + 1).bigEndian) { Data($0) })
         let (_, end) = drain(connection, budget: 1 << 20)
-        guard case .closed(let reason?) = end else { Issue.record("\(end)"); return }
-        #expect(reason.contains("exceeds the limit of \(Frame.maximumUnidentifiedSize)"))
+        guard case .refused(let failure) = end else { Issue.record("\(end)"); return }
+        #expect(failure.code == TransferFailure.dataLengthExceedsMaximum)
+        #expect(failure.message.contains("exceeds the limit of \(Frame.maximumUnidentifiedSize)"))
     }
 
     @Test("unfinished requests of unidentified peers are capped all together; what one is freed of goes back")
@@ -71,8 +72,8 @@ import TransferContainer
         #expect(account.bytes == partial.count)
         let (second, secondPeer) = try connected()
         try UnixSocket.sendAll(secondPeer, partial)
-        guard case .closed(let reason?) = drain(second, budget: 1 << 20).end else { Issue.record("the second is past the cap"); return }
-        #expect(reason.contains("bytes of unfinished requests"))
+        guard case .refused(let failure) = drain(second, budget: 1 << 20).end else { Issue.record("the second is past the cap"); return }
+        #expect(failure.code == TransferFailure.dataLengthExceedsMaximum)
         second.close()
         first.close()
         #expect(account.bytes == 0)

@@ -45,6 +45,18 @@ import TransferContainer
         return identifiers
     }
 
+    @Test("an answer larger than the outbox limit is queued whole when the peer has read what came before; a push after it counts only what follows it; an answer to a peer that has not read it is refused")
+    func bigAnswerIsQueuedWhole() {
+        let limit = ClientConnection.outboxLimit
+        connection.beginAnswer()
+        #expect(connection.send(frame: Data(count: limit + (1 << 20))), "a session's backlog larger than the limit is one answer")
+        connection.endAnswer()
+        #expect(connection.send(frame: Data(count: 1 << 20)), "a push while the peer reads the answer")
+        connection.beginAnswer()
+        #expect(!connection.send(frame: Data(count: 100)), "a peer that asks again without reading is cut off")
+        connection.endAnswer()
+    }
+
     @Test("output queued before a commit starts leaves when it is on disk; output queued after waits for the next")
     func outputWaitsForItsCommit() throws {
         connection.send(.reply(id: 1, .ok))

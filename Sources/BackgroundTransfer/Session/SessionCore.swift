@@ -136,9 +136,9 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     private func open(on connection: DaemonConnection) throws(TransferFailure) {
         let launched = BackgroundLaunch.isLaunched(for: identifier)
         let reply = try connection.request(.openSession(identifier: identifier, configuration: recordConfiguration, launchedForEvents: launched))
-        guard case .sessionOpened(let records, let next) = reply else { return }
+        guard case .sessionOpened(let records, let next, let more) = reply else { return }
         state.withLock { $0.nextTaskIdentifier = max($0.nextTaskIdentifier, next) }
-        for record in records { _ = taskObject(for: record) }
+        for record in try records + connection.taskRecords(more ?? [], of: identifier) { _ = taskObject(for: record) }
     }
 
     /// After the daemon restarted: open again; undelivered events are replayed (and

@@ -38,6 +38,8 @@ public struct TransferFailure: Error, Codable, Sendable, Equatable, CustomString
     public static let fileDoesNotExist = -1100
     public static let fileIsDirectory = -1101
     public static let noPermissionsToReadFile = -1102
+    /// A request larger than the daemon takes, or more than it holds of unfinished requests.
+    public static let dataLengthExceedsMaximum = -1103
     public static let cannotDecodeContentData = -1016
     public static let cannotOpenFile = -3001
     public static let backgroundSessionRequiresSharedContainer = -995

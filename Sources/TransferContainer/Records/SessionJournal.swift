@@ -246,11 +246,13 @@ public final class SessionJournal {
     public init(path: String, contents: JournalContents) throws(Errno) {
         self.path = path
         let created = access(path, F_OK) != 0
-        file = JournalFile(path: path, descriptor: try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND))
+        let descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND)
+        defer { descriptor.close() }
+        file = JournalFile(path: path)
         lineCount = contents.lineCount
         if contents.hasTornTail {
-            try file.descriptor.truncate(to: Int64(contents.wholeLength))
-            try file.descriptor.sync()
+            try descriptor.truncate(to: Int64(contents.wholeLength))
+            try descriptor.sync()
         }
         if created { try DurableFile.syncDirectory((path as NSString).deletingLastPathComponent) }
     }
@@ -345,23 +347,24 @@ public struct JournalWrite: @unchecked Sendable {
     }
 }
 
-/// A journal's file. Used by one thread at a time: the daemon takes a new `JournalWrite`
-/// only once the one before it is done.
+/// A journal's file, opened only while a write is under way: a session holds no descriptor
+/// between commits, so the number of sessions (on disk or open) costs the daemon none of its
+/// descriptors. Used by one thread at a time: the daemon takes a new `JournalWrite` only
+/// once the one before it is done.
 final class JournalFile {
     let path: String
-    var descriptor: FileDescriptor
 
-    init(path: String, descriptor: FileDescriptor) {
+    init(path: String) {
         self.path = path
-        self.descriptor = descriptor
     }
-
-    deinit { descriptor.close() }
 
     /// Appends `data` and waits until it is on disk; a short or unsynced write is cut off
     /// again, so no torn line remains. The error names the journal: a full disk is reported
     /// to clients with the path that cannot grow.
     func append(_ data: Data) throws(Errno) {
+        // Opened per commit: one open and close beside an fdatasync that costs far more.
+        let descriptor = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND)
+        defer { descriptor.close() }
         let before: Int64
         do { before = try descriptor.size() } catch { throw naming(error) }
         do throws(Errno) {
@@ -373,13 +376,10 @@ final class JournalFile {
         }
     }
 
-    /// Replaces the file with `data`, atomically and durably, and appends to the new one.
+    /// Replaces the file with `data`, atomically and durably.
     func replace(with data: Data) throws(Errno) {
         do throws(Errno) {
             try DurableFile.write(data, to: path)
-            let reopened = try FileDescriptor.open(path, O_WRONLY | O_APPEND)
-            descriptor.close()
-            descriptor = reopened
         } catch {
             throw naming(error)
         }

@@ -3,8 +3,9 @@ import Foundation
 /// The framing on the daemon's socket: a 4-byte big-endian length, then that many bytes of
 /// JSON. Frames larger than the reader's limit are refused, so a peer cannot make the other
 /// side buffer without bound: a client's request may be 4 MiB (`maximumSize`); the daemon's
-/// answers may be larger (`maximumReplySize`), since a session's tasks, all in one reply to
-/// `openSession` or `getTasks`, grow with their number (about 460 bytes a task).
+/// answers may be larger (`maximumReplySize`), since a session's task summaries, all in one
+/// reply to `getAllTasks`, grow with their number (`openSession` sends records in pages,
+/// `DaemonReply.tasksPerPage`).
 public enum Frame {
     /// The largest request the daemon reads.
     public static let maximumSize = 4 << 20

@@ -138,11 +138,18 @@ public struct RequestFrame: Codable, Sendable {
 
 /// Daemon → client, the answer to one request.
 public enum DaemonReply: Codable, Sendable {
+    /// Task records per reply when a session is opened, and per `getTasks` the client sends
+    /// for the rest: a session of any size opens in pieces of a few MB, each answered well
+    /// within a request's timeout.
+    public static let tasksPerPage = 10_000
+
     case ok
     case welcome(daemonPID: Int32)
-    /// The session is attached; `tasks` are its unfinished tasks (S1.7), and the holder's
-    /// next task gets `nextTaskIdentifier`.
-    case sessionOpened(tasks: [TaskRecord], nextTaskIdentifier: Int)
+    /// The session is attached; `tasks` are its unfinished tasks (S1.7), at most
+    /// `tasksPerPage` of them: the identifiers of the others are in `moreTasks`, for the
+    /// client to ask for with `getTasks`, a page at a time. The holder's next task gets
+    /// `nextTaskIdentifier`.
+    case sessionOpened(tasks: [TaskRecord], nextTaskIdentifier: Int, moreTasks: [Int]? = nil)
     case task(TaskRecord)
     case tasks([TaskRecord])
     case taskSummaries(TaskSummaries)

@@ -18,7 +18,9 @@ final class EventDelivery {
     /// then, once those are answered, word that the backlog is through.
     func deliverBacklog(of session: DaemonSession) {
         pushPendingEvents(session)
-        for task in session.unfinishedTasks where task.pendingChallenge != nil { daemon.challenges.askAboutChallenge(task, in: session) }
+        // In task order, so that the app is asked in the order it made them.
+        let challenged = session.tasks.values.filter { $0.pendingChallenge != nil }.sorted { $0.taskIdentifier < $1.taskIdentifier }
+        for task in challenged { daemon.challenges.askAboutChallenge(task, in: session) }
         session.owesBacklogWord = true
         sayBacklogDeliveredIfSettled(session)
     }

@@ -10,7 +10,10 @@ import TransferContainer
 /// executable goes, and bytes written by any other process (a child that kept the socket
 /// across a fork) end the connection. Until a hello is verified, frames are small
 /// (`Frame.maximumUnidentifiedSize`) and the bytes all such connections hold are capped
-/// (`InputAccount`); a peer that does not read is cut off past `outboxLimit`.
+/// (`InputAccount`); after it, frames may be `Frame.maximumSize` and what identified peers
+/// hold beyond a small allowance each is capped too. An unfinished frame that does not
+/// complete within `frameDeadline` ends the connection. A peer that does not read is cut off
+/// past `outboxLimit`, counting what waits beyond the answer to its last request.
 final class ClientConnection {
     let id: Int
     let descriptor: FileDescriptor
@@ -33,9 +36,14 @@ final class ClientConnection {
     /// it (a pidfd) until its hello is verified.
     private(set) var writer: UnixSocket.Writer?
     private var decoder = FrameDecoder(limit: Frame.maximumUnidentifiedSize)
-    /// Bytes held for this connection that count against the unidentified peers' cap.
+    /// Bytes held for this connection that count against `account`.
     private var accountedBytes = 0
-    private let account: InputAccount
+    /// What this peer's unfinished requests count against: the unidentified peers' account
+    /// until its hello is verified, then the identified peers'.
+    private var account: InputAccount
+    private let identifiedAccount: InputAccount
+    /// Since when the frame being received has been incomplete (nil: none is).
+    private(set) var incompleteSince: Date?
     /// Queued frames, back to back, written from `outboxHead` on: one send per turn carries
     /// every reply and push of that turn.
     private var outbox: [UInt8] = []
@@ -45,7 +53,15 @@ final class ClientConnection {
     /// next commit.
     private var releasedEnd = 0
     private var coveredEnd = 0
+    /// Up to here the outbox holds answers admitted whole (`beginAnswer`): a big answer, such
+    /// as a session of 100,000 tasks opened, is not held against the limit; what follows it is.
+    private var answerEnd = 0
+    /// Between `beginAnswer` and `endAnswer`: whether the peer had read enough for the
+    /// answer to be queued whole (nil: no answer is being queued).
+    private var answerAdmitted: Bool?
     var outboxBytes: Int { outbox.count - outboxHead }
+    /// Queued output counted against the limit: what waits beyond the last whole answer.
+    var countedOutboxBytes: Int { outbox.count - max(outboxHead, answerEnd) }
     private(set) var isClosed = false
 
     /// A session holder that stops reading is cut off past this much queued output.
@@ -61,11 +77,15 @@ final class ClientConnection {
     static let framesPerTurn = 64
     static let bytesPerTurn = 256 << 10
 
-    init(id: Int, descriptor: FileDescriptor, account: InputAccount = InputAccount(), acceptedAt: Date = Date()) {
+    /// A frame begun must be complete within this long: a peer that trickles is cut off.
+    static let frameDeadline: TimeInterval = 10
+
+    init(id: Int, descriptor: FileDescriptor, account: InputAccount = InputAccount(), identifiedAccount: InputAccount = .identified(), acceptedAt: Date = Date()) {
         self.acceptedAt = acceptedAt
         self.id = id
         self.descriptor = descriptor
         self.account = account
+        self.identifiedAccount = identifiedAccount
         self.credentials = UnixSocket.peerCredentials(descriptor)
         // Normally inherited from the listener; a socket made otherwise (a socketpair) gets it here.
         try? UnixSocket.identifyWriters(descriptor, handles: true)
@@ -94,6 +114,9 @@ final class ClientConnection {
         case idle(more: Bool)
         /// The peer hung up (possibly mid-frame) or sent something that cannot be framed.
         case closed(reason: String?)
+        /// A frame larger than the daemon takes, or past what peers may hold together: the
+        /// peer is told why (-1103) and the connection closed.
+        case refused(TransferFailure)
         /// Bytes written by a process other than the one the connection speaks for, or whose
         /// writer the kernel did not name.
         case foreignWriter(String)
@@ -101,14 +124,17 @@ final class ClientConnection {
 
     /// The next frame the peer sent, reading (without blocking) at most `budget` more bytes
     /// from the socket for it; `scratch` is the reader's buffer.
-    func nextInput(budget: inout Int, scratch: UnsafeMutableRawBufferPointer) -> Input {
+    func nextInput(budget: inout Int, scratch: UnsafeMutableRawBufferPointer, now: Date = Date()) -> Input {
         while true {
             do {
                 let frame = try decoder.next()
                 _ = updateAccount() // it only shrinks here
-                if let frame { return .frame(frame) }
+                if let frame {
+                    incompleteSince = decoder.pendingByteCount > 0 ? now : nil
+                    return .frame(frame)
+                }
             } catch {
-                return .closed(reason: "\(error)")
+                return .refused(TransferFailure(code: TransferFailure.dataLengthExceedsMaximum, message: "\(error)"))
             }
             guard budget > 0 else { return .idle(more: true) }
             let received: UnixSocket.Received
@@ -139,9 +165,12 @@ final class ClientConnection {
                 writer = from
             }
             budget -= received.byteCount
+            if decoder.pendingByteCount == 0 { incompleteSince = now }
             decoder.append(UnsafeRawBufferPointer(rebasing: scratch[0..<received.byteCount]))
             guard updateAccount() else {
-                return .closed(reason: "peers that have not said who they are hold \(account.bytes) bytes of unfinished requests; closing this one (it holds \(decoder.pendingByteCount))")
+                let who = hello == nil ? "peers that have not said who they are" : "peers"
+                return .refused(TransferFailure(code: TransferFailure.dataLengthExceedsMaximum,
+                                                message: "\(who) hold \(account.bytes) bytes of unfinished requests, the most the daemon holds (\(account.limit)); closing this connection (it holds \(decoder.pendingByteCount))"))
             }
         }
     }
@@ -157,15 +186,16 @@ final class ClientConnection {
         decoder.limit = Frame.maximumSize
         account.release(accountedBytes)
         accountedBytes = 0
+        account = identifiedAccount
+        _ = updateAccount() // a verified hello leaves nothing unread (see `TransferDaemon.welcome`)
         writer?.process?.close()
         writer?.process = nil
         try? UnixSocket.identifyWriters(descriptor, handles: false) // credentials still, no more pidfds
     }
 
-    /// Counts what an unidentified peer holds now; false when that is past the cap.
+    /// Counts what the peer holds now beyond its allowance; false when that is past the cap.
     private func updateAccount() -> Bool {
-        guard hello == nil else { return true }
-        let pending = decoder.pendingByteCount
+        let pending = max(0, decoder.pendingByteCount - account.allowancePerConnection)
         if pending > accountedBytes {
             guard account.admit(pending - accountedBytes) else { return false }
         } else {
@@ -189,17 +219,42 @@ final class ClientConnection {
     /// Queues a frame already encoded, as `send(_:overtaking:)` does.
     @discardableResult
     func send(frame data: Data, overtaking: Bool = false) -> Bool {
-        guard !isClosed, outboxBytes + data.count <= outboxLimit else { return false }
+        // An answer admitted goes whole; one to a peer already behind counts all it has not
+        // read; a push between answers counts what waits beyond the last answer.
+        let counted = switch answerAdmitted {
+        case true?: 0
+        case false?: outboxBytes
+        case nil: countedOutboxBytes
+        }
+        guard !isClosed, counted + data.count <= outboxLimit || answerAdmitted == true else { return false }
+        let position: Int
         if overtaking && releasedEnd < outbox.count {
             // `releasedEnd` lies between two frames: everything before it may go, nothing after.
+            position = releasedEnd
             outbox.insert(contentsOf: data, at: releasedEnd)
             releasedEnd += data.count
             coveredEnd += data.count
         } else {
+            position = outbox.count
             outbox.append(contentsOf: data)
             if overtaking { releaseAll() }
         }
+        if position < answerEnd { answerEnd += data.count }
+        if answerAdmitted == true { answerEnd = max(answerEnd, position + data.count) }
         return true
+    }
+
+    /// What is queued from here until `endAnswer` answers one request (the reply, and what
+    /// follows it, as a session's backlog after `openSession`): it is queued whole, however
+    /// large, if the peer has read what it was sent before, to within the limit. So the bound
+    /// applies to a peer that does not read, not to a big answer; a peer that asks again
+    /// without reading is held to the limit and one answer.
+    func beginAnswer() {
+        answerAdmitted = outboxBytes <= outboxLimit
+    }
+
+    func endAnswer() {
+        answerAdmitted = nil
     }
 
     /// Queued output that may be sent now.
@@ -236,10 +291,11 @@ final class ClientConnection {
         }
         if outboxHead == outbox.count {
             outbox.removeAll(keepingCapacity: outbox.count <= 1 << 20)
-            (outboxHead, releasedEnd, coveredEnd) = (0, 0, 0)
+            (outboxHead, releasedEnd, coveredEnd, answerEnd) = (0, 0, 0, 0)
         } else if outboxHead >= 1 << 20 {
             outbox.removeSubrange(0..<outboxHead)
             (releasedEnd, coveredEnd) = (releasedEnd - outboxHead, coveredEnd - outboxHead)
+            answerEnd = max(0, answerEnd - outboxHead)
             outboxHead = 0
         }
     }
@@ -252,30 +308,5 @@ final class ClientConnection {
         writer?.process?.close()
         writer?.process = nil
         descriptor.close()
-    }
-}
-
-/// The bytes of unfinished requests the daemon holds for peers that have not said who they
-/// are, across all of them: capped, so that many connections each holding part of a frame
-/// cannot grow the daemon. Owned by the event loop.
-final class InputAccount {
-    /// At most this much in all, by default (a hello is a few hundred bytes).
-    static let defaultLimit = 8 << 20
-    let limit: Int
-    private(set) var bytes = 0
-
-    init(limit: Int = InputAccount.defaultLimit) {
-        self.limit = limit
-    }
-
-    /// Counts `count` more bytes; false (and nothing counted) past the limit.
-    func admit(_ count: Int) -> Bool {
-        guard bytes + count <= limit else { return false }
-        bytes += count
-        return true
-    }
-
-    func release(_ count: Int) {
-        bytes = max(0, bytes - count)
     }
 }

@@ -11,6 +11,12 @@ final class ClientServer {
     private var nextConnectionID = 0
     /// What unidentified peers hold of unfinished requests, all together (see `InputAccount`).
     private let unidentifiedInput = InputAccount()
+    /// What identified peers hold of unfinished requests beyond a small allowance each.
+    private let identifiedInput = InputAccount.identified()
+    /// A descriptor held back (/dev/null) for when none is left: closed to accept the waiting
+    /// connection and tell it why it is refused, then taken again, so that the listener
+    /// neither spins on EMFILE nor leaves peers hanging.
+    private var spareDescriptor: FileDescriptor?
     /// Where clients' bytes are read into, one connection at a time.
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
     private var listener: FileDescriptor?
@@ -36,6 +42,7 @@ final class ClientServer {
         self.listener = listener
         var bound = stat()
         if stat(daemon.layout.daemonSocket.path, &bound) == 0 { boundSocket = (UInt64(bound.st_dev), UInt64(bound.st_ino)) }
+        spareDescriptor = try? FileDescriptor.open("/dev/null", O_RDONLY)
         watchListener()
     }
 
@@ -56,19 +63,42 @@ final class ClientServer {
         if daemon.options.listener == nil && isReachable { unlink(daemon.layout.daemonSocket.path) }
     }
 
+    /// Descriptors kept for the daemon's own work whatever its clients hold: the listener,
+    /// the log, a journal opened for each commit, a hello's pidfd and executable, each
+    /// transfer's socket and files.
+    var reservedDescriptors: Int { 64 + 4 * daemon.options.maximumConcurrentTransfers }
+
+    /// Connections served at once: what the limit on open files leaves beside the reserve.
+    var maximumConnections: Int {
+        max(8, Int(clamping: min(daemon.descriptorLimit.soft, 1 << 30)) - reservedDescriptors)
+    }
+
     private func acceptClients() {
         while let listener {
             let accepted: FileDescriptor?
             do { accepted = try UnixSocket.accept(listener) } catch {
-                // Out of descriptors (EMFILE): stop listening for a moment instead of spinning.
+                if error.code == EMFILE || error.code == ENFILE, let spare = spareDescriptor {
+                    // Out of descriptors: the spare makes room to take the peer and tell it so.
+                    spare.close()
+                    spareDescriptor = nil
+                    let waiting = try? UnixSocket.accept(listener)
+                    if let waiting { refuseConnection(waiting, because: "transferd has no file descriptors left (\(error))") }
+                    spareDescriptor = try? FileDescriptor.open("/dev/null", O_RDONLY)
+                    if waiting != nil && spareDescriptor != nil { continue }
+                }
+                // Stop listening for a moment instead of spinning.
                 daemon.log.error("ipc", "cannot accept a connection: \(error); pausing for 100 ms (\(connections.count) clients)")
                 daemon.loop.unwatch(listener)
                 daemon.loop.schedule(after: 0.1) { [unowned self] in watchListener() }
                 return
             }
             guard let fd = accepted else { return }
+            guard connections.count < maximumConnections else {
+                refuseConnection(fd, because: "transferd serves \(connections.count) connections, the most its limit of \(daemon.descriptorLimit.soft) open files leaves room for beside its own \(reservedDescriptors)")
+                continue
+            }
             nextConnectionID += 1
-            let connection = ClientConnection(id: nextConnectionID, descriptor: fd, account: unidentifiedInput, acceptedAt: daemon.clock.now)
+            let connection = ClientConnection(id: nextConnectionID, descriptor: fd, account: unidentifiedInput, identifiedAccount: identifiedInput, acceptedAt: daemon.clock.now)
             if let credentials = connection.credentials, credentials.uid != getuid() {
                 daemon.log.error("security", "refused connection from uid \(credentials.uid) pid \(credentials.pid): not this user")
                 fd.close()
@@ -80,6 +110,15 @@ final class ClientServer {
                 onReadable: { [unowned self] in read(from: connection) },
                 onWritable: { connection.flush() }))
         }
+    }
+
+    /// Tells a peer it is not served (a failure with reply number 0), without waiting, and closes it.
+    private func refuseConnection(_ fd: FileDescriptor, because reason: String) {
+        daemon.log.error("ipc", "refused a connection: \(reason)")
+        if let frame = try? Frame.encode(DaemonFrame.reply(id: 0, .failure(TransferFailure(code: TransferFailure.requestRefused, message: reason)))) {
+            _ = frame.withUnsafeBytes { send(fd.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        }
+        fd.close()
     }
 
     private func watchListener() {
@@ -95,6 +134,19 @@ final class ClientServer {
             daemon.log.info("ipc", "\(connection.label) did not say who it is within \(Int(Self.helloDeadline)) s; closed")
             disconnect(connection)
         }
+        let deadline = ClientConnection.frameDeadline
+        for connection in connections.values {
+            guard let since = connection.incompleteSince, now.timeIntervalSince(since) > deadline else { continue }
+            refuse(connection, TransferFailure(code: TransferFailure.timedOut, message: "a request begun \(Int(now.timeIntervalSince(since))) s ago is still incomplete (a request must arrive within \(Int(deadline)) s); connection closed"))
+        }
+    }
+
+    /// Tells the peer why it is cut off (a failure with reply number 0, sent at once) and disconnects it.
+    private func refuse(_ connection: ClientConnection, _ failure: TransferFailure) {
+        daemon.log.error("ipc", "\(connection.label): \(failure.message)")
+        connection.send(.reply(id: 0, .failure(failure)), overtaking: true)
+        connection.flush()
+        disconnect(connection)
     }
 
     /// Handles what the peer sent, up to its share of this turn (`ClientConnection.framesPerTurn`
@@ -104,7 +156,7 @@ final class ClientServer {
         var budget = ClientConnection.bytesPerTurn
         for _ in 0..<ClientConnection.framesPerTurn {
             guard !connection.isClosed else { return }
-            switch connection.nextInput(budget: &budget, scratch: readBuffer) {
+            switch connection.nextInput(budget: &budget, scratch: readBuffer, now: daemon.clock.now) {
             case .frame(let body):
                 receive(body, from: connection)
             case .idle(let more):
@@ -113,6 +165,9 @@ final class ClientServer {
             case .closed(let reason):
                 if let reason { daemon.log.error("ipc", "\(connection.label): \(reason); connection closed") }
                 disconnect(connection)
+                return
+            case .refused(let failure):
+                refuse(connection, failure)
                 return
             case .foreignWriter(let what):
                 daemon.log.error("trust", "\(connection.label): \(what); connection closed (a connection speaks for the one process that wrote on it first)")
@@ -145,6 +200,9 @@ final class ClientServer {
             return
         }
         var afterReply: [() -> Void] = []
+        // The reply and what follows it (a session's backlog) are one answer (see `beginAnswer`).
+        connection.beginAnswer()
+        defer { connection.endAnswer() }
         let reply: DaemonReply
         do {
             reply = try daemon.requests.handle(frame.request, from: connection, afterReply: &afterReply)

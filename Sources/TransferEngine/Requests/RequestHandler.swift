@@ -54,7 +54,10 @@ final class RequestHandler {
         case .openSession(let identifier, let configuration, let launchedForEvents):
             let session = try open(identifier, configuration, for: hello, connection, launchedForEvents: launchedForEvents)
             afterReply.append { [unowned self] in daemon.delivery.deliverBacklog(of: session) }
-            return .sessionOpened(tasks: session.unfinishedTasks, nextTaskIdentifier: session.nextTaskIdentifier)
+            let identifiers = session.tasks.keys.sorted()
+            let first = identifiers.prefix(DaemonReply.tasksPerPage).compactMap { session.tasks[$0] }
+            let more = identifiers.count > first.count ? Array(identifiers.dropFirst(first.count)) : nil
+            return .sessionOpened(tasks: first, nextTaskIdentifier: session.nextTaskIdentifier, moreTasks: more)
         case .createTask(let identifier, let creation):
             let session = try heldSession(identifier, connection)
             guard !session.invalidateWhenDone else {
@@ -290,6 +293,7 @@ final class RequestHandler {
             if existing.tasks.isEmpty { try existing.updateConfiguration(configuration) }
             session = existing
         } else {
+            try checkSessionQuota(of: identity.bundleIdentifier, opening: identifier)
             let record = SessionRecord(identifier: identifier, owner: identity.bundleIdentifier, family: identity.family, configuration: configuration)
             do {
                 session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
@@ -311,6 +315,19 @@ final class RequestHandler {
         }
         daemon.log.notice("sessions", "\(connection.label) opened the session: \(session.tasks.count) unfinished tasks, \(session.events.count) undelivered events", session: identifier.rawValue)
         return session
+    }
+
+    /// Background sessions one app (bundle identifier) may have, open or not: a session costs
+    /// the daemon memory and a folder, and one app must not take the daemon from the others.
+    /// Room for the 1,000 sessions of one app the `sessions` benchmark opens.
+    static let sessionsPerApp = 1_024
+
+    private func checkSessionQuota(of owner: BundleIdentifier, opening identifier: SessionIdentifier) throws {
+        let count = daemon.sessions.values.reduce(0) { $0 + ($1.record.owner == owner ? 1 : 0) }
+        guard count >= Self.sessionsPerApp else { return }
+        throw TransferFailure(code: TransferFailure.requestRefused,
+                              message: "\(owner) already has \(count) background sessions, the most one app may have (\(Self.sessionsPerApp)); session \(identifier) is not created (a session is kept once made: reuse identifiers)",
+                              subject: identifier.rawValue)
     }
 
     private func heldSession(_ identifier: SessionIdentifier, _ connection: ClientConnection) throws -> DaemonSession {

@@ -187,7 +187,7 @@ final class DaemonSession {
 
     // MARK: Tasks
 
-    var unfinishedTasks: [TaskRecord] { tasks.values.sorted { $0.taskIdentifier < $1.taskIdentifier } }
+    var unfinishedTasks: [TaskRecord] { tasks.keys.sorted().compactMap { tasks[$0] } } // numbers sort cheaper than records
 
     /// The identifier the next task gets.
     var nextTaskIdentifier: Int { counters.nextTaskIdentifier }

@@ -6,14 +6,17 @@ struct DaemonUnderTest {
     let process: RunningProcess
 
     /// - Parameter fileSizeLimit: run under `prlimit --fsize` (writes past it fail: a full disk).
-    static func start(_ container: TestContainer, extraArguments: [String] = ["--relaunch-delay", "0.1"], environment: [String: String] = [:], fileSizeLimit: Int? = nil) throws -> DaemonUnderTest {
+    /// - Parameter openFileLimit: run under `prlimit --nofile=N:N` (soft and hard: the daemon cannot raise it).
+    /// - Parameter readyWithin: how long it may take to answer (it loads every session first).
+    static func start(_ container: TestContainer, extraArguments: [String] = ["--relaunch-delay", "0.1"], environment: [String: String] = [:], fileSizeLimit: Int? = nil, openFileLimit: Int? = nil, readyWithin: TimeInterval = 20) throws -> DaemonUnderTest {
         let process: RunningProcess
-        if let limit = fileSizeLimit {
-            process = try Executable(name: "prlimit", path: "/usr/bin/prlimit").start(["--fsize=\(limit)", Executable.transferd.path, "--container", container.root, "--quiet"] + extraArguments, in: container, environment: environment, passContainer: false)
+        let limits = (fileSizeLimit.map { ["--fsize=\($0)"] } ?? []) + (openFileLimit.map { ["--nofile=\($0):\($0)"] } ?? [])
+        if !limits.isEmpty {
+            process = try Executable(name: "prlimit", path: "/usr/bin/prlimit").start(limits + [Executable.transferd.path, "--container", container.root, "--quiet"] + extraArguments, in: container, environment: environment, passContainer: false)
         } else {
             process = try Executable.transferd.start(["--quiet"] + extraArguments, in: container, environment: environment)
         }
-        let deadline = Date().addingTimeInterval(20)
+        let deadline = Date().addingTimeInterval(readyWithin)
         while Date() < deadline {
             if let fd = try? UnixSocket.connect(to: container.layout.daemonSocket.path) {
                 fd.close()
@@ -21,7 +24,7 @@ struct DaemonUnderTest {
             }
             usleep(10_000)
         }
-        throw TestFailure("transferd did not answer within 20 s: \(process.stderr)")
+        throw TestFailure("transferd did not answer within \(Int(readyWithin)) s: \(process.stderr)")
     }
 
     var pid: Int32 { process.pid }

@@ -69,15 +69,21 @@ extension RawClient {
     /// Says hello as `identity` (one the test executable declares), waits for the welcome,
     /// and opens `session`.
     static func attached(_ container: TestContainer, as identity: AppIdentity, session: String, group: BundleIdentifier? = nil) throws -> RawClient {
-        let client = try RawClient(container)
-        let hello = ClientHello(identity: identity, executablePath: ProcessSpawner.currentExecutable, processName: "raw-client", isForeground: true)
-        guard case .welcome = try client.request(.hello(hello)) else { throw TestFailure("hello refused") }
+        let client = try welcomed(container, as: identity)
         var configuration = SessionConfiguration()
         configuration.sharedContainerIdentifier = group
         configuration.sessionSendsLaunchEvents = false
         guard case .sessionOpened = try client.request(.openSession(identifier: try SessionIdentifier(session), configuration: configuration, launchedForEvents: false)) else {
             throw TestFailure("openSession refused")
         }
+        return client
+    }
+
+    /// Says hello as `identity` (one the test executable declares) and waits for the welcome.
+    static func welcomed(_ container: TestContainer, as identity: AppIdentity) throws -> RawClient {
+        let client = try RawClient(container)
+        let hello = ClientHello(identity: identity, executablePath: ProcessSpawner.currentExecutable, processName: "raw-client", isForeground: true)
+        guard case .welcome = try client.request(.hello(hello)) else { throw TestFailure("hello refused") }
         return client
     }
 
