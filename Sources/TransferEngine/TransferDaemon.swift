@@ -202,7 +202,7 @@ public final class TransferDaemon {
                                                     message: "transferd crashed \(crashes) times while working on this task; it is not tried again",
                                                     subject: task.requestToSend.url))
         } else {
-            try? session.update(task)
+            session.update(task)
             log.error("daemon", "the last transferd crashed while working on this task (crash \(crashes)); trying it once more", session: key.session.identifier.rawValue, task: key.task)
         }
         commits.commitAndWait() // durable before anything is tried again

@@ -49,7 +49,7 @@ final class DaemonFixture {
         let creation = TaskCreation(kind: .download, request: RequestRecord(url: url))
         var task = try session.createTask(creation, inBackground: inBackground, pendingFailure: nil, at: clock.now)
         task.state = .running
-        try session.update(task)
+        session.update(task)
         return task
     }
 

@@ -49,10 +49,7 @@ final class Challenges {
         let sent = isProxy ? offered.proxy : offered.server
         if sent != nil { task.authenticationFailures += 1 }
         task.pendingChallenge = ChallengeRecord(protectionSpace: space, previousFailureCount: sent == nil ? 0 : task.authenticationFailures, proposedUser: sent?.credential.user)
-        do { try session.update(task) } catch {
-            daemon.log.error("store", "cannot record the authentication challenge: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-            return false
-        }
+        session.update(task)
         daemon.log.notice("auth", "\(response.statusCode): \(TaskHold.authentication(task.pendingChallenge!))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         daemon.delivery.pushPendingEvents(session) // nobody attached: housekeeping launches the app for it
         daemon.scheduler.scheduleTransfers()
@@ -98,7 +95,7 @@ final class Challenges {
                 return nil
             }
             if let given { credentialStore.remember(given, for: space, task: key) }
-            try session.update(task)
+            session.update(task)
             daemon.log.notice("auth", "the app answered with a credential (\(credential.persistence.rawValue)); trying again", session: name, task: taskID)
             daemon.scheduler.scheduleTransfers()
             return session.tasks[taskID]
@@ -115,11 +112,11 @@ final class Challenges {
             if rename(page, daemon.downloads.finishedPath(for: task, in: session)) != 0 {
                 _ = FileManager.default.createFile(atPath: daemon.downloads.finishedPath(for: task, in: session), contents: nil)
             }
-            try? session.update(task)
+            session.update(task)
             daemon.downloads.completeDownload(task, in: session)
         case .upload:
             let body = FileManager.default.contents(atPath: daemon.uploads.uploadResponsePath(for: task, in: session))
-            try? session.update(task)
+            session.update(task)
             daemon.uploads.completeUpload(task, responseBody: body?.prefix(Int(UploadTransfer.responseBodyLimit)), in: session)
         }
     }
@@ -154,7 +151,7 @@ final class Challenges {
             let names = Set(fields.map { $0.name.lowercased() })
             request.headers = request.headers.filter { !names.contains($0.name.lowercased()) } + fields
             task.replacementRequest = request
-            try session.update(task)
+            session.update(task)
             daemon.log.notice("auth", "the app refreshed \(fields.map(\.name).sorted().joined(separator: ", ")) before the retry", session: session.key.identifier.rawValue, task: taskID)
         }
         daemon.scheduler.scheduleTransfers()

@@ -82,10 +82,7 @@ final class ServerTrustChallenges {
             request.url = url
             task.replacementRequest = request
             task.currentURL = url
-            do { try session.update(task) } catch {
-                daemon.log.error("store", "cannot record the redirect to \(url): \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-                return
-            }
+            session.update(task)
             if error.kind == .redirectFromAcceptedKey {
                 daemon.log.notice("trust", "redirected to \(url), another origin than the key the app accepted is for; going on from there", session: session.key.identifier.rawValue, task: task.taskIdentifier)
                 daemon.scheduler.scheduleTransfer(task, in: session)
@@ -150,10 +147,7 @@ final class ServerTrustChallenges {
         var task = task
         task.pendingChallenge = ChallengeRecord(serverTrust: record)
         task.lastError = record.failureReason
-        do { try session.update(task) } catch {
-            daemon.log.error("store", "cannot record the server-trust challenge: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-            return
-        }
+        session.update(task)
         daemon.log.notice("trust", "\(record.host):\(record.port) presented a chain that does not verify (\(record.failureReason ?? "code \(record.failureCode ?? 0)")); asking the app", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         daemon.delivery.pushPendingEvents(session) // nobody attached: housekeeping launches the app for it
         daemon.scheduler.scheduleTransfers()
@@ -172,7 +166,7 @@ final class ServerTrustChallenges {
             try daemon.completion.cancel(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the app cancelled the server-trust challenge", subject: task.originalRequest.url))
             return nil
         case .useCredential where answer.credential?.serverKeyPin != nil && answer.credential?.serverKeyPin == record.leafPublicKeyPin:
-            try session.update(task)
+            session.update(task)
             if let pin = record.leafPublicKeyPin, let origin = origin(of: task.requestToSend.url, in: session) {
                 do { try session.acceptServerKey(AcceptedServerKey(scheme: origin.scheme, host: origin.host, port: origin.port, pin: pin)) } catch {
                     daemon.log.error("store", "cannot keep the accepted key of \(record.host):\(record.port) in the session's record: \(error); trusted until transferd stops", session: name, task: task.taskIdentifier)
@@ -199,7 +193,7 @@ final class ServerTrustChallenges {
     private func settleOthers(waitingFor pin: String, at origin: Origin, in session: DaemonSession) throws {
         for var other in session.tasks.values where other.pendingChallenge?.serverTrust?.leafPublicKeyPin == pin && self.origin(of: other.requestToSend.url, in: session) == origin {
             other.pendingChallenge = nil
-            try session.update(other)
+            session.update(other)
             daemon.challenges.answered(TaskKey(session: session.key, task: other.taskIdentifier))
         }
     }

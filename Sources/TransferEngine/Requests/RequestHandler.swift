@@ -75,18 +75,18 @@ final class RequestHandler {
                 // Work started in the background is discretionary, and waits out the rate limiter (S5, S6.5).
                 task.requirements.isDiscretionary = true
                 task.rateLimitedUntil = daemon.relauncher.rateLimitedStart(for: hello.identity)
-                try session.update(task)
+                session.update(task)
             }
             if let blob = creation.resumeData {
                 // The resume data says what to transfer; it is checked first, then its URL.
                 refusal = daemon.resumeData.adoptResumeData(blob, into: &task, in: session, for: hello.identity)
                     ?? self.refusal(of: TaskCreation(kind: task.kind, request: task.originalRequest))
                 task.pendingFailure = refusal
-                try session.update(task)
+                session.update(task)
             } else if task.kind == .upload && refusal == nil {
                 refusal = daemon.uploads.takeUploadBody(creation.uploadFile, into: &task, in: session, for: hello.identity)
                 task.pendingFailure = refusal
-                try session.update(task)
+                session.update(task)
             }
             daemon.log.info("tasks", "created \(task.kind.rawValue) task \(task.taskIdentifier) for \(task.originalRequest.url)", session: identifier.rawValue, task: task.taskIdentifier)
             if let refusal { daemon.log.error("tasks", "task will fail when resumed: \(refusal.message)", session: identifier.rawValue, task: task.taskIdentifier) }
@@ -103,7 +103,7 @@ final class RequestHandler {
             }
             if task.state == .suspended {
                 task.state = .running
-                try session.update(task)
+                session.update(task)
                 daemon.log.info("tasks", "resumed", session: identifier.rawValue, task: taskID)
                 daemon.scheduler.scheduleTransfer(task, in: session)
             }
@@ -115,7 +115,7 @@ final class RequestHandler {
                 daemon.transfers.stopTransfer(TaskKey(session: session.key, task: taskID))
                 task = session.tasks[taskID] ?? task
                 task.state = .suspended
-                try session.update(task)
+                session.update(task)
                 daemon.log.info("tasks", "suspended", session: identifier.rawValue, task: taskID)
             }
             return .task(session.tasks[taskID] ?? task)
@@ -128,7 +128,7 @@ final class RequestHandler {
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)
             properties.apply(to: &task)
-            try session.update(task)
+            session.update(task)
             daemon.scheduler.scheduleTransfers() // a new priority or date may change what runs next
             return .task(session.tasks[taskID] ?? task)
         case .answerDelayedRequest(let identifier, let taskID, let answer):

@@ -37,7 +37,7 @@ final class DelayedRequests {
         }
         var ready = task
         ready.delayedRequestAnswered = true
-        try? session.update(ready)
+        session.update(ready)
         return ready
     }
 
@@ -49,7 +49,7 @@ final class DelayedRequests {
         task.delayedRequestAnswered = true
         switch answer {
         case .continueLoading:
-            try session.update(task)
+            session.update(task)
             daemon.log.info("transfers", "willBeginDelayedRequest: continue loading", session: session.key.identifier.rawValue, task: taskID)
         case .useNewRequest(let request):
             if let refusal = daemon.requests.refusal(of: TaskCreation(kind: task.kind, request: request)) {
@@ -57,7 +57,7 @@ final class DelayedRequests {
                 return nil
             }
             task.replacementRequest = request
-            try session.update(task)
+            session.update(task)
             daemon.log.notice("transfers", "willBeginDelayedRequest: using a new request for \(request.url)", session: session.key.identifier.rawValue, task: taskID)
         case .cancel:
             try daemon.completion.cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled in willBeginDelayedRequest"))

@@ -218,10 +218,7 @@ final class Scheduler {
         guard !task.reportedWaitingForConnectivity, session.holder != nil else { return }
         var task = task
         task.reportedWaitingForConnectivity = true
-        do { try session.update(task) } catch {
-            daemon.log.error("store", "cannot record the connectivity report: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-            return
-        }
+        session.update(task)
         daemon.log.info("transfers", "waiting for connectivity: \(task.requirements.connectivityProblem(under: conditions) ?? "")", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         daemon.delivery.push(.waitingForConnectivity(session: session.key.identifier, taskIdentifier: task.taskIdentifier), to: session)
     }

@@ -218,7 +218,7 @@ final class DaemonSession {
 
     /// Records a changed task; durable at the next commit. Its upload body is kept as a path
     /// relative to the container (`resolvedPath` gives it back).
-    func update(_ task: TaskRecord) throws {
+    func update(_ task: TaskRecord) {
         var task = task
         if let file = task.uploadFile { task.uploadFile = layout.recordPath(file) }
         tasks[task.taskIdentifier] = task.nextRevision(after: tasks[task.taskIdentifier])

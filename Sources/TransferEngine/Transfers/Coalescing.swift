@@ -71,7 +71,7 @@ final class Coalescing {
             do {
                 try? FileManager.default.removeItem(atPath: copy)
                 try FileManager.default.copyItem(atPath: finishedFile, toPath: copy)
-                try session.update(task)
+                session.update(task)
             } catch {
                 daemon.completion.fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot copy the download of task \(transfer.task.taskIdentifier): \(error)", subject: copy))
                 continue

@@ -51,13 +51,13 @@ final class Downloads {
                 if let name = daemon.options.crashOnResponseHeader, task.response?.header(name) != nil {
                     fatalError("transferd: the response carries \(name) (--fault-crash-on-response-header)")
                 }
-                do { try session.update(task) } catch { daemon.log.error("store", "cannot record response: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier) }
+                session.update(task)
             }
-            transfer.onCheckpoint = { [unowned session] task in try? session.update(task) }
+            transfer.onCheckpoint = { [unowned session] task in session.update(task) }
             transfer.onResumed = { [unowned self, unowned session] task, offset in
                 var task = task
                 task.reportsResumeOffset = false
-                try? session.update(task)
+                session.update(task)
                 daemon.delivery.push(.didResume(session: session.key.identifier, taskIdentifier: task.taskIdentifier, offset: offset, expectedTotalBytes: task.countOfBytesExpectedToReceive), to: session)
             }
             try daemon.transfers.attach(transfer, for: key)
@@ -79,7 +79,7 @@ final class Downloads {
             truncate(transfer.partialPath, 0)
             task.validator = nil
             task.countOfBytesReceived = 0
-            try? session.update(task)
+            session.update(task)
             daemon.log.notice("transfers", "server answered an unexpected range; starting over from zero", session: session.key.identifier.rawValue, task: key.task)
             daemon.scheduler.scheduleTransfers()
             return

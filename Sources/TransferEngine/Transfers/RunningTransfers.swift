@@ -55,7 +55,7 @@ final class RunningTransfers {
             task.validator = known.validator
             task.response = known.response
             task.uploadResumption = known.uploadResumption
-            try? session.update(task)
+            session.update(task)
         }
     }
 

@@ -28,7 +28,7 @@ final class TaskCompletion {
         switch decision {
         case .retry(let notBefore):
             task.retryNotBefore = notBefore
-            try? session.update(task)
+            session.update(task)
             daemon.log.notice("transfers", "\(error); retry \(task.retryCount) in \(String(format: "%.2f", notBefore.timeIntervalSince(daemon.clock.now))) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         case .fail(let code):
             var failure = TransferFailure(code: code, message: error.description, subject: task.originalRequest.url)
@@ -48,7 +48,7 @@ final class TaskCompletion {
         switch decision {
         case .retry(let start):
             task.retryNotBefore = start
-            try? session.update(task)
+            session.update(task)
             daemon.loop.schedule(after: start.timeIntervalSince(daemon.clock.now)) { [unowned self] in daemon.scheduler.scheduleTransfers() }
             daemon.log.notice("transfers", "\(reason); retry \(task.retryCount) in \(String(format: "%.2f", max(0, start.timeIntervalSince(daemon.clock.now)))) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         case .fail(let code):

@@ -86,9 +86,7 @@ final class Uploads {
                                               configuration: session.record.configuration, credentials: daemon.challenges.credentials(for: task, in: session), conflicts: conflicts, retryPolicy: daemon.retryPolicy,
                                               tls: daemon.serverTrust.tlsPolicy(for: task, in: session))
             transfer.onResumptionOffered = { [unowned self, unowned session] task in
-                do { try session.update(task) } catch {
-                    daemon.log.error("store", "cannot record the upload location: \(error)", session: sessionName, task: task.taskIdentifier)
-                }
+                session.update(task)
                 daemon.log.info("transfers", "server keeps the upload at \(task.uploadResumption?.location ?? "?") (interop version \(task.uploadResumption?.interopVersion ?? 0))", session: sessionName, task: task.taskIdentifier)
             }
             try daemon.transfers.attach(transfer, for: key)
@@ -131,7 +129,7 @@ final class Uploads {
         case .restartFromZero(let reason):
             task.uploadResumption = nil
             task.countOfBytesSent = 0
-            try? session.update(task)
+            session.update(task)
             daemon.log.notice("transfers", "\(reason); sending the whole body again", session: sessionName, task: task.taskIdentifier)
             startUpload(task, in: session, step: .create)
         case .retryAfter(let wait):
