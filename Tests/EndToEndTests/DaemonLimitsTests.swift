@@ -20,6 +20,18 @@ struct DaemonLimitsTests {
     }
 
     /// A raw client of the test app, welcomed.
+    /// Waits up to 100 ms for any of `clients`' sockets to take more bytes (the daemon read some).
+    static func waitUntilWritable(_ clients: [RawClient]) {
+        var fds = clients.map { pollfd(fd: $0.fd.rawValue, events: Int16(POLLOUT), revents: 0) }
+        _ = poll(&fds, nfds_t(fds.count), 100)
+    }
+
+    /// Bytes this client sent that the daemon has not read yet (`SIOCOUTQ`).
+    static func unreadBytes(_ client: RawClient) -> Int32 {
+        var queued: Int32 = 0
+        return ioctl(client.fd.rawValue, UInt(TIOCOUTQ), &queued) == 0 ? queued : 0
+    }
+
     static func welcomedClient(_ container: TestContainer) throws -> RawClient {
         try RawClient.welcomed(container, as: appIdentity)
     }
@@ -168,9 +180,14 @@ struct DaemonLimitsTests {
                 if n > 0 { sent[index] += n; progressed = true } else if n < 0 && errno != EAGAIN { cut.insert(index) }
             }
             peak = max(peak, residentBytes(of: daemon.pid))
-            if !progressed { usleep(5_000) }
+            if !progressed { Self.waitUntilWritable(clients.indices.filter { !cut.contains($0) && sent[$0] < partialLength }.map { clients[$0] }) }
         }
-        usleep(300_000) // the daemon reads what is in flight
+        // The daemon has read what is in flight once no client socket holds unread bytes.
+        let drained = Date().addingTimeInterval(10)
+        while Date() < drained && clients.indices.contains(where: { !cut.contains($0) && Self.unreadBytes(clients[$0]) > 0 }) {
+            peak = max(peak, residentBytes(of: daemon.pid))
+            Self.waitUntilWritable(clients.indices.filter { !cut.contains($0) }.map { clients[$0] })
+        }
         peak = max(peak, residentBytes(of: daemon.pid))
         let whole = sent.filter { $0 == partialLength }.count
 
