@@ -19,7 +19,7 @@ final class ClientConnection {
     let descriptor: FileDescriptor
     /// The process that connected (`SO_PEERCRED`): checked for the uid; not who speaks.
     let credentials: UnixSocket.PeerCredentials?
-    /// Set once the hello is verified (`TransferDaemon.welcome`).
+    /// Set once the hello is verified (`RequestHandler.welcome`).
     var hello: ClientHello? {
         didSet { if hello != nil { identified() } }
     }
@@ -28,7 +28,7 @@ final class ClientConnection {
     var attachedSessions: Set<SessionKey> = []
     /// Asked to watch (`DaemonRequest.watch`): pushed the running tasks until it closes.
     var isWatching = false
-    /// When a watcher was last found with its previous push still unsent (see `TransferDaemon.send(_:toWatcher:)`).
+    /// When a watcher was last found with its previous push still unsent (see `Watchers.send(_:toWatcher:)`).
     var watcherBehindSince: Date?
     /// A read is scheduled for the next turn (frames wait in the buffer).
     var readAgainScheduled = false
@@ -67,7 +67,7 @@ final class ClientConnection {
     /// A session holder that stops reading is cut off past this much queued output.
     static let outboxLimit = 64 << 20
     /// The same for a watcher (it is never sent a push while its last one waits, see
-    /// `TransferDaemon.send(_:toWatcher:)`, so this is one push of a very long list of tasks)…
+    /// `Watchers.send(_:toWatcher:)`, so this is one push of a very long list of tasks)…
     static let watcherOutboxLimit = 4 << 20
     /// …and for a peer that has not said who it is (pings, refusals).
     static let unidentifiedOutboxLimit = 64 << 10
@@ -187,7 +187,7 @@ final class ClientConnection {
         account.release(accountedBytes)
         accountedBytes = 0
         account = identifiedAccount
-        _ = updateAccount() // a verified hello leaves nothing unread (see `TransferDaemon.welcome`)
+        _ = updateAccount() // a verified hello leaves nothing unread (see `RequestHandler.welcome`)
         writer?.process?.close()
         writer?.process = nil
         try? UnixSocket.identifyWriters(descriptor, handles: false) // credentials still, no more pidfds
