@@ -2,13 +2,13 @@ import Foundation
 import TransferContainer
 import TransferTransport
 
-/// Group commit: each turn's changes of every session go to disk together on the committer's
+/// Group commit: each turn's changes of every session go to disk together on the commit
 /// thread, and replies and pushes wait until what they tell is durable. Owned by the daemon's
 /// loop thread.
 final class GroupCommit {
     unowned let daemon: TransferDaemon
     /// Makes the sessions' changes durable on a thread of its own.
-    private lazy var committer = Committer(waker: daemon.loop.multi.waker, log: daemon.log)
+    private lazy var commitThread = CommitThread(waker: daemon.loop.multi.waker, log: daemon.log)
     /// While the last commit failed: why, and the sessions whose changes wait for the disk.
     /// Output that tells of those changes waits; requests that would change something are
     /// refused (`JournalReserve.cannotRecord(_:writing:)`); everything else goes on.
@@ -29,8 +29,8 @@ final class GroupCommit {
     /// disk, except what tells of no change (`ClientConnection.send(_:overtaking:)`); the
     /// commits are tried again every 100 ms.
     func commitAndFlush() {
-        if let outcome = committer.takeOutcome() { commitEnded(outcome) }
-        if !committer.isBusy && daemon.clock.now >= nextCommitTry {
+        if let outcome = commitThread.takeOutcome() { commitEnded(outcome) }
+        if !commitThread.isBusy && daemon.clock.now >= nextCommitTry {
             var commits: [SessionCommit] = []
             var unencodable = false
             for session in daemon.sessions.values where session.needsCommit {
@@ -44,16 +44,16 @@ final class GroupCommit {
             if commits.isEmpty {
                 if !commitFailing && !unencodable { daemon.clients.connections.values.forEach { $0.releaseAll() } }
             } else {
-                committer.start(commits)
+                commitThread.start(commits)
                 daemon.clients.connections.values.forEach { $0.coverByCommit() }
             }
-        } else if committer.isBusy && !daemon.sessions.values.contains(where: \.needsCommit) {
+        } else if commitThread.isBusy && !daemon.sessions.values.contains(where: \.needsCommit) {
             daemon.clients.connections.values.forEach { $0.coverByCommit() } // told only of what is being committed
         }
         for connection in daemon.clients.connections.values where connection.hasReleasedOutput { connection.flush() }
     }
 
-    private func commitEnded(_ outcome: Committer.Outcome) {
+    private func commitEnded(_ outcome: CommitThread.Outcome) {
         var failed: Errno?
         var failedSessions: Set<SessionKey> = []
         for (commit, error) in outcome {
@@ -91,11 +91,11 @@ final class GroupCommit {
     /// before it tries anything again after a crash.
     func commitAndWait() {
         for _ in 0..<2 {
-            committer.waitUntilDone()
+            commitThread.waitUntilDone()
             nextCommitTry = .distantPast
             commitAndFlush()
         }
-        committer.waitUntilDone()
-        if let outcome = committer.takeOutcome() { commitEnded(outcome) }
+        commitThread.waitUntilDone()
+        if let outcome = commitThread.takeOutcome() { commitEnded(outcome) }
     }
 }

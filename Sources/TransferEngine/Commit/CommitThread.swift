@@ -10,7 +10,7 @@ import TransferTransport
 /// One commit at a time. `start`, `takeOutcome` and `waitUntilDone` are called from the
 /// event loop; the work runs on a serial queue, which wakes the loop when it is done. The
 /// outcome is handed over behind one lock.
-final class Committer: @unchecked Sendable {
+final class CommitThread: @unchecked Sendable {
     /// A commit's sessions, each with the error that failed it, if one did.
     typealias Outcome = [(commit: SessionCommit, error: Errno?)]
 
