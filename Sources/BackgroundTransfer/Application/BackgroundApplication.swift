@@ -53,21 +53,29 @@ public final class BackgroundApplication: @unchecked Sendable {
     /// Keys of `didFinishLaunchingWithOptions` (Apple's name). A relaunch for events has none
     /// here: the identifier comes to `handleEventsForBackgroundURLSession`.
     public struct LaunchOptionsKey: Hashable, RawRepresentable, Sendable {
+        /// The key's name.
         public let rawValue: String
+        /// A key with this name.
         public init(rawValue: String) { self.rawValue = rawValue }
     }
 
     /// Whether the app is in front of the user (Apple's `UIApplication.State`).
     public enum State: Int, Sendable {
+        /// Launched by the user: in the foreground.
         case active = 0
+        /// Between the two (not used here).
         case inactive = 1
+        /// Launched for background events, or an extension: in the background.
         case background = 2
     }
 
     /// A request for background time (Apple's `UIBackgroundTaskIdentifier`).
     public struct BackgroundTaskIdentifier: Hashable, RawRepresentable, Sendable {
+        /// The request's number.
         public let rawValue: Int
+        /// The request with this number.
         public init(rawValue: Int) { self.rawValue = rawValue }
+        /// No request (what `beginBackgroundTask` returns when it cannot grant one).
         public static let invalid = BackgroundTaskIdentifier(rawValue: 0)
     }
 
@@ -107,8 +115,11 @@ public final class BackgroundApplication: @unchecked Sendable {
     /// Reads the launch options, sets up `AppEnvironment` for the one bundle the executable's
     /// entitlements declare (`entitlements` is the declaration literal compiled into it; the
     /// daemon reads the same bytes from the executable file, see `Entitlements`).
-    /// - Parameter defaultContainer: the container when neither `--container` nor
-    ///   `BGTRANSFER_CONTAINER` names one (relative paths are taken from the working directory).
+    /// - Parameters:
+    ///   - entitlements: the executable's declaration literal.
+    ///   - arguments: the launch options; the process's own arguments unless given.
+    ///   - defaultContainer: the container when neither `--container` nor
+    ///     `BGTRANSFER_CONTAINER` names one (relative paths are taken from the working directory).
     /// - Throws: `EntitlementsError`, or `ContainerError` / `IdentifierError` for bad launch options.
     public convenience init(entitlements: String, arguments: [String] = Array(CommandLine.arguments.dropFirst()), defaultContainer: String = "SharedContainer") throws {
         let identities = try Entitlements.identities(inDeclaration: entitlements)
@@ -169,6 +180,8 @@ public final class BackgroundApplication: @unchecked Sendable {
     ///   - entitlements: the executable's declaration literal; nil for a plain program, whose
     ///     identity is derived from its executable (`AppIdentity.program(executablePath:)`).
     ///   - delegate: the app delegate.
+    ///   - arguments: the launch options; the process's own arguments unless given.
+    ///   - backgroundTimeLimit: seconds a relaunched app has to call the completion handler.
     /// Bad launch options or entitlements end the process with status 64 and a message on stderr.
     public static func main(entitlements: String? = nil, delegate: BackgroundApplicationDelegate, arguments: [String] = Array(CommandLine.arguments.dropFirst()), backgroundTimeLimit: TimeInterval = 30) -> Never {
         let application: BackgroundApplication
@@ -236,6 +249,7 @@ public final class BackgroundApplication: @unchecked Sendable {
         return url
     }
 
+    /// True when the daemon launched this process to deliver a session's events.
     public var isLaunchedForBackgroundEvents: Bool { backgroundSessionIdentifier != nil }
 
     /// Hands a background launch to the delegate, as UIKit does before anything else.

@@ -19,6 +19,8 @@ public enum AppEnvironment {
     private static let state = Locked<State?>(nil)
 
     /// Declares the process's identity and container. Call before opening any session.
+    /// - Parameter identity: who this process is (bundle identifier, kind, app groups).
+    /// - Parameter layout: the container it works in.
     /// - Parameter isForeground: whether the user launched the process (false for an app
     ///   launched for background events, and for extensions, which run in the background).
     /// - Parameter environment: where the library's settings come from; the process's own
@@ -45,8 +47,11 @@ public enum AppEnvironment {
 
     static var isBootstrapped: Bool { state.withLock { $0 != nil } }
 
+    /// Who this process is: its bundle identifier, kind (app, extension, program) and app groups.
     public static var identity: AppIdentity { current.identity }
+    /// The container this process works in (the stand-in for the device's file system).
     public static var layout: ContainerLayout { current.layout }
+    /// The container's shared log, as this process writes to it.
     public static var log: TransferLog { current.log }
 
     /// The app group's container, as `FileManager.containerURL(forSecurityApplicationGroupIdentifier:)`

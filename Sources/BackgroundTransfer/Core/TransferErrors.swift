@@ -2,9 +2,14 @@ import Foundation
 import FoundationNetworking
 import TransferContainer
 
-/// Apple's `userInfo` keys for background transfer errors.
+// Apple's `userInfo` keys for background transfer errors.
 // NSURLErrorBackgroundTaskCancelledReasonKey is FoundationNetworking's own (same string).
+
+/// The `userInfo` key of a failed download's resume data (S6.2); read it with
+/// `URLError.downloadTaskResumeData`.
 public let NSURLSessionDownloadTaskResumeData = "NSURLSessionDownloadTaskResumeData"
+/// The `userInfo` key of a failed resumable upload's resume data (S6.6); read it with
+/// `URLError.uploadTaskResumeData`.
 public let NSURLSessionUploadTaskResumeData = "NSURLSessionUploadTaskResumeData"
 /// The identifier or path an error is about (ours; Apple has no such key).
 public let BackgroundTransferErrorSubjectKey = "BackgroundTransferErrorSubject"
@@ -12,12 +17,18 @@ public let BackgroundTransferErrorSubjectKey = "BackgroundTransferErrorSubject"
 /// Misuse that Apple reports by raising an exception (S1.2, S2.1): here a thrown error with
 /// Apple's message.
 public struct BackgroundSessionMisuse: Error, CustomStringConvertible, Equatable, Sendable {
+    /// Apple's message for the misuse.
     public let message: String
+    /// The message.
     public var description: String { message }
 
+    /// A completion handler or async call on a background session (S1.2).
     public static let completionHandlersUnsupported = BackgroundSessionMisuse(message: "Completion handler blocks are not supported in background sessions. Use a delegate instead.")
+    /// An upload from `Data` in a background session (S2.1).
     public static let uploadFromDataUnsupported = BackgroundSessionMisuse(message: "Upload tasks from NSData are not supported in background sessions.")
+    /// An upload from a stream in a background session (S2.1).
     public static let uploadFromStreamUnsupported = BackgroundSessionMisuse(message: "Upload tasks in background sessions must be from a file")
+    /// A task asked of a session that was invalidated (S1.4).
     public static let sessionInvalidated = BackgroundSessionMisuse(message: "Attempted to create a task in a session that has been invalidated")
 }
 
@@ -41,8 +52,11 @@ extension TransferFailure {
 extension URLError {
     /// Why the system cancelled a background task (Apple's `URLError.BackgroundTaskCancelledReason`).
     public enum BackgroundTaskCancelledReason: Int, Sendable {
+        /// The user force-quit the app (`bgtransfer force-quit`, S4.2).
         case userForceQuitApplication = 0
+        /// Background updates are off for the app (never given here).
         case backgroundUpdatesDisabled = 1
+        /// The system ran short of resources (never given here).
         case insufficientSystemResources = 2
     }
 

@@ -43,8 +43,9 @@ public final class SecTrust: @unchecked Sendable, CustomStringConvertible {
     func setAnchors(_ anchors: [Data]?) { judgement.withLock { $0 = (anchors, $0.anchorsOnly, nil) } }
     func setAnchorsOnly(_ only: Bool) { judgement.withLock { $0 = ($0.anchors, only, nil) } }
 
-    /// The host and port the chain was presented for.
+    /// The host the chain was presented for.
     public var host: String { record.host }
+    /// The port the chain was presented on.
     public var port: Int { record.port }
     /// The presented chain, DER, the server's certificate first (`SecTrustCopyCertificateChain`).
     public var certificateChain: [Data] { record.certificates }
@@ -54,6 +55,7 @@ public final class SecTrust: @unchecked Sendable, CustomStringConvertible {
     /// Why it does not: the `URLError` code the task would fail with (-1201…-1204, -1200).
     public var evaluationErrorCode: Int? { evaluated.failureCode }
 
+    /// Host, port, the chain's length and the verdict, for logs.
     public var description: String {
         "SecTrust(\(host):\(port), \(certificateChain.count) certificates, \(isTrustedByDefault ? "trusted" : "not trusted: \(record.failureReason ?? "\(record.failureCode ?? 0)")"))"
     }
@@ -88,6 +90,7 @@ public func SecTrustCopyCertificateChain(_ trust: SecTrust) -> CFArray? {
 
 /// Apple's status codes, as far as this API returns them.
 public typealias OSStatus = Int32
+/// The call succeeded (`errSecSuccess`).
 public let errSecSuccess: OSStatus = 0
 /// One of the certificates given is not one (`errSecParam`).
 public let errSecParam: OSStatus = -50

@@ -29,6 +29,7 @@ public final class URLSessionTaskMetrics: @unchecked Sendable, CustomStringConve
         self.init(transactionMetrics: request == nil ? [] : [transaction], taskInterval: interval, redirectCount: 0)
     }
 
+    /// The task's duration and the protocol of each exchange, for logs.
     public var description: String {
         "URLSessionTaskMetrics(\(String(format: "%.3f", taskInterval.duration)) s, \(transactionMetrics.map { $0.networkProtocolName ?? "?" }))"
     }
@@ -37,7 +38,9 @@ public final class URLSessionTaskMetrics: @unchecked Sendable, CustomStringConve
 /// One exchange of a task (Apple's `URLSessionTaskTransactionMetrics`): the request, the
 /// response, and the protocol negotiated ("h2", "http/1.1"). Immutable; any thread.
 public final class URLSessionTaskTransactionMetrics: @unchecked Sendable {
+    /// The request sent.
     public let request: URLRequest?
+    /// The response received, if one was.
     public let response: URLResponse?
     /// ALPN's name of the protocol: "h2" over HTTP/2, "http/1.1"; nil when no response arrived.
     public let networkProtocolName: String?
@@ -48,7 +51,14 @@ public final class URLSessionTaskTransactionMetrics: @unchecked Sendable {
 
     /// Apple's `URLSessionTaskMetrics.ResourceFetchType`.
     public enum ResourceFetchType: Int, Sendable {
-        case unknown, networkLoad, serverPush, localCache
+        /// Not known.
+        case unknown
+        /// Loaded from the network (always, here).
+        case networkLoad
+        /// Pushed by an HTTP/2 server.
+        case serverPush
+        /// Read from a local cache.
+        case localCache
     }
 
     init(request: URLRequest?, response: URLResponse?, networkProtocolName: String?, responseEndDate: Date?) {

@@ -35,6 +35,8 @@ public protocol URLSessionTaskDelegate: URLSessionDelegate {
     /// from now on (a fresh `Authorization` token), or nil to keep them. Asked only while a
     /// process holds the session; the daemon waits up to 10 s for the answer.
     func urlSession(_ session: URLSession, task: URLSessionTask, willRetry request: URLRequest, completionHandler: @escaping @Sendable ([String: String]?) -> Void)
+    /// Upload progress (S7.3): bytes sent since the last call, in all, and the body's length
+    /// (-1 when unknown). Not called while no process holds a background session.
     func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64)
     /// A task was made (`downloadTask(with:)`, `uploadTask(with:fromFile:)`, …): the first call
     /// about it, on the delegate queue. Not made for tasks the session refused.
@@ -57,7 +59,11 @@ public protocol URLSessionDownloadDelegate: URLSessionTaskDelegate {
     /// The download finished. The file at `location` exists only until this method returns:
     /// move it or open it now (S3.3).
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL)
+    /// Download progress (S7.3): bytes written since the last call, in all, and the body's
+    /// length (-1 without `Content-Length`). Not called while no process holds a background session.
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64)
+    /// A download made from resume data started (S6.1): at `fileOffset` when the server sent
+    /// the rest, at 0 when it sent the whole resource again.
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64)
 }
 

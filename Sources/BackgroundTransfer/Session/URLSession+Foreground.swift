@@ -7,7 +7,9 @@ import TransferContainer
 extension URLSession {
     /// What a data task does with the response it got (Apple's values).
     public enum ResponseDisposition: Int, Sendable {
+        /// End the task with -999, reading no body (as Apple does; corelibs reads it).
         case cancel = 0
+        /// Go on: the body comes to `didReceive data`.
         case allow = 1
         /// Not offered by default sessions here: the task ends with -1 saying so.
         case becomeDownload = 2
@@ -32,6 +34,7 @@ extension URLSession {
         try await awaited(delegate) { self.dataTask(with: request, completionHandler: $0) }
     }
 
+    /// The response body of a GET of `url`, as `data(for:delegate:)`.
     public func data(from url: URL, delegate: URLSessionTaskDelegate? = nil) async throws -> (Data, URLResponse) {
         try await data(for: URLRequest(url: url), delegate: delegate)
     }

@@ -10,8 +10,12 @@ import TransferContainer
 /// `URLSession`, `URLSessionConfiguration` and delegate protocols then shadow Foundation's,
 /// so iOS code reads the same.
 open class URLSession: @unchecked Sendable {
+    /// A copy of the configuration the session was made with (changing it later changes nothing).
     public let configuration: URLSessionConfiguration
+    /// Where delegate calls and completion handlers run: the queue given, else a serial one
+    /// the session makes (S3.5).
     public let delegateQueue: OperationQueue
+    /// The app's own label for the session, never interpreted.
     public var sessionDescription: String?
     let core: (any SessionBackend)?
     /// Why this session could not be opened (ours; Apple reports it only through
@@ -24,6 +28,8 @@ open class URLSession: @unchecked Sendable {
     /// Identifiers for tasks refused before any backend numbered them (a session that never opened).
     private let refusedTaskNumbers = Locked(0)
 
+    /// The delegate given when the session was made (the first one, for a background
+    /// identifier opened twice in one process, S1.3).
     public var delegate: URLSessionDelegate? { core?.delegate ?? givenDelegate }
 
     /// The shared default session (Apple's `URLSession.shared`): no delegate, transfers in
@@ -139,6 +145,8 @@ open class URLSession: @unchecked Sendable {
         downloadTask(with: URLRequest(url: url))
     }
 
+    /// A download task for `request` (GET, with its headers and timeout), suspended until
+    /// `resume()`. A request with a body is refused: use a data or upload task.
     open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
         if let failure = downloadBodyRefusal(request) {
             return refusedTask(TaskCreation(kind: .download, request: record(of: request)), failure, as: { URLSessionDownloadTask(record: $0, backend: nil) })
@@ -164,6 +172,8 @@ open class URLSession: @unchecked Sendable {
         downloadTask(with: URLRequest(url: url), completionHandler: completionHandler)
     }
 
+    /// A download of `request` whose file goes to `completionHandler`, as
+    /// `downloadTask(with:completionHandler:)` for a URL.
     open func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) -> URLSessionDownloadTask {
         let creation = TaskCreation(kind: .download, request: record(of: request))
         return handlerTask(creation, refusal: downloadBodyRefusal(request), as: { URLSessionDownloadTask(record: $0, backend: nil) }) { task, result in
@@ -180,6 +190,8 @@ open class URLSession: @unchecked Sendable {
         dataTask(with: URLRequest(url: url), completionHandler: completionHandler)
     }
 
+    /// A request (with its `httpBody` or `httpBodyStream`) whose whole response body goes to
+    /// `completionHandler`, on the delegate queue. Default sessions only.
     open func dataTask(with request: URLRequest, completionHandler: @escaping @Sendable (Data?, URLResponse?, Error?) -> Void) -> URLSessionDataTask {
         foregroundTask(request, body: .request, kind: .download, as: { URLSessionDataTask(record: $0, backend: nil) }, handler: completionHandler)
     }
@@ -192,6 +204,7 @@ open class URLSession: @unchecked Sendable {
         dataTask(with: URLRequest(url: url))
     }
 
+    /// A request whose response goes to the delegate as it arrives; see `dataTask(with:)` for a URL.
     open func dataTask(with request: URLRequest) -> URLSessionDataTask {
         foregroundTask(request, body: .request, kind: .download, as: { URLSessionDataTask(record: $0, backend: nil) })
     }
@@ -429,16 +442,26 @@ open class URLSession: @unchecked Sendable {
 
     /// What a task with an `earliestBeginDate` does when it is ready (Apple's names, S5.1).
     public enum DelayedRequestDisposition: Int, Sendable {
+        /// Start the request as it is.
         case continueLoading = 0
+        /// Start the request given with the answer instead.
         case useNewRequest = 1
+        /// Cancel the task (-999).
         case cancel = 2
     }
 
     /// How the app answers an authentication challenge (Apple's names).
     public enum AuthChallengeDisposition: Int, Sendable {
+        /// Use the credential given with the answer (for server trust, `URLCredential(trust:)`
+        /// accepts the chain, S3.6).
         case useCredential = 0
+        /// As if the delegate did not implement the method: a stored credential, else the
+        /// 401/407 is delivered (for server trust, the system's verdict, S2.6).
         case performDefaultHandling = 1
+        /// End the task with -999.
         case cancelAuthenticationChallenge = 2
+        /// Decline this protection space: no stored credential is tried and the 401/407 is
+        /// delivered (for server trust, the system's verdict).
         case rejectProtectionSpace = 3
     }
 

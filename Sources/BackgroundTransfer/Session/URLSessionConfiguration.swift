@@ -8,17 +8,35 @@ import TransferContainer
 open class URLSessionConfiguration: @unchecked Sendable {
     /// The background session identifier (S1.1).
     public private(set) var identifier: String?
+    /// The app group whose container the session's files live in (S1.5, S3.3). An extension's
+    /// background session needs one (else -995); the app must be entitled to the group.
     public var sharedContainerIdentifier: String?
+    /// Whether the containing app is launched when the session's tasks end or one needs an
+    /// answer (S3.1). Default true.
     public var sessionSendsLaunchEvents = true
+    /// Discretionary work waits for good conditions (an unmetered network and power, per
+    /// `bgtransfer conditions`). Tasks an app creates while in the background are always
+    /// discretionary. Default false.
     public var isDiscretionary = false
+    /// When false, tasks wait while only a cellular network is available (S5). Default true.
     public var allowsCellularAccess = true
+    /// When false, tasks wait while only an expensive network is available. Default true.
     public var allowsExpensiveNetworkAccess = true
+    /// When false, tasks wait while only a constrained (low data) network is available.
+    /// Default true.
     public var allowsConstrainedNetworkAccess = true
     /// Ignored: background sessions always wait for connectivity (S5.3).
     public var waitsForConnectivity = false
+    /// How long a request may go without receiving data (an idle timeout), in seconds. In a
+    /// background session a request that times out is retried, not failed (S6.4). Default 60.
     public var timeoutIntervalForRequest: TimeInterval = 60
+    /// The whole budget of a task, retries included, in seconds; once spent the task fails
+    /// with -1001 (and resume data where resumable). Default 7 days.
     public var timeoutIntervalForResource: TimeInterval = 7 * 24 * 3600
+    /// Connections the session opens to one host at a time (HTTP/2 streams share one).
+    /// Default 6.
     public var httpMaximumConnectionsPerHost = 6
+    /// Header fields sent with every request of the session, unless the request sets them.
     public var httpAdditionalHeaders: [String: String]?
     /// Ours, not Apple's (S7.4): download tasks of this session with the same GET (URL and
     /// headers) are fetched once; each task still gets its own identifier, file and callbacks.
@@ -36,11 +54,17 @@ open class URLSessionConfiguration: @unchecked Sendable {
     // What FoundationNetworking's configuration offers, for default sessions' data and upload
     // tasks (ForegroundConfiguration.swift); its defaults, `.ephemeral`'s private stores for
     // ephemeral sessions. Background sessions do not use them yet.
+    /// Where cookies are kept and read from (default sessions' data and upload tasks).
     public var httpCookieStorage: HTTPCookieStorage?
+    /// Whether stored cookies are sent with requests. Default true.
     public var httpShouldSetCookies: Bool
+    /// Which cookies from responses are kept.
     public var httpCookieAcceptPolicy: HTTPCookie.AcceptPolicy
+    /// Where credentials with `.forSession` and `.permanent` persistence are kept and looked up.
     public var urlCredentialStorage: URLCredentialStorage?
+    /// The response cache (default sessions' data and upload tasks).
     public var urlCache: URLCache?
+    /// How requests use `urlCache`, unless a request sets its own policy.
     public var requestCachePolicy: URLRequest.CachePolicy
     /// Custom `URLProtocol` subclasses asked first (how tests stub networking); default
     /// sessions' data and upload tasks only.

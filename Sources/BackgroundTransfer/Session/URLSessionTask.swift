@@ -2,19 +2,25 @@ import Foundation
 import FoundationNetworking
 import TransferContainer
 
-/// A task of a background session (Apple's `URLSessionTask`): a view of the daemon's task,
-/// kept up to date by the session's events and progress. Thread-safe (one lock).
+/// A task of a session (Apple's `URLSessionTask`). In a background session it is a view of
+/// the daemon's task, kept up to date by the session's events and progress; in a default
+/// session, of the transfer in this process. Thread-safe (each piece of state behind a lock).
 open class URLSessionTask: @unchecked Sendable {
     /// Apple's task states.
     public enum State: Int, Sendable {
+        /// Resumed, and not yet ended (it may be waiting for a network or a slot).
         case running = 0
+        /// Made and not yet resumed, or suspended by the app: no traffic, no timer running.
         case suspended = 1
+        /// Cancelled, and its end not yet reported.
         case canceling = 2
+        /// Ended: `error` says how.
         case completed = 3
     }
 
     /// Unique within its session only, numbered from the daemon's counter for the session (the daemon refuses a number used before), stable across relaunch (S7.1).
     public let taskIdentifier: Int
+    /// The request the task was made with.
     public var originalRequest: URLRequest? { foundationTask.withLock { $0 }?.originalRequest ?? recordedRequest }
     private let recordedRequest: URLRequest?
     weak var backend: (any SessionBackend)?
@@ -55,6 +61,7 @@ open class URLSessionTask: @unchecked Sendable {
 
     // MARK: Properties with Apple's names
 
+    /// The request being carried out: the original one, moved on by redirects (S2.3).
     public var currentRequest: URLRequest? {
         if let inner = foundationTask.withLock({ $0 }) { return inner.currentRequest }
         let record = snapshot.withLock { $0 }
@@ -63,22 +70,29 @@ open class URLSessionTask: @unchecked Sendable {
         return request
     }
 
+    /// The server's last response (an `HTTPURLResponse`), once its header has arrived.
     public var response: URLResponse? {
         if let inner = foundationTask.withLock({ $0 }) { return inner.response }
         guard let response = snapshot.withLock({ $0.response }), let url = URL(string: response.url) else { return nil }
         return HTTPURLResponse(url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1", headerFields: response.headers)
     }
 
+    /// Where the task is in its life.
     public var state: State {
         let own = State(rawValue: snapshot.withLock { $0.state.rawValue }) ?? .completed
         // Completed once reported so, whatever FoundationNetworking's task says by then.
         if own != .completed, let inner = foundationTask.withLock({ $0 }) { return State(rawValue: inner.state.rawValue) ?? .completed }
         return own
     }
+    /// Why the task ended, once it ended with an error (a `URLError` with Apple's code).
     public var error: Error? { failure.withLock { $0 } }
+    /// Body bytes received so far (for a resumed download, counting the bytes it resumed from).
     public var countOfBytesReceived: Int64 { max(foundationTask.withLock { $0 }?.countOfBytesReceived ?? 0, snapshot.withLock { $0.countOfBytesReceived }) }
+    /// The body's length from `Content-Length`, or -1 when unknown.
     public var countOfBytesExpectedToReceive: Int64 { foundationTask.withLock { $0 }?.countOfBytesExpectedToReceive ?? snapshot.withLock { $0.countOfBytesExpectedToReceive } }
+    /// Request body bytes sent so far.
     public var countOfBytesSent: Int64 { foundationTask.withLock { $0 }?.countOfBytesSent ?? snapshot.withLock { $0.countOfBytesSent } }
+    /// The request body's length, or -1 when unknown.
     public var countOfBytesExpectedToSend: Int64 { foundationTask.withLock { $0 }?.countOfBytesExpectedToSend ?? snapshot.withLock { $0.countOfBytesExpectedToSend } }
 
     /// The app's own string, persisted by the daemon, never interpreted.
@@ -102,19 +116,25 @@ open class URLSessionTask: @unchecked Sendable {
         set { change { $0.priority = CheckedNumbers.priority(newValue) } } // NaN is the default
     }
 
-    /// Scheduling hints (-1 when unknown); kept, shown by `bgtransfer inspect`.
+    /// A scheduling hint: how many bytes the app expects to send (-1 when unknown); kept, and
+    /// shown by `bgtransfer inspect`.
     public var countOfBytesClientExpectsToSend: Int64 {
         get { snapshot.withLock { $0.countOfBytesClientExpectsToSend } }
         set { change { $0.countOfBytesClientExpectsToSend = newValue } }
     }
 
+    /// A scheduling hint: how many bytes the app expects to receive (-1 when unknown); kept,
+    /// and shown by `bgtransfer inspect`.
     public var countOfBytesClientExpectsToReceive: Int64 {
         get { snapshot.withLock { $0.countOfBytesClientExpectsToReceive } }
         set { change { $0.countOfBytesClientExpectsToReceive = newValue } }
     }
 
+    /// The priority a task has unless the app sets one.
     public static let defaultPriority: Float = 0.5
+    /// A priority below the default.
     public static let lowPriority: Float = 0.25
+    /// A priority above the default.
     public static let highPriority: Float = 0.75
 
     /// Changes the task here, then in the daemon.
@@ -130,6 +150,7 @@ open class URLSessionTask: @unchecked Sendable {
         backend?.resume(self)
     }
 
+    /// Pauses the task: it keeps its bytes, makes no traffic and runs no timer until `resume()`.
     open func suspend() {
         backend?.suspend(self)
     }
