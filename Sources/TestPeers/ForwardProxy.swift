@@ -8,6 +8,8 @@ import Glibc
 /// for http URLs) forwarded as plain requests. It reaches 127.0.0.1 and localhost only
 /// (others get 403), can demand `Proxy-Authorization: Basic` (else `407` with
 /// `Proxy-Authenticate`, on a connection kept open for the retry), and logs what it did.
+/// Made with `balancing:`, it is instead a plain TCP relay that sends each accepted connection
+/// to the next of those 127.0.0.1 ports in turn, as a load balancer in front of backends does.
 ///
 /// One accept thread and one thread per client connection; the log and the registry of
 /// open sockets sit behind one lock, so every method may be called from any thread.
@@ -21,6 +23,8 @@ package final class ForwardProxy: @unchecked Sendable {
         case forwarded(method: String, url: String)
         /// Answered 407: no or wrong `Proxy-Authorization` (the request line it was for).
         case refused(String)
+        /// A connection was relayed, as a balancer, to this 127.0.0.1 port.
+        case balanced(port: Int)
     }
 
     package let port: Int
@@ -28,6 +32,9 @@ package final class ForwardProxy: @unchecked Sendable {
     package var hostAndPort: String { "127.0.0.1:\(port)" }
     private let listener: Int32
     private let credential: (user: String, password: String)?
+    /// As a balancer, the ports connections go to in turn; empty: a forward proxy.
+    private let backends: [Int]
+    private var accepted = 0
     private let lock = NSCondition()
     private var log: [Event] = []
     private var sockets: Set<Int32> = []
@@ -36,8 +43,9 @@ package final class ForwardProxy: @unchecked Sendable {
 
     /// Starts listening. With `credential`, every request must carry it as Basic
     /// `Proxy-Authorization`.
-    package init(requiring credential: (user: String, password: String)? = nil) throws {
+    package init(requiring credential: (user: String, password: String)? = nil, balancing backends: [Int] = []) throws {
         self.credential = credential
+        self.backends = backends
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw PeerProcess.Failure(description: "proxy socket: errno \(errno)") }
         var address = PeerProcess.loopback(port: 0)
@@ -110,7 +118,7 @@ package final class ForwardProxy: @unchecked Sendable {
             }
             guard register(fd) else { return }
             startThread(name: "ForwardProxy client") { [self] in
-                serve(fd)
+                if backends.isEmpty { serve(fd) } else { balance(fd) }
                 unregister(fd)
             }
         }
@@ -136,6 +144,18 @@ package final class ForwardProxy: @unchecked Sendable {
         lock.lock()
         log.append(event)
         lock.unlock()
+    }
+
+    /// As a balancer: relays `client` to the next backend in turn.
+    private func balance(_ client: Int32) {
+        lock.lock()
+        let port = backends[accepted % backends.count]
+        accepted += 1
+        lock.unlock()
+        guard let upstream = connectUpstream(authority: "127.0.0.1:\(port)") else { return }
+        defer { unregister(upstream) }
+        record(.balanced(port: port))
+        relay(client, upstream, pending: [])
     }
 
     // MARK: One client

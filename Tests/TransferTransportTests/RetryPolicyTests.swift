@@ -71,4 +71,13 @@ import TransferContainer
     func offsetConflicts() {
         #expect((1...5).map(policy.restartsUpload(afterOffsetConflicts:)) == [false, false, false, true, true])
     }
+
+    @Test("A chain that fails the transfer but verifies in the probe is retried with the network backoff five times, then -1202; the resource deadline still ends it first")
+    func trustDisagreements() {
+        let now = created.addingTimeInterval(5)
+        let waits = (1...5).map { policy.afterTrustDisagreement($0, createdAt: created, resourceTimeout: 60, now: now) }
+        #expect(waits == [0.25, 0.5, 1, 2, 4].map { .retry(notBefore: now.addingTimeInterval($0)) })
+        #expect(policy.afterTrustDisagreement(6, createdAt: created, resourceTimeout: 60, now: now) == .fail(code: TransferFailure.serverCertificateUntrusted))
+        #expect(policy.afterTrustDisagreement(1, createdAt: created, resourceTimeout: 4, now: now) == .fail(code: TransferFailure.timedOut))
+    }
 }

@@ -22,6 +22,10 @@ final class ServerTrustChallenges {
     /// (libcurl's own limit counts within one exchange).
     private var originMoves: [TaskKey: Int] = [:]
     static let maximumOriginMoves = 16
+    /// How many times each task's transfer failed trust while the probe then verified the
+    /// chain, for the daemon's life: counted and backed off by the retry policy, so a server
+    /// that answers each connection differently does not spin the daemon.
+    private var disagreements: [TaskKey: Int] = [:]
     /// Probe results, handed from the probing threads to the loop (`deliverProbeResults`).
     private let results = Locked<[ProbeResult]>([])
 
@@ -134,10 +138,31 @@ final class ServerTrustChallenges {
             // No handshake at all now (the server went away): an ordinary transport failure.
             daemon.completion.retryOrFail(task, in: session, error)
         case .success(let record) where record.isTrustedByDefault:
-            daemon.log.notice("trust", "the chain of \(record.host):\(record.port) verifies now; trying again", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-            daemon.scheduler.scheduleTransfer(task, in: session)
+            retryAfterDisagreement(task, about: record, in: session)
         case .success(let record):
             ask(about: record, task, in: session)
+        }
+    }
+
+    /// The transfer's chain failed but the probe's verified (servers behind one name that
+    /// differ): tried again with the backoff of network trouble, and -1202 after the bound.
+    private func retryAfterDisagreement(_ task: TaskRecord, about record: ServerTrustRecord, in session: DaemonSession) {
+        let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        disagreements[key, default: 0] += 1
+        let count = disagreements[key, default: 0]
+        let reason = "the chain of \(record.host):\(record.port) failed the transfer but verifies in a probe (\(count) times)"
+        var task = task
+        task.retryCount += 1
+        task.lastError = reason
+        let decision = daemon.retryPolicy.afterTrustDisagreement(count, createdAt: task.createdAt,
+                                                                 resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: daemon.clock.now)
+        switch decision {
+        case .retry(let start):
+            daemon.completion.retry(task, at: start, in: session, reason: reason)
+        case .fail(let code):
+            var failure = TransferFailure(code: code, message: "The certificate for this server is invalid (\(reason); its servers disagree)", subject: task.originalRequest.url)
+            failure.failingURL = task.requestToSend.url
+            daemon.completion.fail(task, in: session, failure)
         }
     }
 
@@ -202,6 +227,7 @@ final class ServerTrustChallenges {
     func forget(_ key: TaskKey) {
         for origin in probing.keys { probing[origin]?.remove(key) }
         originMoves[key] = nil
+        disagreements[key] = nil
     }
 
     private func origin(of url: String, in session: DaemonSession) -> Origin? {

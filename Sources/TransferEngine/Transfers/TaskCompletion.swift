@@ -47,10 +47,7 @@ final class TaskCompletion {
                                                            resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: daemon.clock.now)
         switch decision {
         case .retry(let start):
-            task.retryNotBefore = start
-            session.update(task)
-            daemon.loop.schedule(after: start.timeIntervalSince(daemon.clock.now)) { [unowned self] in daemon.scheduler.scheduleTransfers() }
-            daemon.log.notice("transfers", "\(reason); retry \(task.retryCount) in \(String(format: "%.2f", max(0, start.timeIntervalSince(daemon.clock.now)))) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            retry(task, at: start, in: session, reason: reason)
         case .fail(let code):
             // Asked to come back after the task's whole budget is spent: it ends now as it
             // would then, instead of asking again at the deadline.
@@ -58,6 +55,15 @@ final class TaskCompletion {
             failure.resumeData = daemon.resumeData.makeResumeData(for: task, in: session) // S6.2
             fail(task, in: session, failure)
         }
+    }
+
+    /// Holds `task` (its retry already counted) until `start`, durably, and wakes the scheduler then.
+    func retry(_ task: TaskRecord, at start: Date, in session: DaemonSession, reason: String) {
+        var task = task
+        task.retryNotBefore = start
+        session.update(task)
+        daemon.loop.schedule(after: start.timeIntervalSince(daemon.clock.now)) { [unowned self] in daemon.scheduler.scheduleTransfers() }
+        daemon.log.notice("transfers", "\(reason); retry \(task.retryCount) in \(String(format: "%.2f", max(0, start.timeIntervalSince(daemon.clock.now)))) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
     }
 
     /// Ends a task with an error; its partial data goes once the end is durable.

@@ -6,7 +6,9 @@ import TransferContainer
 /// is retried after its `Retry-After`; neither goes past the task's resource deadline
 /// (`timeoutIntervalForResource` from its creation), where the task fails with -1001; other
 /// failures end the task at once. Also how many times a resumable upload's server may
-/// disagree about the offset (409) before the upload starts over. A value; the daemon asks,
+/// disagree about the offset (409) before the upload starts over, and how many times a
+/// server's chain may fail a transfer yet verify in the trust probe before the task ends
+/// with -1202 (a balancer with one misconfigured backend). A value; the daemon asks,
 /// the policy answers from the time it is given. The client library's reconnection to a
 /// restarted daemon waits by the same rule (`reconnect`).
 package struct RetryPolicy: Sendable {
@@ -18,10 +20,15 @@ package struct RetryPolicy: Sendable {
     /// 409s in a row after which a resumable upload starts over from zero.
     package var offsetConflictsBeforeRestart: Int
 
-    package init(initialBackoff: TimeInterval = 0.25, maximumBackoff: TimeInterval = 30, offsetConflictsBeforeRestart: Int = 3) {
+    /// Transfers refused for an untrusted chain that the probe then found trusted, after which
+    /// the task ends with -1202: five waits of the ordinary backoff (about 8 s by default).
+    package var trustDisagreementsBeforeFailing: Int
+
+    package init(initialBackoff: TimeInterval = 0.25, maximumBackoff: TimeInterval = 30, offsetConflictsBeforeRestart: Int = 3, trustDisagreementsBeforeFailing: Int = 5) {
         self.initialBackoff = initialBackoff
         self.maximumBackoff = maximumBackoff
         self.offsetConflictsBeforeRestart = offsetConflictsBeforeRestart
+        self.trustDisagreementsBeforeFailing = trustDisagreementsBeforeFailing
     }
 
     /// What to do after a failed attempt.
@@ -51,6 +58,14 @@ package struct RetryPolicy: Sendable {
         guard Self.retryableCodes.contains(code) else { return .fail(code: code) }
         guard now < deadline(createdAt: createdAt, resourceTimeout: resourceTimeout) else { return .fail(code: TransferFailure.timedOut) }
         return .retry(notBefore: now.addingTimeInterval(backoff(beforeRetry: retry)))
+    }
+
+    /// After the `disagreements`-th transfer whose chain failed while the probe's verified:
+    /// retried with the backoff of network trouble, up to the bound, then -1202.
+    package func afterTrustDisagreement(_ disagreements: Int, createdAt: Date, resourceTimeout: TimeInterval, now: Date) -> Decision {
+        guard disagreements <= trustDisagreementsBeforeFailing else { return .fail(code: TransferFailure.serverCertificateUntrusted) }
+        guard now < deadline(createdAt: createdAt, resourceTimeout: resourceTimeout) else { return .fail(code: TransferFailure.timedOut) }
+        return .retry(notBefore: now.addingTimeInterval(backoff(beforeRetry: disagreements)))
     }
 
     /// After a server asked to come back in `delay` seconds (`503` + `Retry-After`): a time

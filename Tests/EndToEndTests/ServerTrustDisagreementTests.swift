@@ -1,0 +1,55 @@
+import Foundation
+import TestPeers
+import Testing
+import BackgroundTransfer
+import TransferContainer
+
+/// A balancer in front of two backends, one presenting a chain nobody trusts and one a chain of
+/// the device's installed CA: every transfer meets the first and every trust probe the second.
+/// The daemon must back off between such disagreements and end the task with -1202, not
+/// hand-shake in a tight loop for ever.
+extension InProcess {
+@Suite(.serialized, .timeLimit(.minutes(2)))
+final class ServerTrustDisagreementTests: InProcessSuite, @unchecked Sendable {
+    override class var startsDaemon: Bool { false }
+    let nginx: Nginx
+    let balancer: ForwardProxy
+
+    required init() throws {
+        let certificates = try TestCertificates.shared.get()
+        nginx = try Nginx.start(sites: certificates.sites([.otherCA, .trusted]))
+        _ = try nginx.serve("file.bin", bytes: 100_000)
+        // Connection 1 (the transfer) meets the untrusted backend, connection 2 (the probe) the trusted one, and so on.
+        balancer = try ForwardProxy(balancing: [nginx.port("otherCA"), nginx.port("trusted")])
+        try super.init()
+        try FileManager.default.copyItem(at: certificates.caFile, to: container.layout.deviceTrustedRoots)
+        _ = try DaemonUnderTest.start(container)
+    }
+
+    deinit {
+        balancer.stop()
+        nginx.stop()
+    }
+
+    @Test("A server whose transfers fail trust while its probes verify: few handshakes, backed off, and the task ends with -1202 naming the URL")
+    func alternatingChain() throws {
+        let delegate = ServerTrustTests.TrustDelegate { _ in .cancelAuthenticationChallenge }
+        let configuration = URLSessionConfiguration.background(withIdentifier: "trust.disagreement")
+        configuration.sharedContainerIdentifier = InProcess.group.rawValue
+        configuration.sessionSendsLaunchEvents = false
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        defer { session.invalidateAndCancel() }
+        let url = "https://127.0.0.1:\(balancer.port)/file.bin"
+        let task = session.downloadTask(with: try #require(URL(string: url)))
+        let started = Date()
+        task.resume()
+        let outcome = delegate.outcome(of: task.taskIdentifier, timeout: 30)
+        let connections = balancer.events.count
+        #expect(outcome != nil, "the task did not end in 30 s (\(connections) connections)")
+        #expect(outcome?.error?.errorCode == -1202, "\(String(describing: outcome?.error))")
+        #expect(outcome?.error?.failingURL?.absoluteString == url)
+        #expect(delegate.trusts.isEmpty, "the probe's chain verifies: the app is not asked")
+        #expect(connections <= 20, "\(connections) connections in \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+    }
+}
+}
