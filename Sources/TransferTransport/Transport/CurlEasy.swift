@@ -273,7 +273,7 @@ package final class CurlEasy {
     }
 
     /// False stops the transfer (CURLE_WRITE_ERROR): a redirect `redirectCheck` refuses, or
-    /// headers past `HeaderLimits`.
+    /// headers past `TransferLimits`.
     fileprivate func deliverHeader(_ bytes: UnsafeRawBufferPointer) -> Bool {
         noteActivity()
         guard headerBudget.admits(bytes) else { return false }

@@ -42,7 +42,7 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
         case redirectFromAcceptedKey
         /// The server wants a client certificate and none was sent (-1206).
         case clientCertificateRequired
-        /// Response headers past `HeaderLimits`, or one line past libcurl's 100 KB (which
+        /// Response headers past `TransferLimits`, or one line past libcurl's 100 KB (which
         /// libcurl reports as "Out of memory"): -1103, Apple's closest code, never retried.
         case dataLengthExceedsMaximum
         /// Anything else (see `code` and `message`).

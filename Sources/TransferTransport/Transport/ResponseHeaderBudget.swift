@@ -2,7 +2,7 @@ internal import CCurl
 import TransferContainer
 
 /// Counts the header lines and bytes of each response an exchange receives, against
-/// `HeaderLimits`: past either, the exchange stops and fails with -1103
+/// `TransferLimits`: past either, the exchange stops and fails with -1103
 /// (`CurlError.Kind.dataLengthExceedsMaximum`), which is not retried: a bigger header block
 /// is not network trouble. Owned by its `CurlEasy`, on that handle's thread.
 struct ResponseHeaderBudget {
@@ -17,10 +17,10 @@ struct ResponseHeaderBudget {
         if line.starts(with: "HTTP/".utf8) { lines = 0; bytes = 0 }
         lines += 1
         bytes += line.count
-        if exceeded == nil, lines > HeaderLimits.responseHeaderLines {
-            exceeded = "more than \(HeaderLimits.responseHeaderLines) response header lines"
-        } else if exceeded == nil, bytes > HeaderLimits.responseHeaderBytes {
-            exceeded = "response headers over \(HeaderLimits.responseHeaderBytes) bytes"
+        if exceeded == nil, lines > TransferLimits.responseHeaderLines {
+            exceeded = "more than \(TransferLimits.responseHeaderLines) response header lines"
+        } else if exceeded == nil, bytes > TransferLimits.responseHeaderBytes {
+            exceeded = "response headers over \(TransferLimits.responseHeaderBytes) bytes"
         }
         return exceeded == nil
     }
