@@ -108,6 +108,26 @@ final class SessionAPITests: InProcessSuite, @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
+    @Test("A 3.5 MB URL fails with -1000 and 2,000 request headers with -1103, refused at creation; nothing reaches the server (README Limits)")
+    func oversizedRequestsAreRefused() throws {
+        let delegate = RecordingDelegate()
+        let session = fixture.session("oversized", delegate: delegate)
+        let long = try #require(URL(string: server.url(for: "/long").absoluteString + "?q=" + String(repeating: "a", count: 3_500_000)))
+        let longTask = session.downloadTask(with: long)
+        longTask.resume()
+        var request = URLRequest(url: server.url(for: "/many-headers"))
+        for index in 0..<2_000 { request.setValue("v", forHTTPHeaderField: "X-Header-\(index)") }
+        let headersTask = session.downloadTask(with: request)
+        headersTask.resume()
+        // The calls are not printed: one of them carries the 3.5 MB URL.
+        #expect(delegate.wait { if case .completed(longTask.taskIdentifier, -1000, _) = $0 { return true } else { return false } },
+                "\(delegate.calls.count) calls, none a -1000 completion")
+        #expect(delegate.wait { if case .completed(headersTask.taskIdentifier, -1103, _) = $0 { return true } else { return false } },
+                "\(delegate.calls.count) calls, none a -1103 completion")
+        #expect(server.requests.filter { $0.path == "/long" || $0.path == "/many-headers" }.isEmpty, "no retry, no attempt")
+        session.invalidateAndCancel()
+    }
+
     @Test("The same identifier twice in one process returns the open session; the new delegate is ignored (S1.3); getAllTasks sees suspended tasks (S7.2)")
     func sameIdentifierTwice() throws {
         server.serve("/twice", data: Data("twice".utf8))

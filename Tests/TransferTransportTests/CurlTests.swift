@@ -484,6 +484,41 @@ final class CurlTests: XCTestCase {
         XCTAssertEqual(failureKind(try drive(multi).first?.1), .connectionLost)
     }
 
+    // MARK: - Header limits (README "Limits")
+
+    func testOneHugeResponseHeaderEndsWith1103AndIsNotRetried() throws {
+        // A 1 MiB header line: libcurl refuses it ("Out of memory"), which was -1 before.
+        let line = "X-Huge: " + String(repeating: "a", count: 1 << 20)
+        try assertHeaderLimitFailure(headers: [line])
+    }
+
+    func testTenThousandResponseHeadersEndWith1103AndAreNotRetried() throws {
+        // Small lines, many of them: they were taken as network trouble and retried for ever.
+        let lines = (0..<10_000).map { "X-Header-\($0): \(String(repeating: "v", count: 40))" }
+        try assertHeaderLimitFailure(headers: lines)
+    }
+
+    /// One exchange with a server answering `headers`: it fails with -1103, the retry policy
+    /// ends the task at once, and the server saw one request.
+    private func assertHeaderLimitFailure(headers: [String], file: StaticString = #filePath, line: UInt = #line) throws {
+        let server = try CurlTestServer { _, connection in
+            connection.respond(status: "200 OK", headers: headers, body: Array("body".utf8))
+        }
+        defer { server.stop() }
+        let multi = try CurlMulti()
+        let easy = try CurlEasy()
+        try easy.setURL(server.url("/headers"))
+        try multi.add(easy)
+        guard case .failure(let error)? = try drive(multi).first?.1 else {
+            return XCTFail("expected a failure", file: file, line: line)
+        }
+        XCTAssertEqual(error.urlErrorCode, -1103, "\(error)", file: file, line: line)
+        let decision = RetryPolicy().afterTransportFailure(code: error.urlErrorCode, retry: 1, createdAt: Date(),
+                                                           resourceTimeout: 3600, now: Date())
+        XCTAssertEqual(decision, .fail(code: -1103), file: file, line: line)
+        XCTAssertEqual(server.requests.count, 1, file: file, line: line)
+    }
+
     // MARK: - Uploads
 
     func testPUTUploadOfKnownSizeSendsTheExactBytes() throws {

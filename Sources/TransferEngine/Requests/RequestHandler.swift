@@ -64,6 +64,8 @@ final class RequestHandler {
                 throw TransferFailure(code: TransferFailure.requestRefused, message: "Attempted to create a task in a session that has been invalidated", subject: identifier.rawValue)
             }
             if let resent = creation.taskIdentifier.flatMap(session.taskOrEnding) { return .task(resent) } // sent again after a reconnect
+            // Refused before any record is made, so a giant URL is not kept (in memory or on disk).
+            if let oversized = TransferLimits.refusal(of: creation.request) { throw oversized }
             let journal = JournalContents.path(inSession: session.directory)
             if let failure = daemon.commits.failure { throw JournalReserve.cannotRecord(failure, writing: journal) }
             // A new task leaves the reserve to the lines that end the tasks already accepted.

@@ -60,6 +60,7 @@ package final class CurlEasy {
 
     /// Under the app's accepted key only (`setTLS`): stops at a redirect to another origin.
     var redirectCheck: RedirectOriginCheck?
+    private var headerBudget = ResponseHeaderBudget()
     /// Whether a `CurlMulti` holds this handle now (one at a time). Set by `CurlMulti` only.
     package var isAttached = false
 
@@ -191,6 +192,7 @@ package final class CurlEasy {
         idleExpired = false
         isPaused = false
         if redirectCheck != nil { redirectCheck = RedirectOriginCheck() }
+        headerBudget = ResponseHeaderBudget()
         lastCounts = (0, 0)
         noteActivity()
         let hasBody = onUploadRead != nil
@@ -228,6 +230,7 @@ package final class CurlEasy {
             return .success(())
         }
         if let target = redirectCheck?.refused { return .failure(CurlError(redirectFromAcceptedKeyTo: target)) }
+        if let failure = headerBudget.failure(from: effectiveURL) { return .failure(failure) }
         if idleExpired {
             let seconds = idleTimeout.map { CheckedNumbers.wholeSeconds($0) } ?? 0
             return .failure(CurlError(kind: .timedOut, origin: .transfer, code: Int(CURLE_OPERATION_TIMEDOUT.rawValue),
@@ -269,9 +272,11 @@ package final class CurlEasy {
         }
     }
 
-    /// False stops the transfer (CURLE_WRITE_ERROR): a redirect `redirectCheck` refuses.
+    /// False stops the transfer (CURLE_WRITE_ERROR): a redirect `redirectCheck` refuses, or
+    /// headers past `TransferLimits`.
     fileprivate func deliverHeader(_ bytes: UnsafeRawBufferPointer) -> Bool {
         noteActivity()
+        guard headerBudget.admits(bytes) else { return false }
         guard onHeaderLine != nil || redirectCheck != nil else { return true }
         onCallback?()
         var line = bytes[...]

@@ -42,6 +42,9 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
         case redirectFromAcceptedKey
         /// The server wants a client certificate and none was sent (-1206).
         case clientCertificateRequired
+        /// Response headers past `TransferLimits`, or one line past libcurl's 100 KB (which
+        /// libcurl reports as "Out of memory"): -1103, Apple's closest code, never retried.
+        case dataLengthExceedsMaximum
         /// Anything else (see `code` and `message`).
         case other
     }
@@ -157,6 +160,8 @@ package struct CurlError: Error, CustomStringConvertible, Equatable, Sendable {
             return .tooManyRedirects
         case CURLE_URL_MALFORMAT:
             return .badURL
+        case CURLE_OUT_OF_MEMORY:
+            return .dataLengthExceedsMaximum
         case CURLE_UNSUPPORTED_PROTOCOL:
             return .unsupportedProtocol
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
@@ -189,6 +194,7 @@ extension CurlError {
         case .tooManyRedirects: -1007
         case .badURL: TransferFailure.badURL
         case .unsupportedProtocol: TransferFailure.unsupportedURL
+        case .dataLengthExceedsMaximum: TransferFailure.dataLengthExceedsMaximum
         default: TransferFailure.unknown
         }
     }

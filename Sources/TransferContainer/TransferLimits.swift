@@ -1,0 +1,35 @@
+/// The bounds on what one task's request and responses may hold, in one place (README
+/// "Limits"), and the refusal of a request past them. Plain values, read from any thread.
+public enum TransferLimits {
+    /// Bytes of a task's URL. Far above what servers take (8 KiB is usual), and small enough
+    /// that a refused URL never sits in the daemon's records or memory.
+    public static let urlBytes = 64 * 1024
+    /// Header fields of a task's request, and their bytes (names and values).
+    public static let requestHeaderFields = 1_000
+    public static let requestHeaderBytes = 256 * 1024
+    /// Bytes of one response's header block (status line and every header line). Below
+    /// libcurl's own 300 KB total, so our check, not a libcurl receive error, ends the
+    /// exchange; libcurl refuses one line over 100 KB itself ("Out of memory").
+    public static let responseHeaderBytes = 256 * 1024
+    /// Lines in one response's header block.
+    public static let responseHeaderLines = 1_000
+
+    /// Why `request` is refused at task creation: -1000 for a URL past `urlBytes`, -1103 for
+    /// headers past theirs; nil within bounds.
+    public static func refusal(of request: RequestRecord) -> TransferFailure? {
+        let urlBytes = request.url.utf8.count
+        if urlBytes > Self.urlBytes {
+            return TransferFailure(code: TransferFailure.badURL,
+                                   message: "the URL has \(urlBytes) bytes, more than the \(Self.urlBytes) a task may have",
+                                   subject: String(request.url.prefix(100)))
+        }
+        let fields = request.headers.count
+        let bytes = request.headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+        if fields > requestHeaderFields || bytes > requestHeaderBytes {
+            return TransferFailure(code: TransferFailure.dataLengthExceedsMaximum,
+                                   message: "the request has \(fields) header fields of \(bytes) bytes, more than a task may have (\(requestHeaderFields) fields, \(requestHeaderBytes) bytes)",
+                                   subject: String(request.url.prefix(100)))
+        }
+        return nil
+    }
+}
