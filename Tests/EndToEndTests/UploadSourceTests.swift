@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 import BackgroundTransfer
 import TransferContainer
@@ -59,6 +60,20 @@ final class UploadSourceTests: InProcessSuite, @unchecked Sendable {
         try? FileManager.default.createDirectory(at: link.deletingLastPathComponent(), withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(at: link, withDestinationURL: outside)
         #expect(failure(uploading: link, session: "symlink").code == NSURLErrorNoPermissionsToReadFile)
+        #expect(server.requests.isEmpty)
+    }
+
+    @Test("A hard link in the app's container to a file outside it fails with -1102, naming the path; nothing reaches the server")
+    func hardLinkOut() throws {
+        let outside = container.layout.root.deletingLastPathComponent().appendingPathComponent("private-\(UUID().uuidString).bin")
+        try testPayload(size: 1024).write(to: outside)
+        defer { unlink(outside.path) }
+        let link = container.layout.appGroup(InProcess.group).appendingPathComponent("Outbox/linked.bin")
+        try FileManager.default.createDirectory(at: link.deletingLastPathComponent(), withIntermediateDirectories: true)
+        #expect(Glibc.link(outside.path, link.path) == 0)
+        let outcome = failure(uploading: link, session: "hardlink")
+        #expect(outcome.code == NSURLErrorNoPermissionsToReadFile)
+        #expect(outcome.subject == link.path)
         #expect(server.requests.isEmpty)
     }
 

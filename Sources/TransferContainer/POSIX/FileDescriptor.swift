@@ -18,6 +18,38 @@ public struct FileDescriptor: Hashable, Sendable {
         return FileDescriptor(rawValue: fd)
     }
 
+    /// Opens the directory at `path` to open files relative to it; refuses (`ELOOP`) when
+    /// its last component is a symlink, so that a folder swapped for a link to elsewhere is
+    /// never written through.
+    public static func openDirectory(_ path: String) throws(Errno) -> FileDescriptor {
+        try open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+    }
+
+    /// Opens `name`, one component, in this directory (`openat`) without following a
+    /// symlink there (`ELOOP`): a client cannot point the daemon at a file elsewhere.
+    public func openBeneath(_ name: String, _ flags: Int32, mode: mode_t = 0o600) throws(Errno) -> FileDescriptor {
+        guard !name.isEmpty, !name.contains("/"), name != ".", name != ".." else { throw Errno(EINVAL, "openat", path: name) }
+        let fd = retryingOnInterrupt { Glibc.openat(rawValue, name, flags | O_CLOEXEC | O_NOFOLLOW, mode) }
+        guard fd >= 0 else { throw .current("openat", path: name) }
+        return FileDescriptor(rawValue: fd)
+    }
+
+    /// Gives the open file the name `name` in the directory `folder` (`linkat` through
+    /// /proc/self/fd, which needs no privilege): the file linked is the one checked on this
+    /// descriptor, whatever its old name points at by now.
+    public func link(as name: String, in folder: FileDescriptor) throws(Errno) {
+        let source = "/proc/self/fd/\(rawValue)"
+        guard Glibc.linkat(AT_FDCWD, source, folder.rawValue, name, AT_SYMLINK_FOLLOW) == 0 else { throw .current("linkat", path: name) }
+    }
+
+    /// What the file open here is (`fstat`): checked on the descriptor, not on a path that
+    /// may name another file by the time it is opened.
+    public func status() throws(Errno) -> stat {
+        var st = stat()
+        guard fstat(rawValue, &st) == 0 else { throw .current("fstat") }
+        return st
+    }
+
     public func close() {
         _ = Glibc.close(rawValue)
     }

@@ -43,8 +43,13 @@ final class Downloads {
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
             let partial = partialPath(for: task, in: session)
-            let spare = daemon.transfers.spareFiles.take(to: partial) // unless there is one: resume from it
-            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, emptyFile: spare, configuration: session.record.configuration,
+            // The folder and the file are opened without following symlinks: a client that
+            // plants one cannot have the download written outside its container.
+            let folder = try FileDescriptor.openDirectory(session.downloadsDirectory)
+            defer { folder.close() }
+            let file = try daemon.transfers.spareFiles.take(to: partial) // unless there is one: resume from it
+                ?? folder.openBeneath((partial as NSString).lastPathComponent, O_WRONLY | O_CREAT)
+            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, file: file, configuration: session.record.configuration,
                                                 credentials: daemon.challenges.credentials(for: task, in: session), freeSpaceReserve: daemon.options.freeSpaceReserve,
                                                 tls: daemon.serverTrust.tlsPolicy(for: task, in: session))
             transfer.onResponse = { [unowned self, unowned session] task in
@@ -103,7 +108,12 @@ final class Downloads {
             do {
                 // No record of its own: the completion event carries the task as it ended.
                 if transfer.bodyIsErrorResponse { unlink(transfer.partialPath) }
-                guard rename(transfer.bodyPath, finishedPath(for: task, in: session)) == 0 else { throw Errno.current("rename", path: transfer.bodyPath) }
+                // Within the folder as opened now: a folder swapped for a symlink meanwhile is refused.
+                let folder = try FileDescriptor.openDirectory(session.downloadsDirectory)
+                defer { folder.close() }
+                guard renameat(folder.rawValue, (transfer.bodyPath as NSString).lastPathComponent, folder.rawValue, finishedName(for: task)) == 0 else {
+                    throw Errno.current("rename", path: transfer.bodyPath)
+                }
                 daemon.coalescing.completeFollowers(of: transfer, finishedFile: finishedPath(for: task, in: session), in: session)
                 completeDownload(task, in: session)
             } catch {

@@ -31,14 +31,67 @@ final class Uploads {
         guard let path, !path.isEmpty else {
             return TransferFailure(code: TransferFailure.fileDoesNotExist, message: "an upload task needs a file to upload")
         }
-        var st = stat()
-        guard lstat(path, &st) == 0 else {
-            let error = Errno.current("lstat", path: path)
+        guard let source = daemon.resumeData.allowedFile(path, for: identity) else {
+            var st = stat()
+            if lstat(path, &st) != 0, errno == ENOENT || errno == ENOTDIR {
+                return TransferFailure(code: TransferFailure.fileDoesNotExist, message: "cannot read file at \(path): it does not exist", subject: path)
+            }
+            return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot upload \(path): it is not in a container \(identity.bundleIdentifier) may read", subject: path)
+        }
+        // Opened without following a symlink, and checked on that descriptor: a file swapped
+        // for a link after a check by path would otherwise get through.
+        let readable: FileDescriptor
+        let st: stat
+        do throws(Errno) {
+            readable = try FileDescriptor.open(source, O_RDONLY | O_NONBLOCK | O_NOFOLLOW)
+            do { st = try readable.status() } catch { readable.close(); throw error }
+        } catch {
             if error.code == ENOENT || error.code == ENOTDIR {
                 return TransferFailure(code: TransferFailure.fileDoesNotExist, message: "cannot read file at \(path): it does not exist", subject: path)
             }
-            return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot read file at \(path): \(error)", subject: path)
+            let reason = error.code == ELOOP ? "it is a symlink" : "\(error)"
+            return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot read file at \(path): \(reason)", subject: path)
         }
+        if let refusal = refusal(of: st, at: path, in: session) {
+            readable.close()
+            return refusal
+        }
+        let destination = uploadBodyPath(for: task, in: session)
+        do {
+            try DurableFile.makeDirectory(session.downloadsDirectory)
+            let folder = try FileDescriptor.openDirectory(session.downloadsDirectory)
+            defer { folder.close() }
+            let name = (destination as NSString).lastPathComponent
+            unlinkat(folder.rawValue, name, 0)
+            do { try readable.link(as: name, in: folder) } catch {
+                // Another file system: a copy, from the descriptor checked, is the only way to keep the bytes.
+                let copy = try folder.openBeneath(name, O_WRONLY | O_CREAT | O_EXCL)
+                defer { copy.close() }
+                let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+                defer { chunk.deallocate() }
+                var offset: Int64 = 0
+                while case let count = try readable.read(into: chunk, at: offset), count > 0 {
+                    try copy.writeAll(UnsafeRawBufferPointer(rebasing: chunk[0..<count]))
+                    offset += Int64(count)
+                }
+            }
+            // The app's bytes may be in the page cache only, and the new name too: both are
+            // made durable before the line that accepts the task (a power cut keeps neither).
+            session.syncBeforeCommit(readable, path: destination)
+            session.syncBeforeCommit(directory: session.downloadsDirectory)
+        } catch {
+            readable.close()
+            return TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot keep the upload body of \(path): \(error)", subject: path)
+        }
+        task.uploadFile = destination
+        task.countOfBytesExpectedToSend = Int64(st.st_size)
+        return nil
+    }
+
+    /// Why the file open at `path`, described by `st`, is not one the app may upload: not a
+    /// regular file, not readable by its owner, not the user's, or with another name
+    /// somewhere (a hard link made to another app's private file); nil when it may.
+    private func refusal(of st: stat, at path: String, in session: DaemonSession) -> TransferFailure? {
         switch st.st_mode & S_IFMT {
         case S_IFREG: break
         case S_IFDIR: return TransferFailure(code: TransferFailure.fileIsDirectory, message: "cannot upload \(path): it is a directory", subject: path)
@@ -49,32 +102,22 @@ final class Uploads {
         guard st.st_mode & S_IRUSR != 0 else {
             return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot read file at \(path): permission denied", subject: path)
         }
-        guard let source = daemon.resumeData.allowedFile(path, for: identity) else {
-            return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot upload \(path): it is not in a container \(identity.bundleIdentifier) may read", subject: path)
+        guard st.st_uid == geteuid() else {
+            return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot upload \(path): it belongs to uid \(st.st_uid)", subject: path)
         }
-        let readable: FileDescriptor
-        do { readable = try FileDescriptor.open(source, O_RDONLY | O_NONBLOCK) } catch {
-            return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot read file at \(path): \(error)", subject: path)
+        guard st.st_nlink == 1 || Int(st.st_nlink) == 1 + ownLinks(to: st, in: session) else {
+            return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot upload \(path): it has \(st.st_nlink) names (a hard link may lead outside the app's containers)", subject: path)
         }
-        readable.close()
-        let destination = uploadBodyPath(for: task, in: session)
-        do {
-            try DurableFile.makeDirectory(session.downloadsDirectory)
-            unlink(destination)
-            if link(source, destination) != 0 {
-                // Another file system: a copy is the only way to keep the bytes.
-                try FileManager.default.copyItem(atPath: source, toPath: destination)
-            }
-            // The app's bytes may be in the page cache only, and the new name too: both are
-            // made durable before the line that accepts the task (a power cut keeps neither).
-            session.syncBeforeCommit(try FileDescriptor.open(destination, O_RDONLY), path: destination)
-            session.syncBeforeCommit(directory: session.downloadsDirectory)
-        } catch {
-            return TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot keep the upload body of \(path): \(error)", subject: path)
-        }
-        task.uploadFile = destination
-        task.countOfBytesExpectedToSend = Int64(st.st_size)
         return nil
+    }
+
+    /// Names the daemon gave the file itself: this session's unfinished uploads of it. Looked
+    /// for only when a file has more than one name.
+    private func ownLinks(to st: stat, in session: DaemonSession) -> Int {
+        session.tasks.values.count { task in
+            var other = stat()
+            return task.kind == .upload && lstat(uploadBodyPath(for: task, in: session), &other) == 0 && other.st_dev == st.st_dev && other.st_ino == st.st_ino
+        }
     }
 
     func startUpload(_ task: TaskRecord, in session: DaemonSession, step: UploadTransfer.Step, conflicts: Int = 0) {

@@ -74,15 +74,16 @@ package final class DownloadTransfer: Transfer {
     private var pendingCount = 0
     package static let coalescingSize = 256 << 10
 
-    /// `emptyFile`, when given, is the new empty file at `partialPath`, open for writing;
-    /// otherwise the file there is opened, or created.
-    package init(session: SessionKey, task: TaskRecord, partialPath: String, emptyFile: FileDescriptor? = nil, configuration: SessionConfiguration,
+    /// `file`, when given, is the file at `partialPath`, open for writing (the daemon opens it
+    /// relative to its cache folder); otherwise the file there is opened, or created, never
+    /// through a symlink.
+    package init(session: SessionKey, task: TaskRecord, partialPath: String, file: FileDescriptor? = nil, configuration: SessionConfiguration,
          credentials: TransferCredentials, freeSpaceReserve: Int64 = 0, tls: TLSPolicy = .systemDefault) throws {
         self.session = session
         self.freeSpaceReserve = max(0, freeSpaceReserve)
         self.task = task
         self.partialPath = partialPath
-        let (fd, onDisk) = try emptyFile.map { ($0, 0) } ?? Self.openPartialFile(partialPath, canResume: task.validator?.ifRangeValue != nil)
+        let (fd, onDisk) = try Self.preparePartialFile(file ?? FileDescriptor.open(partialPath, O_WRONLY | O_CREAT | O_NOFOLLOW), canResume: task.validator?.ifRangeValue != nil)
         self.file = fd
         self.resumeOffset = onDisk
         self.sentValidator = onDisk > 0 ? task.validator : nil
@@ -109,10 +110,9 @@ package final class DownloadTransfer: Transfer {
         easy.onBody = { [unowned self] bytes in self.receive(bytes) }
     }
 
-    /// Opens (or creates) the partial file at its end, to append to; with nothing to resume
-    /// against (no validator), empties it first.
-    private static func openPartialFile(_ path: String, canResume: Bool) throws -> (FileDescriptor, Int64) {
-        let fd = try FileDescriptor.open(path, O_WRONLY | O_CREAT)
+    /// Positions the partial file at its end, to append to; with nothing to resume against
+    /// (no validator), empties it first.
+    private static func preparePartialFile(_ fd: FileDescriptor, canResume: Bool) throws -> (FileDescriptor, Int64) {
         do {
             var onDisk = try fd.size()
             if onDisk > 0 && !canResume {
