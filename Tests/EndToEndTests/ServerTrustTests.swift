@@ -254,13 +254,18 @@ final class BackgroundServerTrustTests: InProcessSuite, @unchecked Sendable {
     func anchorsOfTheApp() throws {
         let ca = try #require(SecCertificateCreateWithData(nil, certificates.caDER))
         #expect(SecCertificateCreateWithData(nil, Data("not a certificate".utf8)) == nil)
+        let statuses = Locked<[OSStatus]>([])
         let (_, delegate) = try download(.otherCA, session: "trust.anchors") { trust in
-            SecTrustSetAnchorCertificates(trust, [ca])
-            var error: Error?
+            // As Apple's code writes it: a CFArray of anchors, a CFError.
+            let refused = SecTrustSetAnchorCertificates(trust, ["not a certificate"] as CFArray)
+            let taken = SecTrustSetAnchorCertificates(trust, [ca] as CFArray)
+            statuses.withLock { $0 = [refused, taken] }
+            var error: CFError?
             // Signed by another CA: the test CA's anchor does not make it trusted.
             return SecTrustEvaluateWithError(trust, &error) ? .useCredential : .cancelAuthenticationChallenge
         }
         #expect(delegate.trusts.count == 1)
+        #expect(statuses.withLock { $0 } == [errSecParam, errSecSuccess])
         #expect(nginx.requests.isEmpty)
     }
 }

@@ -103,6 +103,15 @@ public func SecTrustSetAnchorCertificates(_ trust: SecTrust, _ anchorCertificate
     return errSecSuccess
 }
 
+/// `SecTrustSetAnchorCertificates` as Apple's code calls it, with `[root] as CFArray`: the
+/// same, once every element is a ``SecCertificate`` (else `errSecParam`, and nothing changes).
+@discardableResult
+public func SecTrustSetAnchorCertificates(_ trust: SecTrust, _ anchorCertificates: CFArray) -> OSStatus {
+    let certificates = anchorCertificates.compactMap { $0 as? SecCertificate }
+    guard certificates.count == anchorCertificates.count else { return errSecParam }
+    return SecTrustSetAnchorCertificates(trust, certificates)
+}
+
 /// `SecTrustSetAnchorCertificatesOnly`: whether the anchors set replace the system's store (true, the default) or add to it.
 @discardableResult
 public func SecTrustSetAnchorCertificatesOnly(_ trust: SecTrust, _ anchorCertificatesOnly: Bool) -> OSStatus {
@@ -114,6 +123,7 @@ public func SecTrustSetAnchorCertificatesOnly(_ trust: SecTrust, _ anchorCertifi
 public final class SecCertificate: @unchecked Sendable, Equatable {
     let der: Data
     init(der: Data) { self.der = der }
+    /// Two certificates are equal when their DER bytes are.
     public static func == (a: SecCertificate, b: SecCertificate) -> Bool { a.der == b.der }
 }
 

@@ -1,0 +1,168 @@
+import Foundation
+import LoopbackServer
+import TestPeers
+import Testing
+
+/// The API documentation as a reader meets it: built by `.ci/docs` with the toolchain's docc,
+/// served over loopback, and rendered by chromium-headless-shell, which runs DocC's own
+/// scripts. A reference docc cannot resolve, a page that renders as "not found", a link to a
+/// page that was not built, or a file the browser asks for in vain fails the test.
+@Suite(.serialized, .timeLimit(.minutes(10)))
+struct DocumentationTests {
+    static let root = "/documentation/backgroundtransfer"
+
+    @Test("The docs build without a warning, and every page linked from the landing page and the articles renders in chromium, with no broken link and no missing file")
+    func docsRenderWithoutBrokenLinks() async throws {
+        try await onOwnThread { try Self.checkTheBuiltDocs() }
+    }
+
+    static func checkTheBuiltDocs() throws {
+        try TimelineTests.requireBrowser()
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let output = container.parent.appendingPathComponent("docs")
+        let build = try Executable(name: "bash", path: "/bin/bash").start(
+            [ReaderExampleTests.repository.appendingPathComponent(".ci/docs").path, "--no-build", output.path], in: container, passContainer: false).wait(timeout: 180)
+        try #require(build.status == 0, "docs did not build: \(build.stderr.suffix(3000))")
+        // docc warns, and renders plain text, for every reference it cannot resolve.
+        let warnings = (build.stdout + build.stderr).split(separator: "\n").filter { $0.contains("warning:") }
+        #expect(warnings.isEmpty, "docc: \(warnings.joined(separator: "\n"))")
+
+        let site = try DocumentationSite(output)
+        defer { site.stop() }
+        // The detector itself: a page that was never built is seen as not found.
+        #expect(try site.render("\(root)/no-such-page").isNotFound)
+
+        // The landing page, then every page it and the articles link to, one level down.
+        let landing = try site.render(root)
+        try #require(!landing.isNotFound && landing.hasTitle, "the landing page did not render: \(landing.dom.prefix(800))")
+        var rendered: [String: DocumentationSite.Page] = [root: landing]
+        var queue = landing.documentationLinks.filter { site.isTopLevel($0) }.sorted()
+        while let path = queue.popLast() {
+            guard rendered[path] == nil else { continue }
+            let page = try site.render(path)
+            rendered[path] = page
+            if site.isArticle(path) { queue += page.documentationLinks.filter { site.isTopLevel($0) }.sorted() }
+        }
+        #expect(rendered.count >= 30, "only \(rendered.count) pages were reached")
+        #expect(rendered.keys.contains("\(root)/gettingstarted") && rendered.keys.contains("\(root)/behaviourreference"), "\(rendered.keys.sorted())")
+        for (path, page) in rendered.sorted(by: { $0.key < $1.key }) {
+            #expect(!page.isNotFound && page.hasTitle, "\(path) did not render")
+            // Every link on a rendered page, at any depth, leads to a page that was built.
+            for link in page.documentationLinks where !site.wasBuilt(link) {
+                Issue.record("\(path) links to \(link), which was not built")
+            }
+        }
+        let missing = site.requestsForMissingFiles()
+        #expect(missing.isEmpty, "the browser asked for files that are not there: \(missing)")
+    }
+}
+
+/// The built documentation served by a loopback server, and read through chromium-headless-shell.
+/// Owned by one test.
+private final class DocumentationSite {
+    /// A page as the browser left it once DocC's scripts had run.
+    struct Page {
+        let dom: String
+        var isNotFound: Bool { dom.contains("page you’re looking for can’t be found") || dom.contains("page you're looking for can't be found") || !dom.contains("id=\"app\"") }
+        var hasTitle: Bool { dom.contains("class=\"title\"") }
+        /// The documentation pages it links to, without fragments.
+        var documentationLinks: Set<String> {
+            var links: Set<String> = []
+            var rest = dom[...]
+            while let start = rest.range(of: "href=\"/documentation/") {
+                let tail = rest[start.upperBound...]
+                guard let end = tail.firstIndex(of: "\"") else { break }
+                var link = "/documentation/" + tail[..<end]
+                if let hash = link.firstIndex(of: "#") { link = String(link[..<hash]) }
+                while link.hasSuffix("/") { link.removeLast() }
+                links.insert(link.replacingOccurrences(of: "&amp;", with: "&"))
+                rest = tail[end...]
+            }
+            return links
+        }
+    }
+
+    let folder: URL
+    let server: LoopbackServer
+    /// Every path served: each file, and each page's folder with and without its slash.
+    private(set) var served: Set<String> = []
+    private let profile: URL
+
+    init(_ folder: URL) throws {
+        self.folder = folder
+        profile = folder.deletingLastPathComponent().appendingPathComponent("browser-profile")
+        server = try LoopbackServer()
+        let files = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey])
+        while let file = files?.nextObject() as? URL {
+            guard (try? file.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile) == true else { continue }
+            let path = String(file.standardizedFileURL.path.dropFirst(folder.standardizedFileURL.path.count))
+            serve(path, file: file)
+            if file.lastPathComponent == "index.html" {
+                let page = String(path.dropLast("index.html".count))
+                serve(page, file: file)
+                if page.count > 1 { serve(String(page.dropLast()), file: file) }
+            }
+        }
+    }
+
+    private func serve(_ path: String, file: URL) {
+        let types = ["html": "text/html; charset=utf-8", "js": "text/javascript", "css": "text/css", "json": "application/json", "svg": "image/svg+xml", "ico": "image/x-icon", "png": "image/png", "jpg": "image/jpeg"]
+        server.serve(path, file: file, options: RouteOptions(contentType: types[file.pathExtension] ?? "application/octet-stream"))
+        served.insert(path)
+    }
+
+    func stop() { server.stop() }
+
+    /// Loads `path` in chromium-headless-shell and returns the DOM once the scripts have run.
+    func render(_ path: String) throws -> Page {
+        let url = "http://127.0.0.1:\(server.port)\(path)"
+        let arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile.path)",
+                         "--virtual-time-budget=10000", "--dump-dom", url]
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: TimelineTests.browser)
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Read to the end on this thread; the browser's deadline is kept by a timer that kills it by pid.
+        let pid = process.processIdentifier
+        let deadline = DispatchWorkItem { kill(pid, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: deadline)
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        deadline.cancel()
+        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
+            throw TestFailure("chromium-headless-shell did not render \(path) (status \(process.terminationStatus))")
+        }
+        return Page(dom: String(decoding: data, as: UTF8.self))
+    }
+
+    /// A page directly under the module (a type, a global, an article), not a member.
+    func isTopLevel(_ path: String) -> Bool {
+        path.hasPrefix(DocumentationTests.root + "/") && !path.dropFirst(DocumentationTests.root.count + 1).contains("/")
+    }
+
+    /// An article, whose links the test follows one level further.
+    func isArticle(_ path: String) -> Bool {
+        let name = path.split(separator: "/").last.map(String.init) ?? ""
+        let data = folder.appendingPathComponent("data\(path).json")
+        guard let json = try? Data(contentsOf: data), let object = try? JSONSerialization.jsonObject(with: json) as? [String: Any],
+              let metadata = object["metadata"] as? [String: Any] else { return false }
+        return metadata["role"] as? String == "article" || name == "behaviourreference"
+    }
+
+    /// Whether docc built the page `path` names: its HTML and the data its script loads.
+    func wasBuilt(_ path: String) -> Bool {
+        served.contains(path) && served.contains("/data\(path).json")
+    }
+
+    /// Paths the browser asked for that are not files of the site (answered 404), except the
+    /// page that is missing on purpose and DocC's optional theme (`theme-settings.json`, which
+    /// a site without a custom theme does not have).
+    func requestsForMissingFiles() -> [String] {
+        let expected: Set<String> = ["\(DocumentationTests.root)/no-such-page", "/theme-settings.json"]
+        return Array(Set(server.requests.map(\.path)).subtracting(served).subtracting(expected)).sorted()
+    }
+}
