@@ -353,7 +353,9 @@ struct AdoptionProcessTests {
         var slow = RouteOptions()
         slow.bytesPerSecond = 64 << 10
         server.serve("/slow", data: testPayload(size: 4 << 20), options: slow)
-        _ = try DaemonUnderTest.start(container)
+        // A daemon that exits once idle: it is not idle while a relaunch is due (events waiting
+        // for an app it would launch), so its exit is the event that says none will come.
+        let daemon = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.1", "--exit-when-idle", "3"])
 
         let finish = try Executable.hostApp.run(["download", server.url(for: "/small").absoluteString, "--invalidate", "finish"], in: container)
         #expect(finish.status == 0, "stdout \(finish.stdout) stderr \(finish.stderr)")
@@ -364,7 +366,8 @@ struct AdoptionProcessTests {
 
         let session = "com.example.host.background"
         #expect(waitUntil(timeout: 5) { container.pendingEvents(session).isEmpty }, "events left: \(container.pendingEvents(session))")
-        usleep(1_500_000) // the relaunch delay is 0.1 s: a relaunch would have happened by now
+        // Whichever daemon serves the container (one started on demand exits after 30 s idle).
+        #expect(waitUntil(timeout: 60) { !daemon.process.isRunning && !FileLock.isHeld(container.layout.daemonLock.path) }, "the daemon did not go idle")
         let refusals = TransferLog.entries(layout: container.layout).filter { $0.message.contains("is not open in this process") }
         #expect(refusals.isEmpty, "\(refusals.map(\.message))")
         let relaunches = container.logEntries(process: "transferd", category: "relaunch").filter { $0.message.hasPrefix("launched") }

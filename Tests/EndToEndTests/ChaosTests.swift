@@ -62,6 +62,12 @@ struct ChaosTests {
             try #require(outcome.status == 0, "\(download.executable.name) download failed: \(outcome.stderr)")
         }
 
+        /// Lets a random time pass: when a process dies or the next thing happens is what
+        /// chaos is made of, not a wait for something to happen.
+        func pause(atMost seconds: Double, atLeast minimum: Double = 0) {
+            usleep(UInt32(minimum * 1e6) + UInt32(random.next(below: UInt64(seconds * 1e6))))
+        }
+
         func ensureDaemon() throws {
             if !FileLock.isHeld(container.layout.daemonLock.path) { _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.05"]) }
         }
@@ -75,7 +81,7 @@ struct ChaosTests {
                 if random.chance(0.3) && download.executable.name != "host-app" {
                     let process = try download.executable.start(["download", url, "--wait"], in: container)
                     if container.waitForStartedDownload(pid: process.pid, timeout: 10) != nil {
-                        usleep(UInt32(random.next(below: 400_000))) // at a random moment of its life
+                        pause(atMost: 0.4) // at a random moment of its life
                         process.kill()
                         kills["extension", default: 0] += 1
                         _ = process.wait(timeout: 10)
@@ -90,12 +96,12 @@ struct ChaosTests {
                 }
                 next += 1
             }
-            usleep(UInt32(random.next(below: 1_200_000)) + 300_000)
+            pause(atMost: 1.2, atLeast: 0.3)
             switch random.next(below: 3) {
             case 1:
                 // The user opens the app, and it dies while taking its events.
                 let host = try Executable.hostApp.start([], in: container)
-                usleep(UInt32(random.next(below: 80_000)))
+                pause(atMost: 0.08)
                 host.kill()
                 _ = host.wait(timeout: 10)
                 kills["host-app", default: 0] += 1
@@ -134,7 +140,8 @@ struct ChaosTests {
             if missing.isEmpty && pendingEvents(container) == 0 { break }
             try ensureDaemon()
             _ = try Executable.hostApp.run([], in: container, timeout: 60)
-            usleep(500_000)
+            // The next user launch once there are events to take (transfers may still run).
+            _ = waitUntil(timeout: 5) { pendingEvents(container) > 0 }
         }
         let counts = faults.counts
         // Any process holding a session may take its events: the host, or an extension still running.

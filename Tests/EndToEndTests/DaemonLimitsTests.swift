@@ -22,14 +22,12 @@ struct DaemonLimitsTests {
     /// A raw client of the test app, welcomed.
     /// Waits up to 100 ms for any of `clients`' sockets to take more bytes (the daemon read some).
     static func waitUntilWritable(_ clients: [RawClient]) {
-        var fds = clients.map { pollfd(fd: $0.fd.rawValue, events: Int16(POLLOUT), revents: 0) }
-        _ = poll(&fds, nfds_t(fds.count), 100)
+        SocketBacklog.waitUntilWritable(clients.map(\.fd))
     }
 
     /// Bytes this client sent that the daemon has not read yet (`SIOCOUTQ`).
     static func unreadBytes(_ client: RawClient) -> Int32 {
-        var queued: Int32 = 0
-        return ioctl(client.fd.rawValue, UInt(TIOCOUTQ), &queued) == 0 ? queued : 0
+        SocketBacklog.unreadBytes(client.fd)
     }
 
     static func welcomedClient(_ container: TestContainer) throws -> RawClient {

@@ -173,7 +173,9 @@ struct ForgedIdentityTests {
 
         let logged = container.waitForLog(timeout: 10) { $0.process == "transferd" && $0.category == "trust" && $0.message.contains("before its hello") }
         #expect(logged != nil, "the daemon refuses the hello and says why: \(container.logEntries(process: "transferd").map(\.message))")
-        usleep(300_000) // a request that was let through would have made the session by now
+        // A round trip through the daemon's loop: an open let through with the hello would have
+        // been handled in the turn that logged the refusal, its session made on disk then.
+        _ = try DaemonEndpoint.request(.ping, layout: container.layout, timeout: 20)
         #expect(!Self.sessionExists(Self.forgedSession, in: container), "no session for the forger")
     }
 

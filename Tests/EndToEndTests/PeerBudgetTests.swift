@@ -85,7 +85,7 @@ struct PeerBudgetTests {
         let flooders = [flood(reading: false), flood(reading: true)]
         flooders.forEach { $0.start() }
         defer { stop.withLock { $0 = true } }
-        usleep(300_000) // the flood is on
+        #expect(waitUntil(timeout: 10) { connections.withLock { $0 } >= flooders.count }, "the flood is on")
 
         let started = Date()
         let download = try Executable.hostApp.run(["download", server.url(for: "/one.bin").absoluteString, "--wait"], in: container, timeout: 45)
@@ -122,14 +122,17 @@ struct PeerBudgetTests {
             _ = header.withUnsafeBytes { send(fd.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         }
         let deadline = Date().addingTimeInterval(3)
-        while Date() < deadline && sent.indices.contains(where: { !cut.contains($0) && sent[$0] < partialLength }) {
-            for (index, fd) in large.enumerated() where !cut.contains(index) && sent[index] < partialLength {
-                let n = chunk.withUnsafeBytes { send(fd.rawValue, $0.baseAddress, min($0.count, partialLength - sent[index]), Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-                if n > 0 { sent[index] += n } else if n < 0 && errno != EAGAIN { cut.insert(index) }
+        let sending = { large.indices.filter { !cut.contains($0) && sent[$0] < partialLength } }
+        while Date() < deadline && !sending().isEmpty {
+            var progressed = false
+            for index in sending() {
+                let n = chunk.withUnsafeBytes { send(large[index].rawValue, $0.baseAddress, min($0.count, partialLength - sent[index]), Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                if n > 0 { sent[index] += n; progressed = true } else if n < 0 && errno != EAGAIN { cut.insert(index) }
             }
-            usleep(1_000)
+            if !progressed { SocketBacklog.waitUntilWritable(sending().map { large[$0] }) }
         }
-        usleep(200_000) // the daemon reads what is in flight
+        // The daemon has read what is in flight (or closed the connection).
+        SocketBacklog.waitUntilRead(large.indices.filter { !cut.contains($0) }.map { large[$0] })
         let peak = residentBytes(of: daemon.pid)
 
         // Many peers each just under the unidentified frame limit: together past the cap.
@@ -141,7 +144,7 @@ struct PeerBudgetTests {
             medium.append(fd)
             try? UnixSocket.sendAll(fd, partial)
         }
-        usleep(500_000)
+        SocketBacklog.waitUntilRead(medium)
         let after = residentBytes(of: daemon.pid)
         let closedLarge = large.filter { fd in
             var drain = [UInt8](repeating: 0, count: 4096)

@@ -116,8 +116,7 @@ final class HandoverTests: InProcessSuite, @unchecked Sendable {
         let foreground = URLSession(configuration: .default, delegate: foregroundDelegate, delegateQueue: nil)
         let task = foreground.downloadTask(with: server.url(for: "/handover.bin"))
         task.resume()
-        let deadline = Date().addingTimeInterval(20)
-        while task.countOfBytesReceived < 1 << 20 && Date() < deadline { usleep(20_000) }
+        #expect(waitUntil(timeout: 20) { task.countOfBytesReceived >= 1 << 20 }, "the foreground download did not get going")
 
         // The expiration handler: cancel with resume data, hand it to the background session.
         let done = DispatchSemaphore(value: 0)

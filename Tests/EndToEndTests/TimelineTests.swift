@@ -39,7 +39,8 @@ struct TimelineTests {
         // The retry starts; the daemon is killed mid-transfer, and another one takes over.
         let starts = { container.logEntries(process: "transferd").filter { $0.pid == first.pid && $0.message.hasPrefix("started at offset") }.count }
         try #require(waitUntil(timeout: 20) { starts() >= 2 }, "the retry did not start")
-        usleep(500_000)
+        // Mid-transfer: a quarter of the body is on its way.
+        try #require(waitUntil(timeout: 20) { server.bytesSent >= Int64(payload.count / 4) }, "the body did not flow")
         first.process.kill()
         _ = first.process.wait(timeout: 10)
         let second = try DaemonUnderTest.start(container, environment: info)

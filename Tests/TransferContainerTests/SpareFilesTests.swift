@@ -20,21 +20,16 @@ import Testing
     }
 
     /// Waits (at most 10 s) until `count` spares are ready.
-    private func waitForSpares(_ count: Int, in files: SpareFiles) -> Bool {
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            if files.readyCount == count { return true }
-            usleep(2_000)
-        }
-        return false
+    private func waitForSpares(_ count: Int, in files: SpareFiles) async -> Bool {
+        await eventually { files.readyCount == count }
     }
 
     @Test("Spares are made as asked, with no name; taking one names it, empty, private and writable, and another is made")
-    func takeNames() throws {
+    func takeNames() async throws {
         let files = SpareFiles(directory: root)
         defer { files.stop() }
         files.want(3)
-        #expect(waitForSpares(3, in: files))
+        #expect(await waitForSpares(3, in: files))
         #expect(entries().isEmpty)
         let target = root + "/task-1.partial"
         let file = try #require(files.take(to: target))
@@ -43,16 +38,16 @@ import Testing
         #expect(stat(target, &st) == 0 && st.st_size == 0 && st.st_mode & 0o777 == 0o600)
         try file.writeAll(Data("body".utf8))
         #expect(try String(contentsOfFile: target, encoding: .utf8) == "body")
-        #expect(waitForSpares(3, in: files))
+        #expect(await waitForSpares(3, in: files))
         #expect(entries() == ["task-1.partial"])
     }
 
     @Test("A file that exists is never replaced: a partial download to resume stays")
-    func neverReplaces() throws {
+    func neverReplaces() async throws {
         let files = SpareFiles(directory: root)
         defer { files.stop() }
         files.want(1)
-        #expect(waitForSpares(1, in: files))
+        #expect(await waitForSpares(1, in: files))
         let target = root + "/task-2.partial"
         try Data("bytes to resume from".utf8).write(to: URL(fileURLWithPath: target))
         #expect(files.take(to: target) == nil)
@@ -63,14 +58,14 @@ import Testing
     }
 
     @Test("Spares no longer wanted are closed, and a stopped daemon's leave no file behind")
-    func closedAndNothingLeft() throws {
+    func closedAndNothingLeft() async throws {
         let files = SpareFiles(directory: root)
         files.want(4)
-        #expect(waitForSpares(4, in: files))
+        #expect(await waitForSpares(4, in: files))
         files.want(2)
-        #expect(waitForSpares(2, in: files))
+        #expect(await waitForSpares(2, in: files))
         files.stop()
-        #expect(waitForSpares(0, in: files))
+        #expect(await waitForSpares(0, in: files))
         #expect(entries().isEmpty)
     }
 
@@ -82,17 +77,17 @@ import Testing
     }
 
     @Test("Spares cannot be named on another file system: take says so and no more are made")
-    func otherFileSystem() throws {
+    func otherFileSystem() async throws {
         let files = SpareFiles(directory: root)
         defer { files.stop() }
         files.want(2)
-        #expect(waitForSpares(2, in: files))
+        #expect(await waitForSpares(2, in: files))
         guard FileManager.default.isWritableFile(atPath: "/dev/shm"), !sameFileSystem(root, "/dev/shm") else { return }
         let elsewhere = "/dev/shm/spare-test-\(UUID().uuidString)"
         defer { unlink(elsewhere) }
         #expect(files.take(to: elsewhere) == nil)
         #expect(!FileManager.default.fileExists(atPath: elsewhere))
-        #expect(waitForSpares(0, in: files)) // the others are closed
+        #expect(await waitForSpares(0, in: files)) // the others are closed
         files.want(3)
         #expect(files.readyCount == 0)
         #expect(files.take(to: root + "/task-5.partial") == nil)

@@ -317,12 +317,14 @@ final class CurlTests: XCTestCase {
     }
 
     func testStalledTransferTripsTheLowSpeedLimitAsTimedOut() throws {
+        let clientGaveUp = DispatchSemaphore(value: 0)
         let server = try CurlTestServer { _, connection in
-            // Headers and a little body, then silence (the same setup as above, minus the pause).
+            // Headers and a little body, then silence (the same setup as above, minus the
+            // pause) until the client has given up, at most 10 s.
             connection.send("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\nstart")
-            usleep(4_000_000)
+            _ = clientGaveUp.wait(timeout: .now() + 10)
         }
-        defer { server.stop() }
+        defer { clientGaveUp.signal(); server.stop() }
         let multi = try CurlMulti()
         let easy = try CurlEasy()
         try easy.setURL(server.url("/stall"))

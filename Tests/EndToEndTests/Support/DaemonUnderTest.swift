@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TestPeers
 
 /// A `transferd` started by a test on its container, ready when its socket answers.
 struct DaemonUnderTest {
@@ -16,14 +17,12 @@ struct DaemonUnderTest {
         } else {
             process = try Executable.transferd.start(["--quiet"] + extraArguments, in: container, environment: environment)
         }
-        let deadline = Date().addingTimeInterval(readyWithin)
-        while Date() < deadline {
-            if let fd = try? UnixSocket.connect(to: container.layout.daemonSocket.path) {
-                fd.close()
-                return DaemonUnderTest(process: process)
-            }
-            usleep(10_000)
+        let answers = waitUntil(timeout: readyWithin) {
+            guard let fd = try? UnixSocket.connect(to: container.layout.daemonSocket.path) else { return false }
+            fd.close()
+            return true
         }
+        if answers { return DaemonUnderTest(process: process) }
         throw TestFailure("transferd did not answer within \(Int(readyWithin)) s: \(process.stderr)")
     }
 
@@ -55,12 +54,8 @@ func testPayload(size: Int, seed: UInt64 = 0x9E3779B97F4A7C15) -> Data {
     return data
 }
 
-/// Waits (polling, with a deadline) until `condition` holds.
+/// Waits (polling, with a deadline) until `condition` holds. The tests' one polling loop:
+/// the pause between looks is its interval, never the synchronisation itself.
 func waitUntil(timeout: TimeInterval = 20, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    repeat {
-        if condition() { return true }
-        usleep(20_000)
-    } while Date() < deadline
-    return condition()
+    PeerProcess.wait(until: Date().addingTimeInterval(timeout), condition) || condition()
 }

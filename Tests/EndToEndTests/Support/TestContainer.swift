@@ -93,12 +93,12 @@ final class TestContainer: @unchecked Sendable {
 
     /// Waits (polling the log, with a deadline) until an entry matches; returns it.
     func waitForLog(timeout: TimeInterval = 30, _ matches: (LogEntry) -> Bool) -> LogEntry? {
-        let deadline = Date().addingTimeInterval(timeout)
-        repeat {
-            if let entry = TransferLog.entries(layout: layout).first(where: matches) { return entry }
-            usleep(20_000)
-        } while Date() < deadline
-        return nil
+        var found: LogEntry?
+        _ = waitUntil(timeout: timeout) {
+            found = TransferLog.entries(layout: layout).first(where: matches)
+            return found != nil
+        }
+        return found
     }
 
     func logEntries(process: String? = nil, category: String? = nil) -> [LogEntry] {
