@@ -79,7 +79,7 @@ final class Connection {
         }
 
         record(head, bodyLength: bodyLength)
-        return respond(RequestHandler(core: core).plan(for: head), to: head)
+        return respond(ResponsePlanner(core: core).plan(for: head), to: head)
     }
 
     /// Adds the request to the log (after its body was read, before it is answered).

@@ -317,7 +317,7 @@ final class ServerCore: Sendable {
         state.withLock { $0.uploads.setRoute(Self.routeKey(path), options: options) }
     }
 
-    /// Where `head` goes if the upload machinery handles it; nil for `RequestHandler`.
+    /// Where `head` goes if the upload machinery handles it; nil for `ResponsePlanner`.
     func uploadTarget(for head: RequestHead) -> UploadTarget? {
         state.withLock { $0.uploads.target(for: head, alsoServed: $0.routes[head.path] != nil) }
     }

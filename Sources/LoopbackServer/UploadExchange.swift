@@ -3,7 +3,7 @@ import TransferContainer
 
 /// Serves one request for the upload machinery: a plain upload, a resumable upload's
 /// creation, offset query, append or cancellation, OPTIONS, or 405, with the route's faults
-/// applied. Unlike `RequestHandler` it reads the body itself: 104 and 100 go out before the
+/// applied. Unlike `ResponsePlanner` it reads the body itself: 104 and 100 go out before the
 /// body is read, and faults stop reading part-way. Records the request (after its body,
 /// before the answer) and writes the answer.
 ///
@@ -17,10 +17,10 @@ struct UploadExchange {
     let framing: RequestBodyFraming
     let target: UploadTarget
 
-    private var core: ServerCore { connection.core }
+    var core: ServerCore { connection.core }
 
     /// How reading an upload body ended.
-    private enum BodyResult {
+    enum BodyResult {
         case complete
         /// The drop fault fired: `dropAfterBytes` were read, the rest is left unread.
         case dropped
@@ -44,7 +44,7 @@ struct UploadExchange {
 
     // MARK: Upload routes
 
-    private func serveRoute(_ path: String, options: UploadOptions, alsoServed: Bool) -> Bool {
+    func serveRoute(_ path: String, options: UploadOptions, alsoServed: Bool) -> Bool {
         let versions = options.interopVersions
         let isUpload = head.method == "PUT" || head.method == "POST"
         let speaksDraft = !versions.isEmpty && head.headers.contains(Draft.Field.version)
@@ -75,7 +75,7 @@ struct UploadExchange {
         return plainUpload(route: path, options: options)
     }
 
-    private func plainUpload(route path: String, options: UploadOptions) -> Bool {
+    func plainUpload(route path: String, options: UploadOptions) -> Bool {
         let file = Self.newFile(options.storage)
         let sink: UploadSink
         do {
@@ -101,7 +101,7 @@ struct UploadExchange {
 
     /// The `status` fault: reads the body (counted, throttled, maybe dropped) and throws it
     /// away, then answers `status`.
-    private func failEveryUpload(_ options: UploadOptions, route: String) -> Bool {
+    func failEveryUpload(_ options: UploadOptions, route: String) -> Bool {
         guard let status = options.status, sendContinueIfExpected() else { return false }
         let sink = UploadSink()
         let result = receive(into: sink, route: route, options: options, lengthBound: nil)
@@ -112,213 +112,12 @@ struct UploadExchange {
         return connection.respond(plan, to: head)
     }
 
-    // MARK: Resumable uploads
-
-    /// Upload creation: registers the upload, announces its resume URL with 104, then reads
-    /// the body like an append.
-    private func create(route path: String, options: UploadOptions, complete: Bool,
-                        uploadLength: Int64?, version: Int) -> Bool {
-        let resumePath = Draft.resumePathPrefix + Self.newToken()
-        let location = core.baseURL.absoluteString + resumePath
-        let file = Self.newFile(options.storage)
-        var upload = ResumableUpload(resumePath: resumePath, location: location, routePath: path,
-                                     method: head.method, headers: head.headers,
-                                     versions: options.interopVersions,
-                                     finalStatus: options.responseStatus ?? Self.defaultStatus(for: head.method),
-                                     file: file)
-        guard upload.agreeOnLength(complete: complete, contentLength: contentLength, uploadLength: uploadLength),
-              !bodyExceeds(upload) else {
-            return answerEarly(ResponsePlan(head: Draft.conflict(offset: 0, complete: false, version: version)))
-        }
-        let sink: UploadSink
-        do {
-            sink = try Self.sink(options.storage, file: file)
-        } catch {
-            return answerEarly(.text(500, "cannot store the upload: \(error)"))
-        }
-        upload.attachedConnection = connection.id
-        upload.requestCount = 1
-        core.state.withLock { $0.uploads.resumable[resumePath] = upload }
-
-        // The resume URL goes out before any body byte is read, so a client cut off
-        // mid-body knows where to resume. HTTP/1.0 clients must not get 1xx answers.
-        do {
-            if head.version.minor >= 1 {
-                try connection.writer.writeHead(Draft.resumptionSupported(location: location, version: version),
-                                                bodyFollows: false)
-            }
-        } catch {
-            detach(resumePath, sink: sink, completes: false)
-            return false
-        }
-        guard sendContinueIfExpected() else {
-            detach(resumePath, sink: sink, completes: false)
-            return false
-        }
-        let result = receive(into: sink, route: path, options: options, lengthBound: upload.uploadLength)
-        return finish(resumePath, sink: sink, result: result, requestComplete: complete,
-                      version: version, location: location)
-    }
-
-    private func serveResumePath(_ path: String, versions: Set<Int>) -> Bool {
-        let request: Draft.Request
-        let version: Int
-        do {
-            guard let identified = try Draft.identify(head, onResumePath: true, versions: versions) else {
-                return answerEarly(.text(404))
-            }
-            (request, version) = identified
-        } catch {
-            return answerEarly(ResponsePlan(head: Draft.failure(400, version: Draft.latestVersion)))
-        }
-
-        switch request {
-        case .options:
-            return answerEarly(ResponsePlan(head: Draft.options(version: version)))
-        case .offsetRetrieval:
-            guard core.takeOver(path, by: connection.id) else { return answerBusy() }
-            guard let upload = core.state.withLock({ $0.uploads.resumable[path] }) else {
-                return answerEarly(ResponsePlan(head: Draft.failure(404, version: version)))
-            }
-            return answerEarly(ResponsePlan(head: Draft.offsetRetrieved(offset: upload.offset, complete: upload.complete,
-                                                                         version: version)))
-        case .cancellation:
-            guard core.takeOver(path, by: connection.id) else { return answerBusy() }
-            guard let upload = core.state.withLock(notify: true, { $0.uploads.resumable.removeValue(forKey: path) }) else {
-                return answerEarly(ResponsePlan(head: Draft.failure(404, version: version)))
-            }
-            if !upload.complete, let file = upload.file { try? FileManager.default.removeItem(at: file) }
-            return answerEarly(ResponsePlan(head: Draft.cancelled(version: version)))
-        case .append(let offset, let complete, let uploadLength):
-            return append(path, offset: offset, complete: complete, uploadLength: uploadLength, version: version)
-        case .creation:
-            preconditionFailure("creations are only identified on upload routes")
-        }
-    }
-
-    private func append(_ path: String, offset: Int64, complete: Bool, uploadLength: Int64?, version: Int) -> Bool {
-        enum Decision {
-            case notFound
-            case conflict(offset: Int64, complete: Bool)
-            case failing(UploadOptions, route: String)
-            case attached(ResumableUpload, UploadOptions)
-        }
-        guard core.takeOver(path, by: connection.id) else { return answerBusy() }
-        let decision = core.state.withLock { state -> Decision in
-            guard var upload = state.uploads.resumable[path] else { return .notFound }
-            // A removed route's uploads can still finish, without faults.
-            let options = state.uploads.routes[upload.routePath]?.options ?? UploadOptions()
-            if options.status != nil { return .failing(options, route: upload.routePath) }
-            let conflict = Decision.conflict(offset: upload.offset, complete: upload.complete)
-            guard upload.attachedConnection == nil, !upload.complete, upload.offset == offset else { return conflict }
-            if state.uploads.claimConflict(route: upload.routePath) { return conflict }
-            guard upload.agreeOnLength(complete: complete, contentLength: contentLength, uploadLength: uploadLength),
-                  !bodyExceeds(upload) else { return conflict }
-            upload.attachedConnection = connection.id
-            upload.requestCount += 1
-            let taken = upload
-            upload.hasher = nil  // travels with the connection until it detaches
-            state.uploads.resumable[path] = upload
-            return .attached(taken, options)
-        }
-
-        switch decision {
-        case .notFound:
-            return answerEarly(ResponsePlan(head: Draft.failure(404, version: version)))
-        case .conflict(let current, let done):
-            return answerEarly(ResponsePlan(head: Draft.conflict(offset: current, complete: done, version: version)))
-        case .failing(let options, let route):
-            return failEveryUpload(options, route: route)
-        case .attached(let upload, let options):
-            let sink: UploadSink
-            do {
-                sink = try upload.file.map { file throws(UploadSink.FileError) in
-                    try UploadSink(hasher: upload.hasher, file: file, offset: upload.offset, create: false)
-                } ?? UploadSink(hasher: upload.hasher)
-            } catch {
-                core.state.withLock(notify: true) { state in
-                    state.uploads.resumable[path]?.hasher = upload.hasher
-                    state.uploads.resumable[path]?.attachedConnection = nil
-                }
-                return answerEarly(.text(500, "cannot store the upload: \(error)"))
-            }
-            guard sendContinueIfExpected() else {
-                detach(path, sink: sink, completes: false)
-                return false
-            }
-            let bound = upload.uploadLength.map { $0 - upload.offset }
-            let result = receive(into: sink, route: upload.routePath, options: options, lengthBound: bound)
-            return finish(path, sink: sink, result: result, requestComplete: complete, version: version, location: nil)
-        }
-    }
-
-    /// After a creation's or append's body: writes back what it brought, then answers.
-    /// `location` is sent for creations only.
-    private func finish(_ resumePath: String, sink: UploadSink, result: BodyResult, requestComplete: Bool,
-                        version: Int, location: String?) -> Bool {
-        let completes: Bool
-        if case .complete = result { completes = requestComplete } else { completes = false }
-        let upload = detach(resumePath, sink: sink, completes: completes)
-        switch result {
-        case .complete:
-            break
-        case .overLength:
-            connection.record(head, bodyLength: sink.received)
-            var plan = ResponsePlan(head: Draft.conflict(offset: upload?.offset ?? 0, complete: false, version: version))
-            plan.closeConnection = true
-            _ = connection.respond(plan, to: head)
-            connection.closeGracefully()
-            return false
-        case .dropped, .malformed, .failed:
-            return ended(result, received: sink.received)
-        }
-        connection.record(head, bodyLength: sink.received)
-        guard let upload else {
-            // Cancelled while this body was being read.
-            return connection.respond(ResponsePlan(head: Draft.failure(404, version: version)), to: head)
-        }
-        guard completes else {
-            return connection.respond(ResponsePlan(head: Draft.incomplete(offset: upload.offset, location: location,
-                                                                           version: version)), to: head)
-        }
-        var plan = Self.finalAnswer(status: upload.finalStatus, bytes: upload.offset, sha256: upload.sha256)
-        Draft.addState(to: &plan.head, offset: upload.offset, complete: true, version: version)
-        if let location { plan.head.add("Location", location) }
-        return connection.respond(plan, to: head)
-    }
-
-    /// Hands a resumable upload back: adds what this request received to its offset and
-    /// returns the hash; when `completes`, finishes it and adds it to the received uploads.
-    /// Returns the upload as it now stands (nil if it was cancelled meanwhile).
-    @discardableResult
-    private func detach(_ resumePath: String, sink: UploadSink, completes: Bool) -> ResumableUpload? {
-        let digest = completes ? sink.finishHash() : nil
-        let hasher = sink.hasher
-        let id = connection.id
-        return core.state.withLock(notify: true) { state -> ResumableUpload? in
-            guard var upload = state.uploads.resumable[resumePath], upload.attachedConnection == id else { return nil }
-            upload.attachedConnection = nil
-            upload.offset += sink.received
-            upload.hasher = hasher
-            if completes {
-                upload.complete = true
-                upload.sha256 = digest
-                state.uploads.addReceived(ReceivedUpload(
-                    method: upload.method, path: upload.routePath, byteCount: upload.offset, sha256: digest,
-                    file: upload.file, headers: upload.headers, resumable: true,
-                    resumeURL: URL(string: upload.location), requestCount: upload.requestCount, completed: Date()))
-            }
-            state.uploads.resumable[resumePath] = upload
-            return upload
-        }
-    }
-
     // MARK: Bodies
 
     /// Reads the body into `sink` under the route's faults, counting every byte in
     /// `uploadBytesReceived` as it arrives. Stops early (leaving the rest unread) when the
     /// drop fault fires or the body runs past `lengthBound` bytes.
-    private func receive(into sink: UploadSink, route: String, options: UploadOptions,
+    func receive(into sink: UploadSink, route: String, options: UploadOptions,
                          lengthBound: Int64?) -> BodyResult {
         let drop = core.state.withLock { $0.uploads.claimDrop(route: route, bodyLength: contentLength) }
         let stopAfter = [drop, lengthBound].compactMap { $0 }.min()
@@ -361,7 +160,7 @@ struct UploadExchange {
     }
 
     /// The request body's length when Content-Length gives it (0 without a body).
-    private var contentLength: Int64? {
+    var contentLength: Int64? {
         switch framing {
         case .none: 0
         case .length(let length): length
@@ -370,12 +169,12 @@ struct UploadExchange {
     }
 
     /// Whether a Content-Length body would take the upload past its known total length.
-    private func bodyExceeds(_ upload: ResumableUpload) -> Bool {
+    func bodyExceeds(_ upload: ResumableUpload) -> Bool {
         guard let total = upload.uploadLength, let length = contentLength else { return false }
         return upload.offset + length > total
     }
 
-    private func sendContinueIfExpected() -> Bool {
+    func sendContinueIfExpected() -> Bool {
         guard head.expectsContinue, framing != .none else { return true }
         return (try? connection.writer.writeContinue()) != nil
     }
@@ -383,12 +182,12 @@ struct UploadExchange {
     // MARK: Answers
 
     /// Answers before reading the body (see `Connection.answerBeforeBody`).
-    private func answerEarly(_ plan: ResponsePlan) -> Bool {
+    func answerEarly(_ plan: ResponsePlan) -> Bool {
         connection.answerBeforeBody(plan, to: head, framing: framing)
     }
 
     /// Another connection holds the upload and did not let go in time.
-    private func answerBusy() -> Bool {
+    func answerBusy() -> Bool {
         var plan = ResponsePlan.text(503, "the upload is still busy on another connection")
         plan.head.add("Retry-After", "1")
         return answerEarly(plan)
@@ -396,7 +195,7 @@ struct UploadExchange {
 
     /// After a body that did not end normally: records the request and closes. A dropped
     /// one half-closes first so the client sees a FIN; a malformed one is answered 400.
-    private func ended(_ result: BodyResult, received: Int64) -> Bool {
+    func ended(_ result: BodyResult, received: Int64) -> Bool {
         connection.record(head, bodyLength: received)
         switch result {
         case .dropped: connection.closeGracefully()
@@ -425,19 +224,19 @@ struct UploadExchange {
 
     // MARK: Storage
 
-    private static func newFile(_ storage: UploadOptions.Storage) -> URL? {
+    static func newFile(_ storage: UploadOptions.Storage) -> URL? {
         guard case .file(let directory) = storage else { return nil }
         return directory.appendingPathComponent("upload-\(UUID().uuidString).bin")
     }
 
-    private static func sink(_ storage: UploadOptions.Storage, file: URL?) throws(UploadSink.FileError) -> UploadSink {
+    static func sink(_ storage: UploadOptions.Storage, file: URL?) throws(UploadSink.FileError) -> UploadSink {
         let hasher = storage == .countOnly ? nil : SHA256()
         guard let file else { return UploadSink(hasher: hasher) }
         return try UploadSink(hasher: hasher, file: file, offset: 0, create: true)
     }
 
     /// 128 random bits in hex: resume paths cannot be guessed or collide.
-    private static func newToken() -> String {
+    static func newToken() -> String {
         (0..<2).map { _ in
             let hex = String(UInt64.random(in: .min ... .max), radix: 16)
             return String(repeating: "0", count: 16 - hex.count) + hex

@@ -44,7 +44,7 @@ struct UploadRegistry {
         routes[path] = UploadRoute(options: options)
     }
 
-    /// Whether `head` is for the upload machinery rather than `RequestHandler`: anything to
+    /// Whether `head` is for the upload machinery rather than `ResponsePlanner`: anything to
     /// an upload route except GET/HEAD on a path that also serves content, and requests with
     /// the version header under the resume prefix.
     func target(for head: RequestHead, alsoServed: Bool) -> UploadTarget? {

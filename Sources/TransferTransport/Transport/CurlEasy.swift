@@ -49,10 +49,11 @@ package final class CurlEasy {
 
     /// The idle timeout (`setIdleTimeout`): the longest the exchange may go without a byte
     /// moving either way. Nil: none.
-    var idleTimeout: Double?
-    /// When a byte last moved (monotonic seconds), and the counts progress last reported.
-    private var lastActivity: Double = 0
-    private var lastCounts: (downloaded: Int64, uploaded: Int64) = (0, 0)
+    var idleTimeout: Double? {
+        get { idleWatch.timeout }
+        set { idleWatch.timeout = newValue }
+    }
+    private var idleWatch = IdleWatch()
     /// Set when the idle timeout ended the transfer; reported as `.timedOut`.
     private var idleExpired = false
     /// Whether receiving or sending is paused on purpose: waiting on ourselves is not idle.
@@ -193,8 +194,7 @@ package final class CurlEasy {
         isPaused = false
         if redirectCheck != nil { redirectCheck = RedirectOriginCheck() }
         headerBudget = ResponseHeaderBudget()
-        lastCounts = (0, 0)
-        noteActivity()
+        idleWatch.restart()
         let hasBody = onUploadRead != nil
         let bodySize = hasBody ? (uploadSize ?? -1) : 0
         // Back to a plain GET first (clears UPLOAD, NOBODY, POST and a custom verb), so a
@@ -255,7 +255,7 @@ package final class CurlEasy {
 
     // MARK: Called by the C trampolines (event-loop thread, inside libcurl)
 
-    fileprivate func deliverBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+    func deliverBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         if callbackAborted { return 0 }
         noteActivity()
         guard bytes.count > 0, let onBody else { return bytes.count }
@@ -274,7 +274,7 @@ package final class CurlEasy {
 
     /// False stops the transfer (CURLE_WRITE_ERROR): a redirect `redirectCheck` refuses, or
     /// headers past `TransferLimits`.
-    fileprivate func deliverHeader(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    func deliverHeader(_ bytes: UnsafeRawBufferPointer) -> Bool {
         noteActivity()
         guard headerBudget.admits(bytes) else { return false }
         guard onHeaderLine != nil || redirectCheck != nil else { return true }
@@ -287,7 +287,7 @@ package final class CurlEasy {
         return true
     }
 
-    fileprivate func readUpload(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    func readUpload(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         if callbackAborted { return CCURL_READFUNC_ABORT }
         guard let onUploadRead else { return 0 }
         onCallback?()
@@ -307,15 +307,15 @@ package final class CurlEasy {
         }
     }
 
-    fileprivate func seekUpload(to offset: Int64) -> Int32 {
+    func seekUpload(to offset: Int64) -> Int32 {
         guard let onUploadSeek else { return CCURL_SEEKFUNC_CANTSEEK }
         return onUploadSeek(offset) ? CCURL_SEEKFUNC_OK : CCURL_SEEKFUNC_FAIL
     }
 
-    fileprivate func reportProgress(downloaded: Int64, downloadTotal: Int64,
+    func reportProgress(downloaded: Int64, downloadTotal: Int64,
                                     uploaded: Int64, uploadTotal: Int64) -> Int32 {
         if pendingFailure != nil || callbackAborted || idleExpired { return 1 }
-        if idleHasExpired(downloaded: downloaded, uploaded: uploaded) {
+        if idleWatch.hasExpired(downloaded: downloaded, uploaded: uploaded, paused: isPaused) {
             idleExpired = true
             return 1
         }
@@ -329,25 +329,7 @@ package final class CurlEasy {
 
     /// A byte moved (or we paused on purpose): the idle clock starts again.
     private func noteActivity() {
-        lastActivity = Self.monotonicSeconds()
-    }
-
-    /// Whether no byte has moved either way for longer than `idleTimeout`. Called from the
-    /// progress callback, which libcurl calls at least every time the handle is driven.
-    private func idleHasExpired(downloaded: Int64, uploaded: Int64) -> Bool {
-        if (downloaded, uploaded) != lastCounts || isPaused {
-            lastCounts = (downloaded, uploaded)
-            noteActivity()
-            return false
-        }
-        guard let idleTimeout else { return false }
-        return Self.monotonicSeconds() - lastActivity > idleTimeout
-    }
-
-    private static func monotonicSeconds() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+        idleWatch.noteActivity()
     }
 
     // MARK: Helpers
@@ -357,69 +339,4 @@ package final class CurlEasy {
             throw CurlError(transferCode: code.rawValue, detail: String(cString: errorBuffer))
         }
     }
-}
-
-/// Header bytes as text: UTF-8 when valid, otherwise ISO-8859-1 (HTTP's historical charset),
-/// so no byte is ever lost or replaced.
-private func decodeHeaderLine(_ bytes: UnsafeRawBufferPointer) -> String {
-    if let text = String(validating: bytes, as: UTF8.self) { return text }
-    return String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
-}
-
-/// Runs curl_global_init once per process, before the first easy or multi handle is made.
-/// (Swift runs a global's initializer exactly once, thread-safely.)
-func ensureCurlGlobalInit() throws(CurlError) {
-    guard curlGlobalInitCode == CURLE_OK.rawValue else {
-        throw CurlError(transferCode: curlGlobalInitCode)
-    }
-}
-
-private let curlGlobalInitCode: UInt32 = curl_global_init(CCURL_GLOBAL_ALL).rawValue
-
-// MARK: - C trampolines
-// libcurl calls these with the CurlEasy as an unretained pointer (set in init). The object is
-// alive whenever libcurl can call back: a CurlMulti retains the handles it holds, and
-// resume()/pause() run on the object itself. They never throw or unwind into C.
-
-private func curlWriteTrampoline(
-    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
-) -> Int {
-    guard let context else { return 0 }
-    let easy = Unmanaged<CurlEasy>.fromOpaque(context).takeUnretainedValue()
-    return easy.deliverBody(UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : size * count))
-}
-
-private func curlHeaderTrampoline(
-    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
-) -> Int {
-    let total = data == nil ? 0 : size * count
-    guard let context else { return total }
-    let easy = Unmanaged<CurlEasy>.fromOpaque(context).takeUnretainedValue()
-    return easy.deliverHeader(UnsafeRawBufferPointer(start: data, count: total)) ? total : 0
-}
-
-private func curlReadTrampoline(
-    _ buffer: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
-) -> Int {
-    guard let context else { return CCURL_READFUNC_ABORT }
-    let easy = Unmanaged<CurlEasy>.fromOpaque(context).takeUnretainedValue()
-    return easy.readUpload(into: UnsafeMutableRawBufferPointer(start: buffer, count: buffer == nil ? 0 : size * count))
-}
-
-private func curlSeekTrampoline(
-    _ context: UnsafeMutableRawPointer?, _ offset: curl_off_t, _ origin: Int32
-) -> Int32 {
-    guard let context, origin == SEEK_SET else { return CCURL_SEEKFUNC_CANTSEEK }
-    let easy = Unmanaged<CurlEasy>.fromOpaque(context).takeUnretainedValue()
-    return easy.seekUpload(to: Int64(offset))
-}
-
-private func curlProgressTrampoline(
-    _ context: UnsafeMutableRawPointer?, _ downloadTotal: curl_off_t, _ downloaded: curl_off_t,
-    _ uploadTotal: curl_off_t, _ uploaded: curl_off_t
-) -> Int32 {
-    guard let context else { return 0 }
-    let easy = Unmanaged<CurlEasy>.fromOpaque(context).takeUnretainedValue()
-    return easy.reportProgress(downloaded: Int64(downloaded), downloadTotal: Int64(downloadTotal),
-                               uploaded: Int64(uploaded), uploadTotal: Int64(uploadTotal))
 }

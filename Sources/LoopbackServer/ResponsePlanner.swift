@@ -28,7 +28,7 @@ struct ResponsePlan {
 /// configured faults (redirect, fixed status), validators, ranges and body framing.
 /// Reads the route table through `ServerCore` (under its lock) and otherwise only opens
 /// the route's file; runs on the connection thread.
-struct RequestHandler {
+struct ResponsePlanner {
     let core: ServerCore
 
     func plan(for request: RequestHead) -> ResponsePlan {
