@@ -1,5 +1,3 @@
-import TestPeers
-
 /// The typed record of what the delegates of a device's processes saw (`DelegateEventRecorder`
 /// writes it, one file a process), read back by a test: waits with deadlines, and checks of
 /// Apple's order. A value over the folder; each read sees what is on disk then.
@@ -27,18 +25,11 @@ public struct DelegateEventLog: Sendable {
     /// listing what was recorded.
     @discardableResult
     public func first(within timeout: TimeInterval = 30, _ description: String, where matches: @escaping @Sendable (DelegateEvent) -> Bool) async throws -> DelegateEvent {
-        let found = try await onOwnThread { () -> DelegateEvent? in
-            let deadline = Date().addingTimeInterval(timeout)
-            repeat {
-                if let event = all.first(where: matches) { return event }
-                usleep(20_000) // another process writes the file: nothing here to wait on
-            } while Date() < deadline
-            return all.first(where: matches)
-        }
-        guard let found else {
+        do {
+            return try await eventually(within: timeout, description) { all.first(where: matches) }
+        } catch {
             throw TestingFailure(expected: "\(description) within \(timeout) s", happened: "recorded: \(Self.summary(all))")
         }
-        return found
     }
 
     /// Waits until task `task` of session `session` completes (`didCompleteWithError`) in any

@@ -77,13 +77,10 @@ extension SimulatedDevice {
     public func kill(_ name: String, within timeout: TimeInterval = 10) async throws -> [Int32] {
         let pids = processes(named: name)
         for pid in pids { Glibc.kill(pid, SIGKILL) }
-        let gone = try await onOwnThread {
-            let deadline = Date().addingTimeInterval(timeout)
+        do {
             // Not our children (the daemon launched them): their end can only be seen in /proc.
-            while Date() < deadline && !self.processes(named: name).isEmpty { usleep(10_000) }
-            return self.processes(named: name).isEmpty
-        }
-        guard gone else {
+            try await eventually(within: timeout, "every \(name) of \(root.path) ends within \(timeout) s of SIGKILL") { self.processes(named: name).isEmpty }
+        } catch {
             throw TestingFailure(expected: "every \(name) of \(root.path) ends within \(timeout) s of SIGKILL", happened: "still running: \(processes(named: name))")
         }
         return pids

@@ -93,7 +93,7 @@ struct ReaderTests {
         #expect(times.count == 2 && times[1].timeIntervalSince(times[0]) >= 0.9, "retried once, after Retry-After")
     }
 
-    @Test("fetch-later run again mid-download does not start a second download")
+    @Test("fetch-later run again mid-download, across a daemon restart, does not start a second download")
     func restartedProgramStartsNoDuplicate() async throws {
         let device = try await SimulatedDevice()
         defer { device.shutDown() }
@@ -104,12 +104,14 @@ struct ReaderTests {
 
         let first = try device.launch("fetch-later", arguments: [url.absoluteString])
         try await first.succeeds(within: 30)
+        try await eventually("a quarter of it sent") { server.bytesSent >= 256 << 10 }
+        try await device.restartDaemon() // the daemon dies mid-download too; the task survives it
         let again = try device.launch("fetch-later", arguments: [url.absoluteString])
         try await again.succeeds(within: 30)
 
         try await device.events.completion(of: 1, in: "downloads")
         #expect(device.events.all.filter { $0.kind == .didCompleteWithError }.map(\.task) == [1], "one download, task 1")
-        #expect(server.requests.filter { $0.path == "/big.iso" && $0.header("Range") == nil }.count == 1, "the server was asked once")
+        #expect(server.requests.filter { $0.path == "/big.iso" && $0.header("Range") == nil }.count == 1, "fetched from zero once, then resumed")
         try device.events.checkAppleOrder()
         try device.events.checkNothingDeliveredTwice()
     }
