@@ -115,4 +115,28 @@ struct ReaderTests {
         try device.events.checkAppleOrder()
         try device.events.checkNothingDeliveredTwice()
     }
+
+    @Test("Over HTTPS, a server certified by a CA the device trusts delivers; one that signed its own certificate fails with -1203")
+    func https() async throws {
+        let device = try await SimulatedDevice()
+        defer { device.shutDown() }
+        try device.trustTestCertificateAuthority()
+        let trusted = try TestHTTPSServer()
+        defer { trusted.stop() }
+        let selfSigned = try TestHTTPSServer(certificate: .selfSigned)
+        defer { selfSigned.stop() }
+        let paper = try trusted.serve("paper.pdf", bytes: 200_000)
+        try selfSigned.serve("other.pdf", bytes: 1_000)
+
+        try await device.launch("fetch-later", arguments: [trusted.url(for: "paper.pdf").absoluteString]).succeeds(within: 30)
+        let done = try await device.events.completion(of: 1, in: "downloads")
+        #expect(done.errorCode == nil && done.statusCode == 200)
+        #expect(FileManager.default.contents(atPath: device.privateFolder("program.fetch-later").appendingPathComponent("Documents/paper.pdf").path) == paper)
+        #expect(trusted.requests.map(\.protocolName) == ["HTTP/2.0"], "HTTP/2 by ALPN")
+
+        try await device.launch("fetch-later", arguments: [selfSigned.url(for: "other.pdf").absoluteString]).succeeds(within: 30)
+        let refused = try await device.events.completion(of: 2, in: "downloads")
+        #expect(refused.errorCode == -1203)
+        #expect(selfSigned.requests.isEmpty, "no request reached it")
+    }
 }
