@@ -39,6 +39,25 @@ struct TerminationTests {
         #expect(ContainerSnapshot.read(layout).apps.allSatisfy { !$0.forceQuit }, "a user launch ends the force quit")
     }
 
+    @Test("An app launched for a session's events, as the daemon launches it, takes the force quit's cancellation, finishes the events and exits; that launch is no user launch, so the force quit stays")
+    func launchForEventsIsNoUserLaunch() async throws {
+        let device = try await SimulatedDevice()
+        defer { device.shutDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        server.serve("/slow.bin", data: testPayload(size: 4 << 20), options: RouteOptions(bytesPerSecond: 256 << 10))
+        try await device.launch("host-app", arguments: ["download", server.url(for: "/slow.bin").absoluteString]).succeeds(within: 60)
+        #expect(try device.forceQuit("com.example.host") == 1)
+
+        let app = try device.launchForBackgroundEvents("host-app", session: "com.example.host.background")
+        try await app.succeeds(within: 60) // exits once it has called the completion handler
+        let calls = device.events.of("host-app").filter { $0.pid == app.pid }
+        #expect(calls.map(\.kind) == [.didCompleteWithError, .didFinishEvents], "\(calls)")
+        #expect(calls.first?.errorCode == -999 && calls.first?.cancelledReason == 0)
+        try device.events.checkAppleOrder()
+        #expect(ContainerSnapshot.read(ContainerLayout(root: device.root)).apps.contains { $0.bundleIdentifier == "com.example.host" && $0.forceQuit })
+    }
+
     @Test("An app launched for events that hangs past its background budget is killed; the next launch gets the events")
     func backgroundBudget() throws {
         let container = try TestContainer()
