@@ -5,6 +5,12 @@ public struct DelegateEventLog: Sendable {
     /// The folder the recorder writes to.
     public let folder: URL
 
+    /// The record in `folder` (a device's is `SimulatedDevice.events`; this reads one kept
+    /// after a test, or made by hand).
+    public init(folder: URL) {
+        self.folder = folder
+    }
+
     /// Every event recorded so far: each process's in the order it saw them, processes by the
     /// time of their first event.
     public var all: [DelegateEvent] {
