@@ -1,4 +1,3 @@
-import TestPeers
 import TransferContainer
 
 /// What iOS does to an app, one call each: kills, force quit, the daemon's death and
@@ -35,20 +34,21 @@ extension SimulatedDevice {
         let daemon = try start(ProductsFolder.executable(named: "transferd"), arguments: arguments, newSession: false)
         daemonProcess.withLock { $0 = daemon }
         let socket = layout.daemonSocket.path
-        let answered = try await onOwnThread {
-            let deadline = Date().addingTimeInterval(timeout)
-            while Date() < deadline && daemon.isRunning {
+        let expected = "transferd (pid \(daemon.pid)) answers on \(socket) within \(timeout) s"
+        let answered: Bool
+        do {
+            // No event to wait for: a socket that starts to accept.
+            answered = try await eventually(within: timeout, expected) { () -> Bool? in
                 if let fd = try? UnixSocket.connect(to: socket) {
                     fd.close()
                     return true
                 }
-                usleep(10_000) // no event to wait for: a socket that starts to accept
+                return daemon.isRunning ? nil : false
             }
-            return false
+        } catch {
+            throw TestingFailure(expected: expected, happened: "it does not")
         }
-        guard answered else {
-            throw TestingFailure(expected: "transferd (pid \(daemon.pid)) answers on \(socket) within \(timeout) s", happened: daemon.isRunning ? "it does not" : "it exited: \(daemon.errorOutput.suffix(1000))")
-        }
+        guard answered else { throw TestingFailure(expected: expected, happened: "it exited: \(daemon.errorOutput.suffix(1000))") }
     }
 
     /// The daemon dies (SIGKILL), as nsurlsessiond may; waits until it is gone. Tasks, files

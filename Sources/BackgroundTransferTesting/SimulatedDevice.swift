@@ -1,4 +1,3 @@
-import TestPeers
 import TransferContainer
 
 /// One test's device: a private container in a temporary folder (removed by `shutDown()`),
