@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "TransferEngine", targets: ["TransferEngine"]),
         .library(name: "TransferTransport", targets: ["TransferTransport"]),
         .library(name: "LoopbackServer", targets: ["LoopbackServer"]),
+        .library(name: "BackgroundTransferTesting", targets: ["BackgroundTransferTesting"]),
         .executable(name: "transferd", targets: ["transferd"]),
         .executable(name: "host-app", targets: ["host-app"]),
         .executable(name: "share-extension", targets: ["share-extension"]),
@@ -46,6 +47,10 @@ let package = Package(
         .target(name: "BackgroundTransfer", dependencies: ["TransferContainer", "TransferTransport"]),
         // A small HTTP/1.1 server on POSIX sockets for tests, the demo and the benchmark.
         .target(name: "LoopbackServer", dependencies: ["TransferContainer"]),
+        // For adopters' test targets: a device per test (container, transferd, kills, force quit,
+        // conditions), their executables launched as the daemon launches them, the typed record
+        // of their delegate calls, the LoopbackServer. Depends on transferd so that it is built beside the tests.
+        .target(name: "BackgroundTransferTesting", dependencies: ["BackgroundTransfer", "TransferContainer", "LoopbackServer", "TestPeers", "transferd"]),
         // What the tools read about a container without its daemon: the snapshot `inspect` shows, the log as it grows.
         .target(name: "ContainerInspection", dependencies: ["TransferContainer"]),
         // Progress drawn on a terminal by the tools and the stand-ins' --wait: bars, rates, time left.
@@ -78,7 +83,7 @@ let package = Package(
         // Real processes from the built executables, real sockets, real SIGKILLs.
         .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "ContainerInspection", "LoopbackServer", "BackgroundTransfer", "StandInSupport",
                                                           "transferd", "host-app", "fetch-extension", "share-extension", "bgtransfer", "TestPeers",
-                                                          "parity-foundation", "parity-library"]),
+                                                          "parity-foundation", "parity-library", "BackgroundTransferTesting"]),
     ],
     swiftLanguageModes: [.v6]
 )

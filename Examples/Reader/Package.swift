@@ -26,6 +26,11 @@ let package = Package(
             .product(name: "BackgroundTransfer", package: "BackgroundTransfer"),
             .product(name: "transferd", package: "BackgroundTransfer"),
         ], swiftSettings: [.swiftLanguageMode(.v5)]),
+        // Its tests: the app, the widget and the program run as transferd runs them, with the
+        // testing library alone (`swift test --package-path Examples/Reader`).
+        .testTarget(name: "ReaderTests", dependencies: [
+            .product(name: "BackgroundTransferTesting", package: "BackgroundTransfer"),
+        ]),
         // Code as written for iOS (UIApplication → BackgroundApplication), in Swift 5 language
         // mode: built to show that it compiles unchanged; nothing runs it.
         .target(name: "IOSCode", dependencies: [

@@ -2,8 +2,8 @@ import BackgroundTransfer
 import TransferContainer
 
 /// The session delegate of the stand-in app and extensions: moves finished downloads into
-/// the app group's `Downloads/`, logs every delegate call (and the server's answer to an upload) (tests read the order from the
-/// log), shows the progress of a task waited for (`--wait`, on a terminal), and tells its
+/// the app group's `Downloads/`, logs every delegate call (and the server's answer to an upload),
+/// hands the main ones to `DelegateEventRecorder` (tests read them back, typed), shows the progress of a task waited for (`--wait`, on a terminal), and tells its
 /// owner when tasks end and when events are finished.
 /// Called on the session's serial delegate queue; its own state is behind a lock.
 public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDelegate, @unchecked Sendable {
@@ -46,6 +46,7 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
     }
 
     public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        DelegateEventRecorder.urlSession(session, downloadTask: downloadTask, didFinishDownloadingTo: location)
         let http = downloadTask.response as? HTTPURLResponse
         // An app checks the status: an error page must not replace a good file in Downloads/
         // (the library hands it over, as Apple's does, S2.5).
@@ -70,6 +71,7 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
     }
 
     public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        DelegateEventRecorder.urlSession(session, task: task, didCompleteWithError: error)
         let status = (task.response as? HTTPURLResponse)?.statusCode
         if let error {
             let info = (error as NSError).userInfo
@@ -126,11 +128,13 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
     }
 
     public func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {
+        DelegateEventRecorder.urlSessionDidFinishEvents(forBackgroundURLSession: session)
         say("urlSessionDidFinishEvents(forBackgroundURLSession: \(session.configuration.identifier ?? "?"))", session: session)
         onFinishEvents?()
     }
 
     public func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?) {
+        DelegateEventRecorder.urlSession(session, didBecomeInvalidWithError: error)
         say("didBecomeInvalidWithError: \(error.map { "\($0.localizedDescription) (\(($0 as NSError).code))" } ?? "nil")", session: session)
         completedCondition.lock()
         invalidated = true

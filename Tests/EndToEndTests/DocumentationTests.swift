@@ -28,31 +28,19 @@ struct DocumentationTests {
         let warnings = (build.stdout + build.stderr).split(separator: "\n").filter { $0.contains("warning:") }
         #expect(warnings.isEmpty, "docc: \(warnings.joined(separator: "\n"))")
 
-        let site = try DocumentationSite(output)
+        let site = try DocumentationSite(output, root: root)
         defer { site.stop() }
         // The detector itself: a page that was never built is seen as not found.
         #expect(try site.render("\(root)/no-such-page").isNotFound)
+        let pages = try site.crawl()
+        #expect(pages >= 30, "only \(pages) pages of BackgroundTransfer were reached")
 
-        // The landing page, then every page it and the articles link to, one level down.
-        let landing = try site.render(root)
-        try #require(!landing.isNotFound && landing.hasTitle, "the landing page did not render: \(landing.dom.prefix(800))")
-        var rendered: [String: DocumentationSite.Page] = [root: landing]
-        var queue = landing.documentationLinks.filter { site.isTopLevel($0) }.sorted()
-        while let path = queue.popLast() {
-            guard rendered[path] == nil else { continue }
-            let page = try site.render(path)
-            rendered[path] = page
-            if site.isArticle(path) { queue += page.documentationLinks.filter { site.isTopLevel($0) }.sorted() }
-        }
-        #expect(rendered.count >= 30, "only \(rendered.count) pages were reached")
-        #expect(rendered.keys.contains("\(root)/gettingstarted") && rendered.keys.contains("\(root)/behaviourreference"), "\(rendered.keys.sorted())")
-        for (path, page) in rendered.sorted(by: { $0.key < $1.key }) {
-            #expect(!page.isNotFound && page.hasTitle, "\(path) did not render")
-            // Every link on a rendered page, at any depth, leads to a page that was built.
-            for link in page.documentationLinks where !site.wasBuilt(link) {
-                Issue.record("\(path) links to \(link), which was not built")
-            }
-        }
+        // The testing library's catalog, beside it.
+        let testing = try DocumentationSite(URL(fileURLWithPath: output.path + "-testing"), root: "/documentation/backgroundtransfertesting")
+        defer { testing.stop() }
+        let testingPages = try testing.crawl()
+        #expect(testingPages >= 5, "only \(testingPages) pages of BackgroundTransferTesting were reached")
+        #expect(testing.requestsForMissingFiles().isEmpty, "the browser asked for files that are not there: \(testing.requestsForMissingFiles())")
         let missing = site.requestsForMissingFiles()
         #expect(missing.isEmpty, "the browser asked for files that are not there: \(missing)")
     }
@@ -89,8 +77,12 @@ private final class DocumentationSite {
     private(set) var served: Set<String> = []
     private let profile: URL
 
-    init(_ folder: URL) throws {
+    /// The module's landing page, e.g. `/documentation/backgroundtransfer`.
+    let root: String
+
+    init(_ folder: URL, root: String) throws {
         self.folder = folder
+        self.root = root
         profile = folder.deletingLastPathComponent().appendingPathComponent("browser-profile")
         server = try LoopbackServer()
         let files = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey])
@@ -139,9 +131,32 @@ private final class DocumentationSite {
         return Page(dom: String(decoding: data, as: UTF8.self))
     }
 
+    /// Renders the landing page, then every page it and the articles link to, one level
+    /// down; checks each rendered, and that every link on it, at any depth, leads to a page
+    /// that was built. Returns how many pages were rendered.
+    func crawl() throws -> Int {
+        let landing = try render(root)
+        try #require(!landing.isNotFound && landing.hasTitle, "\(root) did not render: \(landing.dom.prefix(800))")
+        var rendered: [String: Page] = [root: landing]
+        var queue = landing.documentationLinks.filter(isTopLevel).sorted()
+        while let path = queue.popLast() {
+            guard rendered[path] == nil else { continue }
+            let page = try render(path)
+            rendered[path] = page
+            if isArticle(path) { queue += page.documentationLinks.filter(isTopLevel).sorted() }
+        }
+        for (path, page) in rendered.sorted(by: { $0.key < $1.key }) {
+            #expect(!page.isNotFound && page.hasTitle, "\(path) did not render")
+            for link in page.documentationLinks where !wasBuilt(link) {
+                Issue.record("\(path) links to \(link), which was not built")
+            }
+        }
+        return rendered.count
+    }
+
     /// A page directly under the module (a type, a global, an article), not a member.
     func isTopLevel(_ path: String) -> Bool {
-        path.hasPrefix(DocumentationTests.root + "/") && !path.dropFirst(DocumentationTests.root.count + 1).contains("/")
+        path.hasPrefix(root + "/") && !path.dropFirst(root.count + 1).contains("/")
     }
 
     /// An article, whose links the test follows one level further.
@@ -150,7 +165,7 @@ private final class DocumentationSite {
         let data = folder.appendingPathComponent("data\(path).json")
         guard let json = try? Data(contentsOf: data), let object = try? JSONSerialization.jsonObject(with: json) as? [String: Any],
               let metadata = object["metadata"] as? [String: Any] else { return false }
-        return metadata["role"] as? String == "article" || name == "behaviourreference"
+        return metadata["role"] as? String == "article" || name == "behaviourreference" || path == root
     }
 
     /// Whether docc built the page `path` names: its HTML and the data its script loads.
@@ -162,7 +177,7 @@ private final class DocumentationSite {
     /// page that is missing on purpose and DocC's optional theme (`theme-settings.json`, which
     /// a site without a custom theme does not have).
     func requestsForMissingFiles() -> [String] {
-        let expected: Set<String> = ["\(DocumentationTests.root)/no-such-page", "/theme-settings.json"]
+        let expected: Set<String> = ["\(root)/no-such-page", "/theme-settings.json"]
         return Array(Set(server.requests.map(\.path)).subtracting(served).subtracting(expected)).sorted()
     }
 }

@@ -6,8 +6,10 @@ import TransferContainer
 
 /// `Examples/Reader`, a package of its own that uses the library as an adopter would: built
 /// with `swift build --package-path Examples/Reader`, then run end to end (issue 18).
-/// A clean build of the example takes about 45 s on 2 cores; later runs rebuild nothing.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+/// A clean build of the example takes about 45 s on 2 cores; later runs rebuild nothing. Its
+/// own tests (`swift test --package-path Examples/Reader`) build a test bundle more and run
+/// six devices: hence the longer limit.
+@Suite(.serialized, .timeLimit(.minutes(10)))
 struct ReaderExampleTests {
     /// The repository's root, from this file's path.
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -55,6 +57,27 @@ struct ReaderExampleTests {
             let file = try String(contentsOf: Self.repository.appendingPathComponent(path), encoding: .utf8)
             #expect(code == file, "README's \(path) differs from the file")
         }
+    }
+
+    @Test("Examples/Reader's own tests, written with the BackgroundTransferTesting product alone, pass under `swift test --package-path Examples/Reader`")
+    func readerTestsPass() async throws {
+        // Minutes of blocking waits: on a thread of its own, not one of the test runner's few.
+        try await onOwnThread { try self.runReaderTests() }
+    }
+
+    func runReaderTests() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let report = container.parent.appendingPathComponent("reader-tests.xml")
+        let run = try Executable(name: "swift", path: "/usr/bin/env").start(
+            ["swift", "test", "--package-path", Self.repository.appendingPathComponent("Examples/Reader").path, "--scratch-path", Self.scratch.path,
+             "--xunit-output", report.path],
+            in: container, passContainer: false)
+        let outcome = run.wait(timeout: 540)
+        #expect(outcome.status == 0, "swift test --package-path Examples/Reader: \(String(describing: outcome.status)) \(outcome.stdout.suffix(3000)) \(outcome.stderr.suffix(2000))")
+        // Swift Testing's report, beside XCTest's: every test of the example ran, none failed.
+        let xml = (try? String(contentsOf: container.parent.appendingPathComponent("reader-tests-swift-testing.xml"), encoding: .utf8)) ?? ""
+        #expect(xml.contains("tests=\"6\"") && xml.contains("failures=\"0\""), "\(xml)")
     }
 
     @Test("reader-widget starts a download and exits; transferd (found beside it) relaunches reader-app, which files it in the app group's Downloads/")

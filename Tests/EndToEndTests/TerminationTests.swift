@@ -3,44 +3,59 @@ import Testing
 import LoopbackServer
 import TransferContainer
 import ContainerInspection
+import BackgroundTransferTesting
 
 /// Force quit versus termination by the system (S4.1, S4.2), and the background budget.
 @Suite(.timeLimit(.minutes(2)))
 struct TerminationTests {
-    @Test("bgtransfer force-quit cancels the app's and its extensions' tasks, relaunches nothing, and the next user launch gets -999 with reason 0")
-    func forceQuit() throws {
-        let container = try TestContainer()
-        defer { container.tearDown() }
+    @Test("A force quit cancels the app's and its extensions' tasks, relaunches nothing, and the next user launch gets -999 with reason 0")
+    func forceQuit() async throws {
+        // Through BackgroundTransferTesting, as an adopter's test would do it (issue 29).
+        let device = try await SimulatedDevice()
+        defer { device.shutDown() }
         let server = try LoopbackServer()
         defer { server.stop() }
-        var slow = RouteOptions()
-        slow.bytesPerSecond = 256 << 10
-        server.serve("/slow.bin", data: testPayload(size: 8 << 20), options: slow)
-        _ = try DaemonUnderTest.start(container)
+        server.serve("/slow.bin", data: testPayload(size: 8 << 20), options: RouteOptions(bytesPerSecond: 256 << 10))
 
-        #expect(try Executable.hostApp.run(["download", server.url(for: "/slow.bin").absoluteString], in: container).status == 0)
-        #expect(try Executable.fetchExtension.run(["download", server.url(for: "/slow.bin").absoluteString], in: container).status == 0)
+        try await device.launch("host-app", arguments: ["download", server.url(for: "/slow.bin").absoluteString]).succeeds(within: 60)
+        try await device.launch("fetch-extension", arguments: ["download", server.url(for: "/slow.bin").absoluteString]).succeeds(within: 60)
         #expect(server.waitForRequests(count: 2, timeout: 10))
-
-        let quit = try Executable.bgtransfer.run(["force-quit", "com.example.host"], in: container)
-        #expect(quit.status == 0, "\(quit.stderr)")
-        #expect(quit.stdout.contains("2 tasks cancelled"), "\(quit.stdout)")
+        #expect(try device.forceQuit("com.example.host") == 2)
 
         // No relaunch while force-quit: the events wait (a bounded look, nothing to await).
-        #expect(container.waitForLog(timeout: 1.5) { $0.process == "transferd" && $0.message.hasPrefix("launched com.example.host") } == nil)
-        #expect(container.pendingEvents("com.example.host.background").count == 1)
-        #expect(container.pendingEvents("com.example.host.fetch.background").count == 1)
-        let inspected = try Executable.bgtransfer.run(["inspect"], in: container)
-        #expect(inspected.stdout.contains("com.example.host [app] in com.example.host") && inspected.stdout.contains("force-quit (no relaunch until the user launches it)"), "\(inspected.stdout)")
-        #expect(ContainerSnapshot.read(container.layout).apps.filter(\.forceQuit).map(\.bundleIdentifier) == ["com.example.host", "com.example.host.fetch"])
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(device.events.of("host-app").isEmpty && device.processes(named: "host-app").isEmpty, "relaunched while force-quit")
+        let layout = ContainerLayout(root: device.root)
+        #expect(ContainerSnapshot.read(layout).apps.filter(\.forceQuit).map(\.bundleIdentifier) == ["com.example.host", "com.example.host.fetch"])
+        let inspect = try device.launch("bgtransfer", arguments: ["inspect"])
+        try await inspect.succeeds(within: 30)
+        #expect(inspect.output.contains("com.example.host [app] in com.example.host") && inspect.output.contains("force-quit (no relaunch until the user launches it)"), "\(inspect.output)")
 
         // The user launches the app: it takes the cancellations of both sessions.
-        let launch = try Executable.hostApp.run([], in: container)
-        #expect(launch.status == 0, "\(launch.stderr)")
-        let cancellations = container.logEntries(process: "host-app", category: "delegate").filter { $0.message.contains("(-999, cancelled reason 0") }
-        #expect(Set(cancellations.compactMap(\.session)) == ["com.example.host.background", "com.example.host.fetch.background"], "\(cancellations.map(\.message))")
-        #expect(waitUntil { container.pendingEvents("com.example.host.fetch.background").isEmpty })
-        #expect(ContainerSnapshot.read(container.layout).apps.allSatisfy { !$0.forceQuit }, "a user launch ends the force quit")
+        try await device.launch("host-app").succeeds(within: 60)
+        let cancellations = device.events.of("host-app").filter { $0.kind == .didCompleteWithError && $0.errorCode == -999 && $0.cancelledReason == 0 }
+        #expect(Set(cancellations.compactMap(\.session)) == ["com.example.host.background", "com.example.host.fetch.background"], "\(device.events.all)")
+        try device.events.checkNothingDeliveredTwice()
+        #expect(ContainerSnapshot.read(layout).apps.allSatisfy { !$0.forceQuit }, "a user launch ends the force quit")
+    }
+
+    @Test("An app launched for a session's events, as the daemon launches it, takes the force quit's cancellation, finishes the events and exits; that launch is no user launch, so the force quit stays")
+    func launchForEventsIsNoUserLaunch() async throws {
+        let device = try await SimulatedDevice()
+        defer { device.shutDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        server.serve("/slow.bin", data: testPayload(size: 4 << 20), options: RouteOptions(bytesPerSecond: 256 << 10))
+        try await device.launch("host-app", arguments: ["download", server.url(for: "/slow.bin").absoluteString]).succeeds(within: 60)
+        #expect(try device.forceQuit("com.example.host") == 1)
+
+        let app = try device.launchForBackgroundEvents("host-app", session: "com.example.host.background")
+        try await app.succeeds(within: 60) // exits once it has called the completion handler
+        let calls = device.events.of("host-app").filter { $0.pid == app.pid }
+        #expect(calls.map(\.kind) == [.didCompleteWithError, .didFinishEvents], "\(calls)")
+        #expect(calls.first?.errorCode == -999 && calls.first?.cancelledReason == 0)
+        try device.events.checkAppleOrder()
+        #expect(ContainerSnapshot.read(ContainerLayout(root: device.root)).apps.contains { $0.bundleIdentifier == "com.example.host" && $0.forceQuit })
     }
 
     @Test("An app launched for events that hangs past its background budget is killed; the next launch gets the events")

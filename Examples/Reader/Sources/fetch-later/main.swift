@@ -22,15 +22,23 @@ final class Program: BackgroundApplicationDelegate {
             exit(64)
         }
         let session = URLSession(configuration: .background(withIdentifier: "downloads"), delegate: Saver(), delegateQueue: nil)
-        let task = session.downloadTask(with: url)
-        task.resume()
-        session.flush {
-            if let error = session.invalidationError ?? task.error {
-                FileHandle.standardError.write(Data("fetch-later: \(error.localizedDescription)\n".utf8))
-                exit(1)
+        // Run again while its download still runs, it must not start a second one: the
+        // session's tasks outlive the process (S7.2), so ask for them first.
+        session.getAllTasks { tasks in
+            if let running = tasks.first(where: { $0.originalRequest?.url == url }) {
+                print("already downloading task \(running.taskIdentifier)")
+                exit(0)
             }
-            print("started task \(task.taskIdentifier)")
-            exit(0)
+            let task = session.downloadTask(with: url)
+            task.resume()
+            session.flush {
+                if let error = session.invalidationError ?? task.error {
+                    FileHandle.standardError.write(Data("fetch-later: \(error.localizedDescription)\n".utf8))
+                    exit(1)
+                }
+                print("started task \(task.taskIdentifier)")
+                exit(0)
+            }
         }
         return true
     }
@@ -49,13 +57,19 @@ final class Saver: URLSessionDownloadDelegate, @unchecked Sendable {
     }
 
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        DelegateEventRecorder.urlSession(session, downloadTask: downloadTask, didFinishDownloadingTo: location) // for the tests
         let name = downloadTask.originalRequest?.url?.lastPathComponent ?? "download"
         let destination = BackgroundApplication.shared.documentsDirectory.appendingPathComponent(name)
         try? FileManager.default.removeItem(at: destination)
         do { try FileManager.default.moveItem(at: location, to: destination) } catch { print("cannot save \(name): \(error)") }
     }
 
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        DelegateEventRecorder.urlSession(session, task: task, didCompleteWithError: error)
+    }
+
     func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {
+        DelegateEventRecorder.urlSessionDidFinishEvents(forBackgroundURLSession: session)
         DispatchQueue.main.async { self.completionHandler?() }
     }
 }

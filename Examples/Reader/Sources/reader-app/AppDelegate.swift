@@ -35,6 +35,7 @@ final class DownloadDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
     }
 
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        DelegateEventRecorder.urlSession(session, downloadTask: downloadTask, didFinishDownloadingTo: location) // for the tests
         // The file is removed when this method returns: move it now.
         guard let group = FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: appGroup) else { return }
         let folder = group.appendingPathComponent("Downloads")
@@ -51,10 +52,12 @@ final class DownloadDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        DelegateEventRecorder.urlSession(session, task: task, didCompleteWithError: error)
         if let error { print("task \(task.taskIdentifier) failed: \(error.localizedDescription)") }
     }
 
     func urlSessionDidFinishEvents(forBackgroundURLSession session: URLSession) {
+        DelegateEventRecorder.urlSessionDidFinishEvents(forBackgroundURLSession: session)
         DispatchQueue.main.async { self.completionHandler() } // on the main queue, as on iOS
     }
 }

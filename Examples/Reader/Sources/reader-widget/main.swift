@@ -37,12 +37,17 @@ final class Widget: BackgroundApplicationDelegate {
 /// files the file where the app would.
 final class WidgetDelegate: URLSessionDownloadDelegate, @unchecked Sendable {
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        DelegateEventRecorder.urlSession(session, downloadTask: downloadTask, didFinishDownloadingTo: location) // for the tests
         guard let group = FileManager.default.containerURL(forSecurityApplicationGroupIdentifier: "group.com.example.reader"),
               let name = downloadTask.originalRequest?.url?.lastPathComponent, !name.isEmpty, name != "/" else { return }
         let folder = group.appendingPathComponent("Downloads")
         try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try? FileManager.default.removeItem(at: folder.appendingPathComponent(name))
         if (try? FileManager.default.moveItem(at: location, to: folder.appendingPathComponent(name))) != nil { print("saved \(name)") }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        DelegateEventRecorder.urlSession(session, task: task, didCompleteWithError: error)
     }
 }
 
