@@ -207,7 +207,7 @@ final class Scheduler {
             guard let session = daemon.sessions[key.session], let task = session.tasks[key.task],
                   let hold = task.hold(under: conditions) else { continue }
             daemon.transfers.stopTransfer(key)
-            daemon.log.notice("transfers", "paused: \(hold)", session: key.session.identifier.rawValue, task: key.task)
+            daemon.log.notice("transfers", "paused: \(hold)", session: key.session.identifier.rawValue, task: key.task, hold: hold)
         }
         scheduleTransfers()
     }
