@@ -10,8 +10,15 @@ import ContainerInspection
 extension InProcess {
 @Suite(.serialized, .timeLimit(.minutes(3)))
 final class FairShareProcessTests: InProcessSuite, @unchecked Sendable {
+    /// The daemon runs at `info`: the line the timeline draws a slot wait from is an info line.
+    override class var startsDaemon: Bool { false }
 
-    @Test("One app's 40 downloads from a server trickling a byte every 0.9 s do not keep another app's 1 MiB download from starting: it completes within 30 s; the tasks left without a slot say so, and behind whom, in inspect and watch")
+    required init() throws {
+        try super.init()
+        _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.1", "--log-level", "info"])
+    }
+
+    @Test("One app's 40 downloads from a server trickling a byte every 0.9 s do not keep another app's 1 MiB download from starting: it completes within 30 s; the tasks left without a slot say so, and behind whom, in inspect, watch and the log line the timeline draws")
     func tricklesDoNotStarveAnotherApp() throws {
         server.serve("/trickle.bin", data: testPayload(size: 4096, seed: 1), options: RouteOptions(trickleInterval: 0.9))
         // The other app's server: libcurl queues transfers to one origin behind a connection
@@ -38,6 +45,8 @@ final class FairShareProcessTests: InProcessSuite, @unchecked Sendable {
         try #require(inspected, "8 tasks wait for a slot behind hog's 32: \(holds)")
         let watched = try Executable.bgtransfer.run(["watch", "--once", "--session", "hog"], in: container)
         #expect(watched.stdout.components(separatedBy: "\n").filter { $0.contains(behindHog.description) }.count == 8, "\(watched.stdout)")
+        // The timeline's source: the daemon's log line with the same typed fact.
+        #expect(container.waitForLog(timeout: 10) { $0.process == "transferd" && $0.session == "hog" && $0.hold == behindHog } != nil)
 
         // Another app, as its own process, downloads 1 MiB and waits for it.
         let host = try Executable.hostApp.start(["download", other.url(for: "/megabyte.bin").absoluteString, "--wait"], in: container)
