@@ -46,7 +46,9 @@ public struct ContainerSnapshot: Codable, Sendable {
         public var holderPID: Int32?
         public var configuration: SessionConfiguration
         public var tasks: [TaskRecord]
-        /// What holds each waiting task back (by task identifier), as the daemon schedules by it.
+        /// What holds each waiting task back (by task identifier), as the daemon schedules by
+        /// it: the typed value, and its words in `waiting` (for people and scripts).
+        public var holds: [String: TaskHold]
         public var waiting: [String: String]
         public var pendingEvents: [PendingEvent]
         /// Why the pending events have not reached the app yet, and until when (nil: none wait).
@@ -64,10 +66,17 @@ public struct ContainerSnapshot: Codable, Sendable {
             try container.encode(holderPID, forKey: .holderPID)
             try container.encode(configuration, forKey: .configuration)
             try container.encode(tasks, forKey: .tasks)
+            try container.encode(holds, forKey: .holds)
             try container.encode(waiting, forKey: .waiting)
             try container.encode(pendingEvents, forKey: .pendingEvents)
             try container.encode(deliveryWait, forKey: .deliveryWait)
             try container.encode(unreadableRecords, forKey: .unreadableRecords)
+        }
+
+        /// Records what holds task `identifier` back, in both forms.
+        public mutating func setHold(_ hold: TaskHold?, forTask identifier: Int) {
+            holds[String(identifier)] = hold
+            waiting[String(identifier)] = hold?.description
         }
     }
 
@@ -142,15 +151,15 @@ public struct ContainerSnapshot: Codable, Sendable {
                 let events = journal.events.values.sorted { $0.number < $1.number }.map { event in
                     PendingEvent(number: event.number, kind: event.kind.rawValue, taskIdentifier: event.task.taskIdentifier, url: event.task.originalRequest.url, statusCode: event.task.response?.statusCode, error: event.error, downloadedFile: event.downloadedFile.map { layout.resolveRecordPath($0) ?? $0 })
                 }
-                var waiting: [String: String] = [:]
-                for task in tasks { waiting[String(task.taskIdentifier)] = task.hold(under: conditions, now: now)?.description }
+                var holds: [String: TaskHold] = [:]
+                for task in tasks { holds[String(task.taskIdentifier)] = task.hold(under: conditions, now: now) }
                 let lock = directory.appendingPathComponent("session.lock").path
                 let holder = FileLock.isHeld(lock) ? FileLock.holderPID(lock) : nil
                 let app = apps.first { $0.bundleIdentifier == family }
                 let wait = events.isEmpty ? nil : deliveryHolds(holder: holder, configuration: record.configuration, tasks: tasks, app: app, now: now).first?.text(now: now)
                     ?? "the app is to be launched for them now"
                 sessions.append(Session(identifier: identifier, family: family, owner: record.owner.rawValue, holderPID: holder, configuration: record.configuration,
-                                        tasks: tasks, waiting: waiting, pendingEvents: events, deliveryWait: wait, unreadableRecords: unreadable))
+                                        tasks: tasks, holds: holds, waiting: holds.mapValues(\.description), pendingEvents: events, deliveryWait: wait, unreadableRecords: unreadable))
             }
         }
 

@@ -27,8 +27,8 @@ struct WaitReporter {
         let hold = record.hold(under: (try? DeviceConditions.load(from: layout)) ?? DeviceConditions(), now: now)
         let reason: String
         switch hold {
-        case .retry(let date, let error)?:
-            reason = "\(error); retrying in \(max(1, Int(date.timeIntervalSince(now).rounded(.up)))) s (retry \(record.retryCount))"
+        case .retry(let attempt, let date, let cause)?:
+            reason = "\(cause); retrying in \(max(1, Int(date.timeIntervalSince(now).rounded(.up)))) s (retry \(attempt))"
         case let hold?:
             reason = hold.description
         case nil:

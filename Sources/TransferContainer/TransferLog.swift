@@ -23,8 +23,11 @@ public struct LogEntry: Codable, Sendable {
     public var message: String
     public var session: String?
     public var task: Int?
+    /// The typed fact behind a line about a waiting task (a retry, a pause, a wait for a
+    /// slot): what the timeline reads, instead of the message's words.
+    public var hold: TaskHold?
 
-    public init(time: Date, process: String, pid: Int32, subsystem: String, category: String, level: LogLevel, message: String, session: String?, task: Int?) {
+    public init(time: Date, process: String, pid: Int32, subsystem: String, category: String, level: LogLevel, message: String, session: String?, task: Int?, hold: TaskHold? = nil) {
         self.time = time
         self.process = process
         self.pid = pid
@@ -34,6 +37,7 @@ public struct LogEntry: Codable, Sendable {
         self.message = message
         self.session = session
         self.task = task
+        self.hold = hold
     }
 
     /// The entry as one line of JSON (sorted keys, ISO 8601 time, no newline), written by
@@ -43,6 +47,10 @@ public struct LogEntry: Codable, Sendable {
         var writer = JSONWriter()
         writer.write("{\"category\":")
         writer.write(string: category)
+        if let hold, let encoded = try? RecordCoding.encodeCompact(hold) {
+            writer.write(",\"hold\":")
+            for byte in encoded { writer.write(byte) }
+        }
         writer.write(",\"level\":")
         writer.write(string: level.rawValue)
         writer.write(",\"message\":")
@@ -94,26 +102,26 @@ public final class TransferLog: @unchecked Sendable {
         self.minimumLevel = minimumLevel ?? asked ?? .notice
     }
 
-    public func debug(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil) {
-        write(.debug, category, message, session: session, task: task)
+    public func debug(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil) {
+        write(.debug, category, message, session: session, task: task, hold: hold)
     }
 
-    public func info(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil) {
-        write(.info, category, message, session: session, task: task)
+    public func info(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil) {
+        write(.info, category, message, session: session, task: task, hold: hold)
     }
 
-    public func notice(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil) {
-        write(.notice, category, message, session: session, task: task)
+    public func notice(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil) {
+        write(.notice, category, message, session: session, task: task, hold: hold)
     }
 
-    public func error(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil) {
-        write(.error, category, message, session: session, task: task)
+    public func error(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil) {
+        write(.error, category, message, session: session, task: task, hold: hold)
     }
 
-    private func write(_ level: LogLevel, _ category: String, _ message: () -> String, session: String?, task: Int?) {
+    private func write(_ level: LogLevel, _ category: String, _ message: () -> String, session: String?, task: Int?, hold: TaskHold?) {
         let echo = echoLevel.map { level >= $0 } ?? false
         guard level >= minimumLevel || echo else { return }
-        let entry = LogEntry(time: Date(), process: process, pid: Self.pid, subsystem: subsystem, category: category, level: level, message: message(), session: session, task: task)
+        let entry = LogEntry(time: Date(), process: process, pid: Self.pid, subsystem: subsystem, category: category, level: level, message: message(), session: session, task: task, hold: hold)
         if echo {
             FileHandle.standardError.write(Data(JournalStream.line(entry, forJournal: Self.stderrIsJournal).utf8))
         }

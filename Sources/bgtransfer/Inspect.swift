@@ -18,7 +18,8 @@ enum Inspect {
             default: Tool.fail("inspect: unknown option \(option)", status: 64)
             }
         }
-        let snapshot = ContainerSnapshot.read(layout, sessionFilter: session)
+        var snapshot = ContainerSnapshot.read(layout, sessionFilter: session)
+        DaemonWaits.overlay(on: &snapshot, layout: layout)
         if json {
             let data = (try? RecordCoding.encoder().encode(snapshot)) ?? Data()
             print(String(decoding: data, as: UTF8.self))

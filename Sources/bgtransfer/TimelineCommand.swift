@@ -26,7 +26,8 @@ enum TimelineCommand {
         let hasLog = fm.fileExists(atPath: logPath)
         if hasLog, !fm.isReadableFile(atPath: logPath) { Tool.fail("timeline: cannot read the log \(logPath)", status: 66) }
         let entries = hasLog ? TransferLog.entries(layout: layout) : []
-        let snapshot = ContainerSnapshot.read(layout)
+        var snapshot = ContainerSnapshot.read(layout)
+        DaemonWaits.overlay(on: &snapshot, layout: layout)
         if let session, !entries.contains(where: { $0.session == session }), !snapshot.sessions.contains(where: { $0.identifier == session }) {
             Tool.fail("timeline: no session \(session) in the container \(layout.root.path) (neither its log nor Sessions/ name it)", status: 1)
         }

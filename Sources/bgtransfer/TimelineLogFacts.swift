@@ -1,8 +1,9 @@
 import Foundation
 import TransferContainer
 
-/// What one log line says, for the timeline. This is the one place that reads the wording of
-/// log messages (the daemon, the library and the stand-ins log prose, not fields): each case
+/// What one log line says, for the timeline. Lines about a waiting task carry their typed
+/// fact (`LogEntry.hold`: a retry and its cause, a pause, a wait for a slot), read as it is.
+/// For the others this is the one place that reads the wording of log messages: each case
 /// names the line it comes from, and a line whose wording changed falls through to `.other`
 /// (still shown in the page's event list, just not drawn as anything special).
 enum TimelineFact: Equatable {
@@ -22,10 +23,12 @@ enum TimelineFact: Equatable {
     /// transferd (transfers, info): "started at offset N", "started upload of N bytes",
     /// "resuming the upload at N bytes", "asking the server how much of the upload it has"
     case transferStarted(offset: Int64?)
-    /// transferd (transfers): "ERROR; retry N in S s" (backoff, or a `Retry-After`)
-    case retry(reason: String, attempt: Int, seconds: Double)
-    /// transferd (transfers): "paused: HOLD" (new device conditions forbid it)
-    case paused(String)
+    /// transferd (transfers): a retry held back until `until` (its `TaskHold.retry`)
+    case retry(attempt: Int, until: Date, cause: RetryCause)
+    /// transferd (transfers): "paused: HOLD" (new device conditions forbid it), with its hold
+    case paused(TaskHold)
+    /// transferd (transfers, info): every slot taken, behind these sessions (`TaskHold.waitingForSlot`)
+    case waitingForSlot([SlotHolder])
     /// transferd (transfers, info): "waiting for connectivity: PROBLEM"
     case waitingForConnectivity(String)
     /// transferd (transfers, info): "earliestBeginDate reached; asking willBeginDelayedRequest"
@@ -64,6 +67,16 @@ enum TimelineFact: Equatable {
     case other
 
     init(_ entry: LogEntry) {
+        switch entry.hold {
+        case .retry(let attempt, let until, let cause)?: self = .retry(attempt: attempt, until: until, cause: cause)
+        case .waitingForSlot(let holders)?: self = .waitingForSlot(holders)
+        case let hold? where entry.category == "transfers": self = .paused(hold)
+        default: self.init(words: entry)
+        }
+    }
+
+    /// The facts of lines without a typed hold, from their words.
+    private init(words entry: LogEntry) {
         let m = entry.message
         switch (entry.category, m) {
         case ("daemon", _) where m.hasPrefix("transferd started"): self = .daemonStarted
@@ -84,21 +97,10 @@ enum TimelineFact: Equatable {
         case ("transfers", _) where m.hasPrefix("resuming the upload at "):
             self = .transferStarted(offset: Int64(m.dropFirst("resuming the upload at ".count).prefix { $0.isNumber }))
         case ("transfers", _) where m.hasPrefix("asking the server how much"): self = .transferStarted(offset: nil)
-        case ("transfers", _) where m.hasPrefix("paused: "): self = .paused(String(m.dropFirst(8)))
         case ("transfers", _) where m.hasPrefix("waiting for connectivity: "): self = .waitingForConnectivity(String(m.dropFirst(26)))
         case ("transfers", _) where m.hasPrefix("earliestBeginDate reached"): self = .earliestBeginDateReached
         case ("transfers", _) where m.hasPrefix("finished"): self = .finished(m)
         case ("transfers", _) where m.hasPrefix("failed: "): self = .failed(String(m.dropFirst(8)))
-        case ("transfers", _):
-            // "ERROR TEXT; retry 2 in 1.50 s"
-            if let range = m.range(of: "; retry ", options: .backwards) {
-                let tail = m[range.upperBound...].split(separator: " ")
-                if tail.count == 4, tail[1] == "in", tail[3] == "s", let attempt = Int(tail[0]), let seconds = Double(tail[2]) {
-                    self = .retry(reason: String(m[..<range.lowerBound]), attempt: attempt, seconds: seconds)
-                    return
-                }
-            }
-            self = .other
         case ("relaunch", _) where m.hasPrefix("launched app ") && m.contains(" exited"):
             self = .relaunchedAppExited(pid: Self.pid(in: m) ?? 0, pending: Int(m.components(separatedBy: "; ").last?.prefix { $0.isNumber } ?? "") ?? 0)
         case ("relaunch", _) where m.hasPrefix("launched ") && m.contains("to handle events"):

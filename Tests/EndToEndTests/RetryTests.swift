@@ -31,24 +31,40 @@ final class RetryTests: InProcessSuite, @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
-    @Test("503 with Retry-After is retried after the delay, not delivered")
-    func serviceUnavailableIsRetried() throws {
-        var unavailable = RouteOptions()
-        unavailable.status = 503
-        unavailable.retryAfter = 1
-        server.serve("/busy", data: Data("busy".utf8), options: unavailable)
+    @Test("503 and 429 with Retry-After are retried after the delay, not delivered, for a download and an upload (S6.4)", arguments: [503, 429])
+    func comeBackLaterIsRetried(status: Int) throws {
+        server.serve("/busy", data: Data("busy".utf8), options: RouteOptions(status: status, retryAfter: 1))
+        server.acceptUploads(at: "/busy-inbox", options: UploadOptions(status: status, retryAfter: 1))
+        let outbox = container.layout.appGroup(InProcess.group).appendingPathComponent("Outbox")
+        try FileManager.default.createDirectory(at: outbox, withIntermediateDirectories: true)
+        let file = outbox.appendingPathComponent("report.bin")
+        try testPayload(size: 64 << 10, seed: 3).write(to: file)
         let delegate = RecordingDelegate()
         let session = fixture.session("busy", delegate: delegate)
-        let task = session.downloadTask(with: server.url(for: "/busy"))
-        task.resume()
-        #expect(container.waitForLog { $0.process == "transferd" && $0.message.contains("HTTP 503, Retry-After 1 s") } != nil)
+        let download = session.downloadTask(with: server.url(for: "/busy"))
+        var request = URLRequest(url: server.url(for: "/busy-inbox"))
+        request.httpMethod = "PUT"
+        let upload = session.uploadTask(with: request, fromFile: file)
+        download.resume()
+        upload.resume()
+
+        // Each is held with the server's request as its typed cause, in its record and the log.
+        let asked = RetryCause.serverAskedToWait(status: status, seconds: 1)
+        for task in [download, upload] {
+            let held = container.waitForRetries(1, of: task.taskIdentifier, in: "busy", family: InProcess.family.rawValue)
+            #expect(held?.retryCause == asked, "task \(task.taskIdentifier): \(String(describing: held?.retryCause))")
+            #expect(container.waitForLog { $0.process == "transferd" && $0.task == task.taskIdentifier && $0.retry?.cause == asked } != nil)
+        }
         let payload = Data("available now".utf8)
         server.serve("/busy", data: payload)
-        #expect(delegate.wait { if case .completed(task.taskIdentifier, nil, 200) = $0 { return true } else { return false } }, "\(delegate.calls)")
-        #expect(delegate.calls.contains(.finishedDownloading(task: task.taskIdentifier, existedDuringCall: true, size: Int64(payload.count))))
+        server.acceptUploads(at: "/busy-inbox")
+        #expect(delegate.wait { if case .completed(download.taskIdentifier, nil, 200) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(delegate.calls.contains(.finishedDownloading(task: download.taskIdentifier, existedDuringCall: true, size: Int64(payload.count))))
+        #expect(delegate.wait { if case .completed(upload.taskIdentifier, nil, let code?) = $0 { return (200..<300).contains(code) } else { return false } }, "\(delegate.calls)")
+        #expect(server.receivedUploads(at: "/busy-inbox").contains { $0.byteCount == 64 << 10 }, "the upload was sent again and taken")
         let times = server.requests.filter { $0.path == "/busy" }.map(\.time)
-        #expect(times.count == 2)
-        if times.count == 2 { #expect(times[1].timeIntervalSince(times[0]) >= 0.9, "waited for Retry-After") }
+        #expect(times.count >= 2)
+        if times.count >= 2 { #expect(times[1].timeIntervalSince(times[0]) >= 0.9, "waited for Retry-After") }
         session.invalidateAndCancel()
     }
 

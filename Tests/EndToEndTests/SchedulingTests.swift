@@ -270,7 +270,7 @@ final class SchedulingTests: InProcessSuite, @unchecked Sendable {
         task.resume()
         let retried = container.waitForRetries(2, of: task.taskIdentifier, in: "idle", family: InProcess.family.rawValue)
         #expect(retried != nil, "the daemon retries after each idle timeout")
-        #expect(retried?.lastError?.contains("timedOut") == true, "\(retried?.lastError ?? "")")
+        #expect(retried?.retryCause.map { if case .networkTrouble(TransferFailure.timedOut, _) = $0 { true } else { false } } == true, "\(String(describing: retried?.retryCause))")
         #expect(!delegate.calls.contains { if case .completed = $0 { return true } else { return false } }, "no failure reaches the delegate while the resource timeout lasts")
         task.cancel()
         #expect(delegate.wait { if case .completed(task.taskIdentifier, -999, _) = $0 { return true } else { return false } })

@@ -30,7 +30,7 @@ struct TimelineTests {
         let fetch = try Executable.fetchExtension.start(["download", server.url(for: "/files/report.bin").absoluteString], in: container, environment: info)
         let fetched = fetch.wait(timeout: 30)
         try #require(fetched.status == 0, "fetch-extension: \(fetched.stderr)")
-        try #require(container.waitForLog { $0.pid == first.pid && $0.message.contains("; retry 1 in") } != nil, "the 503 was not retried")
+        try #require(container.waitForLog { $0.pid == first.pid && $0.retry?.attempt == 1 && $0.retry?.cause == .serverAskedToWait(status: 503, seconds: 1) } != nil, "the 503 was not retried")
         let payload = testPayload(size: 4 << 20, seed: 21)
         var slow = RouteOptions()
         slow.bytesPerSecond = 2 << 20 // about two seconds: the daemon dies in the middle

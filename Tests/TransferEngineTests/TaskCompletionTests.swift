@@ -104,10 +104,10 @@ import TransferTransport
     func retryAfter() throws {
         let fixture = try DaemonFixture { _, configuration in configuration.timeoutIntervalForResource = 600 }
         let waiting = try fixture.createDownload()
-        fixture.daemon.completion.retryLater(waiting, in: fixture.session, after: 120, reason: "503")
+        fixture.daemon.completion.retryOrFail(waiting, in: fixture.session, after: .serverAskedToWait(status: 503, seconds: 120))
         #expect(fixture.session.tasks[waiting.taskIdentifier]?.retryNotBefore == fixture.clock.now.addingTimeInterval(120))
         let hopeless = try fixture.createDownload()
-        fixture.daemon.completion.retryLater(hopeless, in: fixture.session, after: 1e12, reason: "503")
+        fixture.daemon.completion.retryOrFail(hopeless, in: fixture.session, after: .serverAskedToWait(status: 503, seconds: 1e12))
         #expect(ending(hopeless.taskIdentifier, in: fixture)?.error?.code == TransferFailure.timedOut)
     }
 }

@@ -57,18 +57,18 @@ private func head(_ lines: [String]) -> HTTPResponseHead {
     @Test("Retry-After: digits of any length are seconds within the largest interval; dates count from now; anything else is nothing")
     func retryAfter() {
         let now = Date(timeIntervalSince1970: 1_700_000_000) // 2023-11-14
-        #expect(HTTPResponseHead.retryAfterSeconds("120", now: now) == 120)
-        #expect(HTTPResponseHead.retryAfterSeconds(" 0 ", now: now) == 0)
-        #expect(HTTPResponseHead.retryAfterSeconds("99999999999999999999", now: now) == CheckedNumbers.intervals.upperBound)
-        #expect(HTTPResponseHead.retryAfterSeconds(String(repeating: "9", count: 400), now: now) == CheckedNumbers.intervals.upperBound)
+        #expect(RetryPolicy.retryAfterSeconds("120", now: now) == 120)
+        #expect(RetryPolicy.retryAfterSeconds(" 0 ", now: now) == 0)
+        #expect(RetryPolicy.retryAfterSeconds("99999999999999999999", now: now) == CheckedNumbers.intervals.upperBound)
+        #expect(RetryPolicy.retryAfterSeconds(String(repeating: "9", count: 400), now: now) == CheckedNumbers.intervals.upperBound)
         for odd in ["-1", "1e400", "nan", "NaN", "inf", "", "0x10", "1.5", "+5", "٣"] {
-            #expect(HTTPResponseHead.retryAfterSeconds(odd, now: now) == nil, "\(odd)")
+            #expect(RetryPolicy.retryAfterSeconds(odd, now: now) == nil, "\(odd)")
         }
-        #expect(HTTPResponseHead.retryAfterSeconds("Fri, 15 Jan 2027 08:00:00 GMT", now: now).map { $0 > 0 } == true)
-        #expect(HTTPResponseHead.retryAfterSeconds("Thu, 01 Jan 1970 00:00:00 GMT", now: now) == 0, "a date in the past is now")
-        #expect(HTTPResponseHead.retryAfterSeconds("Fri, 31 Dec 9999 23:59:59 GMT", now: now) == CheckedNumbers.intervals.upperBound)
-        #expect(head(["HTTP/1.1 503 Service Unavailable", "Retry-After: 18446744073709551616", ""]).retryAfter == CheckedNumbers.intervals.upperBound)
-        #expect(head(["HTTP/1.1 200 OK", "Retry-After: 5", ""]).retryAfter == nil, "only a 503 asks to wait")
+        #expect(RetryPolicy.retryAfterSeconds("Fri, 15 Jan 2027 08:00:00 GMT", now: now).map { $0 > 0 } == true)
+        #expect(RetryPolicy.retryAfterSeconds("Thu, 01 Jan 1970 00:00:00 GMT", now: now) == 0, "a date in the past is now")
+        #expect(RetryPolicy.retryAfterSeconds("Fri, 31 Dec 9999 23:59:59 GMT", now: now) == CheckedNumbers.intervals.upperBound)
+        #expect(head(["HTTP/1.1 503 Service Unavailable", "Retry-After: 18446744073709551616", ""]).serverWait(now: now) == .serverAskedToWait(status: 503, seconds: CheckedNumbers.intervals.upperBound))
+        #expect(head(["HTTP/1.1 200 OK", "Retry-After: 5", ""]).serverWait(now: now) == nil, "only a 503 or a 429 asks to wait")
     }
 
     @Test("Content-Length and Content-Range past Int64, negative or not numbers are unknown, never a trap")

@@ -67,6 +67,22 @@ import TransferContainer
         #expect(policy.afterServiceUnavailable(retryAfter: .nan, createdAt: created, resourceTimeout: 60, now: now) == .retry(notBefore: now), "NaN waits nothing")
     }
 
+    @Test("503 and 429 with a Retry-After in seconds or as an HTTP date ask to be tried again later; without one, or any other status, the response is the answer")
+    func whichResponsesWait() {
+        let now = Date(timeIntervalSince1970: 1_700_000_000) // Tue, 14 Nov 2023 22:13:20 GMT
+        for status in [503, 429] {
+            #expect(RetryPolicy.serverWait(status: status, retryAfter: "7", now: now) == .serverAskedToWait(status: status, seconds: 7))
+            #expect(RetryPolicy.serverWait(status: status, retryAfter: "Tue, 14 Nov 2023 22:13:50 GMT", now: now) == .serverAskedToWait(status: status, seconds: 30))
+            #expect(RetryPolicy.serverWait(status: status, retryAfter: nil, now: now) == nil)
+            #expect(RetryPolicy.serverWait(status: status, retryAfter: "soon", now: now) == nil)
+            let cause = RetryCause.serverAskedToWait(status: status, seconds: 7)
+            #expect(policy.decision(after: cause, attempt: 4, createdAt: created, resourceTimeout: 600, now: now) == .retry(notBefore: now.addingTimeInterval(7)))
+        }
+        for status in [200, 404, 500, 502, 504] {
+            #expect(RetryPolicy.serverWait(status: status, retryAfter: "7", now: now) == nil, "\(status)")
+        }
+    }
+
     @Test("A resumable upload asks for the offset again after a 409, and starts over after the fourth in a row")
     func offsetConflicts() {
         #expect((1...5).map(policy.restartsUpload(afterOffsetConflicts:)) == [false, false, false, true, true])

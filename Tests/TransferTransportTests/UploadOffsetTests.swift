@@ -58,7 +58,7 @@ struct UploadOffsetTests {
         var none: [CurlMulti.PollRequest] = []
         while Date().timeIntervalSince(started) < 10 {
             _ = try multi.perform()
-            if let (_, result) = multi.nextCompletion() { return Decision(transfer.finish(result)) }
+            if let (_, result) = multi.nextCompletion() { return Decision(transfer.finish(result, now: Date())) }
             try multi.poll(extra: &none, timeout: .milliseconds(250))
         }
         throw CurlError(kind: .other, origin: .transfer, code: 0, message: "the offset query did not finish in 10 s")

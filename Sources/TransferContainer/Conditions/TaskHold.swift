@@ -42,14 +42,15 @@ public struct TaskRequirements: Codable, Sendable, Equatable {
     }
 }
 
-/// Why a task the app has resumed is not transferring now. The daemon schedules by it and
-/// `bgtransfer inspect` shows it, so both say the same. A value type; any thread.
-public enum TaskHold: Sendable, Equatable, CustomStringConvertible {
+/// Why a task the app has resumed is not transferring now. The daemon schedules by it, writes
+/// it into its log lines (`LogEntry.hold`), and `inspect`, `watch` and the timeline show it:
+/// one typed value, never read back from its words. A value type; any thread.
+public enum TaskHold: Codable, Sendable, Equatable, CustomStringConvertible {
     case suspended
     /// Not before the task's `earliestBeginDate` (S5).
     case earliestBeginDate(Date)
-    /// Waiting out a retry backoff or a `Retry-After` (S6.4).
-    case retry(at: Date, after: String)
+    /// Waiting out a retry backoff or a `Retry-After` (S6.4) before attempt `attempt + 1`.
+    case retry(attempt: Int, at: Date, cause: RetryCause)
     /// Created in the background while the app's resume rate limiter runs (S6.5).
     case rateLimiter(until: Date)
     /// The network does not do for the task (S5.3); `taskIsWaitingForConnectivity` (S5.2).
@@ -58,6 +59,9 @@ public enum TaskHold: Sendable, Equatable, CustomStringConvertible {
     case discretionary(waitingFor: String)
     /// A server or proxy asked for credentials; the app has not answered yet.
     case authentication(ChallengeRecord)
+    /// Ready, but every transfer slot is taken: behind these sessions, most slots first
+    /// (`FairShare` decides who goes next). Known to the running daemon only.
+    case waitingForSlot(behind: [SlotHolder])
 
     /// Whether this is the wait `taskIsWaitingForConnectivity` tells the app of.
     public var isWaitingForConnectivity: Bool {
@@ -69,7 +73,7 @@ public enum TaskHold: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .suspended: "suspended"
         case .earliestBeginDate(let date): "waiting for earliestBeginDate \(ISO8601Format.string(from: date))"
-        case .retry(let date, let error): "waiting to retry at \(ISO8601Format.string(from: date)) after: \(error)"
+        case .retry(_, let date, let cause): "waiting to retry at \(ISO8601Format.string(from: date)) after: \(cause)"
         case .rateLimiter(let date): "created in the background: waiting out the resume rate limiter until \(ISO8601Format.string(from: date))"
         case .connectivity(let problem): "waiting for connectivity: \(problem)"
         case .discretionary(let missing): "discretionary: waiting for \(missing)"
@@ -77,6 +81,8 @@ public enum TaskHold: Sendable, Equatable, CustomStringConvertible {
             "waiting for the app to judge the certificate of \(challenge.protectionSpace.host):\(challenge.protectionSpace.port) (\(challenge.serverTrust?.failureReason ?? "a server-trust challenge"))"
         case .authentication(let challenge):
             "waiting for the app to answer an authentication challenge: \(challenge.protectionSpace.method.rawValue) realm \"\(challenge.protectionSpace.realm ?? "")\" at \(challenge.protectionSpace.isProxy ? "proxy " : "")\(challenge.protectionSpace.host):\(challenge.protectionSpace.port)\(challenge.previousFailureCount > 0 ? ", \(challenge.previousFailureCount) refused" : "")"
+        case .waitingForSlot(let holders):
+            "waiting for a transfer slot behind \(holders.isEmpty ? "other transfers" : holders.map(\.description).joined(separator: ", "))"
         }
     }
 }
@@ -88,7 +94,7 @@ extension TaskRecord {
         if state == .suspended { return .suspended }
         if let challenge = pendingChallenge { return .authentication(challenge) }
         if let begin = earliestBeginDate, begin > now { return .earliestBeginDate(begin) }
-        if let retry = retryNotBefore, retry > now { return .retry(at: retry, after: lastError ?? "an error") }
+        if let retry = retryNotBefore, retry > now { return .retry(attempt: retryCount, at: retry, cause: retryCause ?? .unrecorded(lastError ?? "an error")) }
         if let until = rateLimitedUntil, until > now { return .rateLimiter(until: until) }
         if let problem = requirements.connectivityProblem(under: conditions) { return .connectivity(problem) }
         if let missing = requirements.discretionaryProblem(under: conditions) { return .discretionary(waitingFor: missing) }

@@ -176,6 +176,9 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var pendingFailure: TransferFailure?
     public var retryCount: Int = 0
     public var lastError: String?
+    /// What the last failed attempt met, when it is tried again (nil in records written
+    /// before causes were kept, and once an attempt succeeds).
+    public var retryCause: RetryCause?
     /// While waiting out a retry backoff or a `Retry-After`: when the next attempt may start.
     public var retryNotBefore: Date?
     /// Made from resume data and not yet started: the first response is reported with

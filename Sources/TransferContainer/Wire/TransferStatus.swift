@@ -20,13 +20,13 @@ public struct TransferStatus: Codable, Sendable, Equatable {
     /// Whether a transfer is in flight now; false while the task waits to be (re)started.
     public var isTransferring: Bool
     public var retryCount: Int
-    /// Why a task that is not transferring waits, and until when (`TaskHold`'s words: "waiting
-    /// to retry at … after: …", a begin date, the network, the rate limiter); nil when it only
-    /// waits for a free connection.
-    public var waitingFor: String?
+    /// Why a task that is not transferring waits, and until when (a retry and its cause, a
+    /// begin date, the network, the rate limiter, a transfer slot and behind whom); nil when
+    /// it only waits for a connection to its host or for the daemon's next turn.
+    public var waitingFor: TaskHold?
 
     public init(family: BundleIdentifier, session: SessionIdentifier, taskIdentifier: Int, kind: TaskKind, state: TaskState, url: String,
-                taskDescription: String?, bytesDone: Int64, bytesExpected: Int64, isTransferring: Bool, retryCount: Int, waitingFor: String? = nil) {
+                taskDescription: String?, bytesDone: Int64, bytesExpected: Int64, isTransferring: Bool, retryCount: Int, waitingFor: TaskHold? = nil) {
         self.family = family
         self.session = session
         self.taskIdentifier = taskIdentifier

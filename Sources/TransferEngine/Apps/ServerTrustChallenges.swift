@@ -150,20 +150,7 @@ final class ServerTrustChallenges {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         disagreements[key, default: 0] += 1
         let count = disagreements[key, default: 0]
-        let reason = "the chain of \(record.host):\(record.port) failed the transfer but verifies in a probe (\(count) times)"
-        var task = task
-        task.retryCount += 1
-        task.lastError = reason
-        let decision = daemon.retryPolicy.afterTrustDisagreement(count, createdAt: task.createdAt,
-                                                                 resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: daemon.clock.now)
-        switch decision {
-        case .retry(let start):
-            daemon.completion.retry(task, at: start, in: session, reason: reason)
-        case .fail(let code):
-            var failure = TransferFailure(code: code, message: "The certificate for this server is invalid (\(reason); its servers disagree)", subject: task.originalRequest.url)
-            failure.failingURL = task.requestToSend.url
-            daemon.completion.fail(task, in: session, failure)
-        }
+        daemon.completion.retryOrFail(task, in: session, after: .trustDisagreement(host: record.host, port: record.port, count: count))
     }
 
     /// Holds the task with a server-trust challenge, durably, and asks the app (attached, or

@@ -75,7 +75,7 @@ final class Watchers {
                     kind: task.kind, state: task.state, url: task.originalRequest.url, taskDescription: task.taskDescription,
                     bytesDone: transfer?.bytesMoved ?? known.done, bytesExpected: known.expected,
                     isTransferring: transfer != nil, retryCount: task.retryCount,
-                    waitingFor: transfer == nil ? task.hold(under: daemon.scheduler.conditions, now: daemon.clock.now)?.description : nil))
+                    waitingFor: transfer == nil ? task.hold(under: daemon.scheduler.conditions, now: daemon.clock.now) ?? daemon.scheduler.slotWait() : nil))
             }
         }
         return statuses.sorted { ($0.family.rawValue, $0.session.rawValue, $0.taskIdentifier) < ($1.family.rawValue, $1.session.rawValue, $1.taskIdentifier) }

@@ -18,6 +18,12 @@ struct RelaunchLimiter: Codable, Equatable {
     var delay: TimeInterval
     var lastLaunch: Date
 
+    /// The limiter after a background relaunch at `now` (one that started or one that could
+    /// not): twice the previous delay, or `initialDelay` for the first.
+    static func afterRelaunch(_ previous: RelaunchLimiter?, initialDelay: TimeInterval, at now: Date) -> RelaunchLimiter {
+        RelaunchLimiter(delay: previous.map { $0.delay * 2 } ?? initialDelay, lastLaunch: now)
+    }
+
     func allowsLaunch(at now: Date) -> Bool { now.timeIntervalSince(lastLaunch) >= delay }
 
     /// A quiet period of twice the delay with no relaunch: the limiter starts over (S6.5).

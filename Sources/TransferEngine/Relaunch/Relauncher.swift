@@ -51,12 +51,11 @@ final class Relauncher {
             do {
                 let pid = try ProcessSpawner.spawn(executable, arguments: ["--container", daemon.layout.root.path, "--handle-events-for-background-session", session.key.identifier.rawValue], newSession: true, outputPath: daemon.layout.logsDirectory.appendingPathComponent("launched-apps.out").path)
                 launches[family] = Launch(pid: pid, identifier: session.key.identifier, at: now)
-                let previous = relaunchLimiter[family]?.delay
-                relaunchLimiter[family] = RelaunchLimiter(delay: previous.map { $0 * 2 } ?? daemon.options.relaunchDelay, lastLaunch: now)
+                relaunchLimiter[family] = .afterRelaunch(relaunchLimiter[family], initialDelay: daemon.options.relaunchDelay, at: now)
                 daemon.log.notice("relaunch", "launched \(family) (pid \(pid)) to handle events for background session \(session.key.identifier)", session: session.key.identifier.rawValue)
             } catch {
                 daemon.log.error("relaunch", "cannot launch \(executable): \(error)", session: session.key.identifier.rawValue)
-                relaunchLimiter[family] = RelaunchLimiter(delay: relaunchLimiter[family].map { $0.delay * 2 } ?? daemon.options.relaunchDelay, lastLaunch: now)
+                relaunchLimiter[family] = .afterRelaunch(relaunchLimiter[family], initialDelay: daemon.options.relaunchDelay, at: now)
                 relaunchFailed(family, session: session.key.identifier, now: now)
             }
         }

@@ -79,18 +79,30 @@ struct ReadyQueue {
     }
 
     /// The best candidate left in this pass among lanes whose host has room (`hasRoom` of the
-    /// lane's next candidate); nil when there is none. Leave it with `take` or `skip`.
-    func next(in pass: inout Pass, hasRoom: (Candidate) -> Bool) -> Candidate? {
-        var best: Candidate?
+    /// lane's next candidate): lowest `rank` (`FairShare`), then `precedes`; nil when there
+    /// is none. Leave it with `take` or `skip`.
+    func next(in pass: inout Pass, hasRoom: (Candidate) -> Bool, rank: (Candidate) -> FairShare.Rank = { _ in FairShare.Rank(appTransfers: 0, sessionTransfers: 0) }) -> Candidate? {
+        var best: (candidate: Candidate, rank: FairShare.Rank)?
         for (lane, cursor) in pass.cursors {
             guard let entries = lanes[lane], cursor < entries.candidates.count, hasRoom(entries.candidates[cursor]) else {
                 pass.cursors[lane] = nil
                 continue
             }
             let head = entries.candidates[cursor]
-            if best.map({ head.precedes($0) }) ?? true { best = head }
+            let headRank = rank(head)
+            if let best, best.rank < headRank || (best.rank == headRank && !head.precedes(best.candidate)) { continue }
+            best = (head, headRank)
         }
-        return best
+        return best?.candidate
+    }
+
+    /// Each lane's next candidate and how many wait in it.
+    func queuedByLane() -> [Lane: (first: Candidate, count: Int)] {
+        var result: [Lane: (first: Candidate, count: Int)] = [:]
+        for (lane, entries) in lanes where !entries.isEmpty {
+            result[lane] = (entries.candidates[entries.head], entries.candidates.count - entries.head)
+        }
+        return result
     }
 
     /// The candidate `next` returned leaves the queue: started, or no longer ready.

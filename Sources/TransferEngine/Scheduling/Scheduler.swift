@@ -26,6 +26,11 @@ final class Scheduler {
     private(set) var multiplexedOrigins: Set<String> = []
     /// Streams the transport runs on one HTTP/2 connection (libcurl's default concurrency).
     static let streamsPerConnection = 100
+    /// When each transfer in flight started (by the daemon's clock), for `FairShare`'s
+    /// `minimumRun`; entries of transfers that ended are dropped now and then.
+    private var startedAt: [TaskKey: Date] = [:]
+    /// Tasks whose wait for a slot was logged (once per wait, for the timeline).
+    private var loggedSlotWaits: Set<TaskKey> = []
 
     init(daemon: TransferDaemon) {
         self.daemon = daemon
@@ -54,20 +59,28 @@ final class Scheduler {
         }
     }
 
-    /// Starts tasks from the ready queue, best priority first, then oldest, within the
-    /// global limit and each session's per-host limit.
+    /// Starts tasks from the ready queue within the global limit and each session's
+    /// per-host limit, in `FairShare`'s order (apps, then sessions, holding the fewest
+    /// slots first; then best priority, then oldest), after taking back the slots of those
+    /// above their share while others wait below theirs.
     func startReadyTransfers() {
         schedulingRequested = false
         let now = daemon.clock.now
         if readyQueue.isStale { lookAtEveryTask(now: now) }
         let limit = daemon.options.maximumConcurrentTransfers
-        guard daemon.transfers.transfersByHandle.count < limit else { return }
         var perHost = connectionsPerHost()
+        if daemon.transfers.transfersByTask.count >= limit, readyQueue.count > 0 {
+            giveBackSlots(FairShare(limit: limit), perHost: perHost, now: now)
+            perHost = connectionsPerHost()
+        }
+        var counts = FairShare.Counts(running: daemon.transfers.transfersByTask.keys)
+        defer { if daemon.transfers.transfersByHandle.count >= limit { noteSlotWaits(behind: counts.holders()) } }
+        guard daemon.transfers.transfersByHandle.count < limit else { return }
         var fetching = daemon.coalescing.coalescedRequestsInFlight()
         var pass = readyQueue.beginPass()
         while daemon.transfers.transfersByHandle.count < limit, let candidate = readyQueue.next(in: &pass, hasRoom: { candidate in
             perHost[candidate.lane, default: 0] < transfersAllowed(in: candidate)
-        }) {
+        }, rank: { counts.rank(of: $0.session.key) }) {
             // Still ready? Things may have changed since it was queued.
             let session = candidate.session
             var stillReady = false
@@ -90,6 +103,7 @@ final class Scheduler {
             }
             readyQueue.take(candidate, in: &pass)
             perHost[candidate.lane, default: 0] += 1
+            counts.add(session.key)
             start(task, in: session)
         }
         daemon.transfers.spareFiles.want(min(readyQueue.count, 16)) // for the next ones to start
@@ -136,8 +150,46 @@ final class Scheduler {
         return .ready(ReadyQueue.Candidate(session: session, task: ready.taskIdentifier, priority: ready.priority, createdAt: ready.createdAt, lane: lane))
     }
 
+    /// Stops the transfers `policy` takes back from sessions above their share (the slots
+    /// are all taken, and tasks wait below theirs); they queue again.
+    private func giveBackSlots(_ policy: FairShare, perHost: [ReadyQueue.Lane: Int], now: Date) {
+        if startedAt.count > 4 * policy.limit + 64 { startedAt = startedAt.filter { daemon.transfers.transfersByTask[$0.key] != nil } }
+        var waiting: [SessionKey: Int] = [:]
+        for (lane, queued) in readyQueue.queuedByLane() {
+            let room = transfersAllowed(in: queued.first) - perHost[lane, default: 0]
+            if room > 0 { waiting[lane.session, default: 0] += min(room, queued.count) }
+        }
+        let running = daemon.transfers.transfersByTask.keys.map { FairShare.Running(task: $0, startedAt: startedAt[$0] ?? .distantPast) }
+        for key in policy.transfersToGiveBack(running: running, waiting: waiting, now: now) {
+            guard let session = daemon.sessions[key.session] else { continue }
+            daemon.transfers.stopTransfer(key)
+            daemon.log.info("transfers", "stopped to give its slot to a task waiting below its fair share; it queues again", session: key.session.identifier.rawValue, task: key.task)
+            if let task = session.tasks[key.task] { scheduleTransfer(task, in: session) }
+        }
+    }
+
+    /// Logs once, for the timeline, each queued task that waits because every slot is
+    /// taken, and behind whom. Looks at the heads of the lanes only (the tasks next in line).
+    private func noteSlotWaits(behind holders: [SlotHolder]) {
+        if loggedSlotWaits.count > 65_536 { loggedSlotWaits.removeAll() }
+        for (_, queued) in readyQueue.queuedByLane() {
+            let key = TaskKey(session: queued.first.session.key, task: queued.first.task)
+            guard loggedSlotWaits.insert(key).inserted else { continue }
+            daemon.log.info("transfers", "waiting for a transfer slot", session: key.session.identifier.rawValue, task: key.task, hold: .waitingForSlot(behind: holders))
+        }
+    }
+
+    /// Why a task that may start is not transferring: every slot is taken (nil when one is
+    /// free; it then waits only for a connection to its host, or for the next turn).
+    func slotWait() -> TaskHold? {
+        guard daemon.transfers.transfersByHandle.count >= daemon.options.maximumConcurrentTransfers else { return nil }
+        return .waitingForSlot(behind: FairShare.Counts(running: daemon.transfers.transfersByTask.keys).holders())
+    }
+
     private func start(_ task: TaskRecord, in session: DaemonSession) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
+        startedAt[key] = daemon.clock.now
+        loggedSlotWaits.remove(key)
         CrashGuard.working(on: CrashGuard.note(for: key))
         defer { CrashGuard.idle() }
         daemon.challenges.retryHeadersAnswered.remove(key) // the next retry asks again
@@ -207,7 +259,7 @@ final class Scheduler {
             guard let session = daemon.sessions[key.session], let task = session.tasks[key.task],
                   let hold = task.hold(under: conditions) else { continue }
             daemon.transfers.stopTransfer(key)
-            daemon.log.notice("transfers", "paused: \(hold)", session: key.session.identifier.rawValue, task: key.task)
+            daemon.log.notice("transfers", "paused: \(hold)", session: key.session.identifier.rawValue, task: key.task, hold: hold)
         }
         scheduleTransfers()
     }

@@ -95,10 +95,10 @@ final class Downloads {
             daemon.completion.fail(task, in: session, failure)
             return
         }
-        if case .success = result, let wait = transfer.retryAfter {
-            // 503 with Retry-After: the server asks us to come back; the bytes on disk stay (S6.4).
+        if case .success = result, let wait = transfer.serverWait(now: daemon.clock.now) {
+            // The server asks us to come back later; the bytes on disk stay (S6.4).
             unlink(transfer.errorBodyPath)
-            daemon.completion.retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(String(format: "%.0f", wait)) s")
+            daemon.completion.retryOrFail(task, in: session, after: wait)
             return
         }
         if case .success = result, transfer.bodyIsErrorResponse, daemon.challenges.takeChallenge(task, in: session) { return }

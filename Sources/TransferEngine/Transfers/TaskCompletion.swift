@@ -13,57 +13,49 @@ final class TaskCompletion {
         self.daemon = daemon
     }
 
-    /// A transport failure: tried again or ended, as the retry policy decides (S6.4).
+    /// A transport failure: a chain that does not verify goes to the app (S3.6); anything
+    /// else is tried again or ends the task, as the retry policy decides (S6.4).
     func retryOrFail(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {
         if error.isServerTrustFailure {
             daemon.serverTrust.trustFailed(task, in: session, error) // the app judges the chain (S3.6)
             return
         }
-        var task = task
-        task.retryCount += 1
-        task.lastError = error.description
-        let code = error.urlErrorCode
-        let decision = daemon.retryPolicy.afterTransportFailure(code: code, retry: task.retryCount, createdAt: task.createdAt,
-                                                         resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: daemon.clock.now)
-        switch decision {
-        case .retry(let notBefore):
-            task.retryNotBefore = notBefore
-            session.update(task)
-            daemon.log.notice("transfers", "\(error); retry \(task.retryCount) in \(String(format: "%.2f", notBefore.timeIntervalSince(daemon.clock.now))) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-        case .fail(let code):
-            var failure = TransferFailure(code: code, message: error.description, subject: task.originalRequest.url)
-            if code == TransferFailure.timedOut { failure.resumeData = daemon.resumeData.makeResumeData(for: task, in: session) } // S6.2
-            fail(task, in: session, failure)
-        }
+        retryOrFail(task, in: session, after: .networkTrouble(code: error.urlErrorCode, message: error.description))
     }
 
-    /// The server asked to come back in `delay` seconds (`503` + `Retry-After`): tried again
-    /// then, or ended now when that is past the task's resource deadline (S6.4).
-    func retryLater(_ task: TaskRecord, in session: DaemonSession, after delay: TimeInterval, reason: String) {
+    /// A failed attempt met `cause`: the task is held until the retry the policy allows, or
+    /// ends now (its own code, -1001 at the resource deadline, -1202 for servers that keep
+    /// disagreeing about their chain).
+    func retryOrFail(_ task: TaskRecord, in session: DaemonSession, after cause: RetryCause) {
         var task = task
         task.retryCount += 1
-        task.lastError = reason
-        let decision = daemon.retryPolicy.afterServiceUnavailable(retryAfter: delay, createdAt: task.createdAt,
-                                                           resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: daemon.clock.now)
-        switch decision {
+        task.lastError = cause.description
+        task.retryCause = cause
+        let now = daemon.clock.now
+        switch daemon.retryPolicy.decision(after: cause, attempt: task.retryCount, createdAt: task.createdAt,
+                                           resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: now) {
         case .retry(let start):
-            retry(task, at: start, in: session, reason: reason)
+            task.retryNotBefore = start
+            session.update(task)
+            daemon.loop.schedule(after: start.timeIntervalSince(now)) { [unowned self] in daemon.scheduler.scheduleTransfers() }
+            daemon.log.notice("transfers", "\(cause); retry \(task.retryCount) in \(String(format: "%.2f", max(0, start.timeIntervalSince(now)))) s",
+                              session: session.key.identifier.rawValue, task: task.taskIdentifier, hold: .retry(attempt: task.retryCount, at: start, cause: cause))
         case .fail(let code):
-            // Asked to come back after the task's whole budget is spent: it ends now as it
-            // would then, instead of asking again at the deadline.
-            var failure = TransferFailure(code: code, message: "The request timed out (\(reason); the resource timeout ends first)", subject: task.originalRequest.url)
-            failure.resumeData = daemon.resumeData.makeResumeData(for: task, in: session) // S6.2
+            var failure = TransferFailure(code: code, message: failureMessage(code: code, after: cause), subject: task.originalRequest.url)
+            if code == TransferFailure.timedOut { failure.resumeData = daemon.resumeData.makeResumeData(for: task, in: session) } // S6.2
+            if code == TransferFailure.serverCertificateUntrusted { failure.failingURL = task.requestToSend.url }
             fail(task, in: session, failure)
         }
     }
 
-    /// Holds `task` (its retry already counted) until `start`, durably, and wakes the scheduler then.
-    func retry(_ task: TaskRecord, at start: Date, in session: DaemonSession, reason: String) {
-        var task = task
-        task.retryNotBefore = start
-        session.update(task)
-        daemon.loop.schedule(after: start.timeIntervalSince(daemon.clock.now)) { [unowned self] in daemon.scheduler.scheduleTransfers() }
-        daemon.log.notice("transfers", "\(reason); retry \(task.retryCount) in \(String(format: "%.2f", max(0, start.timeIntervalSince(daemon.clock.now)))) s", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+    /// What a task that `cause` ends with `code` is told.
+    private func failureMessage(code: Int, after cause: RetryCause) -> String {
+        switch cause {
+        case .networkTrouble(let failed, let message) where failed == code: message
+        case .trustDisagreement: "The certificate for this server is invalid (\(cause); its servers disagree)"
+        // Asked to come back after the task's whole budget is spent: it ends now as it would then.
+        default: "The request timed out (\(cause); the resource timeout ends first)"
+        }
     }
 
     /// Ends a task with an error; its partial data goes once the end is durable.

@@ -150,7 +150,7 @@ final class Uploads {
 
     /// libcurl finished one exchange of an upload: go on, retry, or announce the answer.
     func uploadEnded(_ transfer: UploadTransfer, _ result: Result<Void, CurlError>, in session: DaemonSession) {
-        let outcome = transfer.finish(result)
+        let outcome = transfer.finish(result, now: daemon.clock.now)
         var task = transfer.task
         let sessionName = session.key.identifier.rawValue
         if let failure = transfer.diskFailure {
@@ -175,9 +175,9 @@ final class Uploads {
             session.update(task)
             daemon.log.notice("transfers", "\(reason); sending the whole body again", session: sessionName, task: task.taskIdentifier)
             startUpload(task, in: session, step: .create)
-        case .retryAfter(let wait):
+        case .serverWait(let wait):
             unlink(transfer.responsePath)
-            daemon.completion.retryLater(task, in: session, after: wait, reason: "HTTP 503, Retry-After \(String(format: "%.0f", wait)) s")
+            daemon.completion.retryOrFail(task, in: session, after: wait)
         case .transportFailure(let error):
             if task.uploadResumption == nil { task.countOfBytesSent = 0 }
             session.updateInMemory(task)

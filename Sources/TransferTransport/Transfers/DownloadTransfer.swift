@@ -362,8 +362,8 @@ package final class DownloadTransfer: Transfer {
     /// The file that holds this attempt's body: the partial download or an error page.
     package var bodyPath: String { bodyIsErrorResponse ? errorBodyPath : partialPath }
 
-    /// Seconds the server asked us to wait (`503` with `Retry-After`).
-    package var retryAfter: TimeInterval? { head.retryAfter }
+    /// Whether the server asked us to come back later (`RetryPolicy.serverWait`).
+    package func serverWait(now: Date) -> RetryCause? { head.serverWait(now: now) }
 
     package var bytesMoved: Int64 { bytesOnDisk }
 

@@ -82,24 +82,8 @@ package struct HTTPResponseHead {
         Int64(text).flatMap { CheckedNumbers.check($0, in: 0...CheckedNumbers.byteCounts.upperBound) }
     }
 
-    /// Seconds a `503` asks the client to wait (`Retry-After`), or nil when it asks nothing
-    /// usable. Checked: see `retryAfterSeconds(_:now:)`.
-    package var retryAfter: TimeInterval? {
-        guard statusCode == 503, let value = value("Retry-After") else { return nil }
-        return Self.retryAfterSeconds(value, now: Date())
-    }
-
-    /// A `Retry-After` value (RFC 9110 §10.2.3: digits, or an HTTP date) as seconds within
-    /// `CheckedNumbers.intervals`: any count of digits is a number (99999999999999999999 is
-    /// the largest interval, not a trap); a date in the past is 0; anything else (a sign,
-    /// an exponent, "nan") is nil.
-    package static func retryAfterSeconds(_ value: String, now: Date) -> TimeInterval? {
-        let text = value.trimmingCharacters(in: .whitespaces)
-        if !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
-            let seconds = Double(text) ?? CheckedNumbers.intervals.upperBound // digits only: never nil in practice
-            return CheckedNumbers.clamp(seconds, to: CheckedNumbers.intervals)
-        }
-        guard let seconds = HTTPDate.parse(text) else { return nil }
-        return CheckedNumbers.clamp(Double(seconds) - now.timeIntervalSince1970, to: CheckedNumbers.intervals)
+    /// Whether this response asks to be tried again later, and why (`RetryPolicy.serverWait`).
+    package func serverWait(now: Date) -> RetryCause? {
+        RetryPolicy.serverWait(status: statusCode, retryAfter: value("Retry-After"), now: now)
     }
 }

@@ -29,8 +29,8 @@ package final class UploadTransfer: Transfer {
         case next(Step)
         /// The server no longer knows the upload (or never did): send it again from zero.
         case restartFromZero(reason: String)
-        /// `503` with `Retry-After`.
-        case retryAfter(TimeInterval)
+        /// The server asked to be asked again later (`RetryPolicy.serverWait`).
+        case serverWait(RetryCause)
         /// A transport failure: retry with backoff, resuming if the server offered it.
         case transportFailure(CurlError)
     }
@@ -207,16 +207,16 @@ package final class UploadTransfer: Transfer {
     /// Bytes of the server's answer beyond what was kept.
     package var responseBytesDropped: Int64 { max(0, responseBytes - Self.responseBodyLimit) }
 
-    /// Decides what comes next, from libcurl's result and the final response. Records the
-    /// response in the task when it is the final one.
-    package func finish(_ result: Result<Void, CurlError>) -> Outcome {
+    /// Decides what comes next, from libcurl's result and the final response (`now` reads a
+    /// `Retry-After` date). Records the response in the task when it is the final one.
+    package func finish(_ result: Result<Void, CurlError>, now: Date) -> Outcome {
         close()
         if case .failure(let error) = result { return .transportFailure(error) }
+        if let wait = head.serverWait(now: now) { return .serverWait(wait) }
         let status = head.statusCode
         switch step {
         case .retrieveOffset:
             if status == 404 || status == 410 { return .restartFromZero(reason: "the server no longer has the upload (HTTP \(status))") }
-            if status == 503, let wait = retryAfter { return .retryAfter(wait) }
             guard (200..<300).contains(status), let offset = head.value("Upload-Offset").flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }) else {
                 return .restartFromZero(reason: "the server answered the offset request with HTTP \(status) and no Upload-Offset")
             }
@@ -236,9 +236,7 @@ package final class UploadTransfer: Transfer {
                 return retryPolicy.restartsUpload(afterOffsetConflicts: conflicts + 1) ? .restartFromZero(reason: "the server disagreed about the offset \(conflicts + 1) times") : .next(.retrieveOffset)
             }
             if status == 404 || status == 410 { return .restartFromZero(reason: "the server no longer has the upload (HTTP \(status))") }
-            if status == 503, let wait = retryAfter { return .retryAfter(wait) }
-        case .create:
-            if status == 503, let wait = retryAfter { return .retryAfter(wait) }
+        case .create: break
         }
         recordResponse()
         return .completed
@@ -274,9 +272,6 @@ package final class UploadTransfer: Transfer {
     }
 
     deinit { close() }
-
-    /// Seconds the server asked us to wait.
-    private var retryAfter: TimeInterval? { head.retryAfter }
 
     package var bytesMoved: Int64 { task.countOfBytesSent }
 

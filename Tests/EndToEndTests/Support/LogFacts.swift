@@ -19,6 +19,12 @@ extension LogEntry {
     var isDidCompleteWithError: Bool { category == "delegate" && message.hasPrefix("didCompleteWithError") }
     /// A stand-in's delegate was called `urlSessionDidFinishEvents(forBackgroundURLSession:)`.
     var isDidFinishEvents: Bool { category == "delegate" && message.hasPrefix("urlSessionDidFinishEvents") }
+    /// The daemon held a task for a retry: the attempt that failed and what it met (the
+    /// typed fact the line carries, `LogEntry.hold`); nil for other lines.
+    var retry: (attempt: Int, cause: RetryCause)? {
+        guard case .retry(let attempt, _, let cause)? = hold else { return nil }
+        return (attempt, cause)
+    }
     /// The `URLError` code a stand-in's `didCompleteWithError` line gives ("… (-1202, …)"); nil for success.
     var completionCode: Int? {
         guard isDidCompleteWithError, let open = message.lastIndex(of: "(") else { return nil }
