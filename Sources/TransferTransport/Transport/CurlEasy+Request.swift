@@ -22,6 +22,11 @@ extension CurlEasy {
                             detail: "scheme \(name) is not allowed")
         }
         try check(ccurl_easy_setopt_string(handle, CURLOPT_URL, url))
+        // Over https a transfer to an origin that already has a connection (or one being made)
+        // waits to learn, from its TLS handshake, whether it can share it (HTTP/2) rather than
+        // open another. Plain http is HTTP/1.1 here, one exchange a connection: waiting would
+        // queue every transfer to the origin behind the one in progress, however slow.
+        try check(ccurl_easy_setopt_long(handle, CURLOPT_PIPEWAIT, name == "https" ? 1 : 0))
     }
 
     /// The HTTP method, "GET" by default. Applied when the handle is added to a `CurlMulti`,

@@ -114,11 +114,9 @@ package final class CurlEasy {
         record(ccurl_easy_setopt_long(handle, CURLOPT_HTTP_CONTENT_DECODING, 0))
         // Long background transfers may sit idle behind NATs.
         record(ccurl_easy_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1))
-        // HTTP/2 whenever the server offers it by ALPN (S2.7), and a transfer to an origin
-        // that already has a connection (or one being made) waits to share it rather than
-        // open another.
+        // HTTP/2 whenever the server offers it by ALPN (S2.7). Whether a transfer waits to
+        // share a connection (PIPEWAIT) is set with the URL (`setURL`): over https only.
         record(ccurl_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, CCURL_HTTP_VERSION_2TLS))
-        record(ccurl_easy_setopt_long(handle, CURLOPT_PIPEWAIT, 1))
         // Verify against the system's store, named explicitly (S2.6); see `setTLS`.
         record(applyTLS(.systemDefault))
 
