@@ -46,6 +46,8 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     /// Where FoundationNetworking calls this bridge: serial, so that its calls stay in order.
     let callbackQueue: OperationQueue
     private let session: @Sendable () -> URLSession?
+    /// A background session's bridge follows redirects without asking (S2.3). Set before its first task.
+    var followsRedirectsSilently = false
     private let finished: @Sendable (URLSessionTask) -> Void
 
     private struct State {
@@ -188,7 +190,7 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
 
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
         let answer = UncheckedSendable(completionHandler)
-        guard let (task, delegate) = ours(inner), let delegate else { return completionHandler(request) }
+        guard !followsRedirectsSilently, let (task, delegate) = ours(inner), let delegate else { return completionHandler(request) }
         ask(otherwise: { answer.value(request) }) { session, back in
             delegate.urlSession(session, task: task, willPerformHTTPRedirection: response, newRequest: request) { next in back.give { answer.value(next) } }
         }
