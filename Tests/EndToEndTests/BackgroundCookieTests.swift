@@ -59,6 +59,40 @@ final class BackgroundCookieTests: InProcessSuite, @unchecked Sendable {
         other.invalidateAndCancel()
     }
 
+    @Test("The group's store is shared with default sessions: a cookie the daemon kept is sent by a default session's data task of this process, and one such a task got is sent by the next background download")
+    func sharedWithDefaultSessions() throws {
+        // Values of this run only: corelibs' own storage object outlives a test in this process.
+        let fromDaemon = "bg\(UUID().uuidString.prefix(8))", fromDataTask = "fg\(UUID().uuidString.prefix(8))"
+        var setsFirst = RouteOptions(), setsSecond = RouteOptions()
+        setsFirst.extraHeaders = [("Set-Cookie", "daemon=\(fromDaemon); Path=/")]
+        setsSecond.extraHeaders = [("Set-Cookie", "datatask=\(fromDataTask); Path=/")]
+        server.serve("/login-background", data: Data("a".utf8), options: setsFirst)
+        server.serve("/login-default", data: Data("b".utf8), options: setsSecond)
+        server.serve("/check", data: Data("c".utf8))
+        let delegate = RecordingDelegate()
+        let background = groupSession("cookies-shared", delegate: delegate)
+        _ = download("/login-background", in: background, delegate: delegate)
+
+        let configuration = URLSessionConfiguration.default
+        configuration.httpCookieStorage = HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: InProcess.group.rawValue)
+        let foreground = URLSession(configuration: configuration)
+        for path in ["/check", "/login-default"] {
+            let done = DispatchSemaphore(value: 0)
+            let status = Locked<Int?>(nil)
+            foreground.dataTask(with: server.url(for: path)) { _, response, _ in
+                status.withLock { $0 = (response as? HTTPURLResponse)?.statusCode }
+                done.signal()
+            }.resume()
+            #expect(done.wait(timeout: .now() + 20) == .success && status.withLock { $0 } == 200, "\(path)")
+        }
+        #expect(cookieSent(to: "/check")?.contains("daemon=\(fromDaemon)") == true, "\(cookieSent(to: "/check") ?? "no Cookie field")")
+
+        _ = download("/check", in: background, delegate: delegate)
+        #expect(cookieSent(to: "/check")?.contains("datatask=\(fromDataTask)") == true, "\(cookieSent(to: "/check") ?? "no Cookie field")")
+        background.invalidateAndCancel()
+        foreground.invalidateAndCancel()
+    }
+
     @Test("httpShouldSetCookies = false: a stored cookie is not sent")
     func shouldSetCookiesFalse() throws {
         serveCookieRoutes()

@@ -48,6 +48,8 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     private let session: @Sendable () -> URLSession?
     /// A background session's bridge follows redirects without asking (S2.3). Set before its first task.
     var followsRedirectsSilently = false
+    /// The container's cookie store this session's storage is kept in step with (S9.4). Set before its first task.
+    var cookies: ForegroundCookies?
     private let finished: @Sendable (URLSessionTask) -> Void
 
     private struct State {
@@ -256,7 +258,8 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
 
     /// Ends `task` with `error` (also for tasks with a completion handler, which
     /// FoundationNetworking does not report here), then tells the session it is gone.
-    func complete(_ task: URLSessionTask, with error: Error?, delegate: URLSessionTaskDelegate?) {
+    func complete(_ task: URLSessionTask, with error: Error?, delegate: URLSessionTaskDelegate?, savingCookies: Bool = true) {
+        if savingCookies { cookies?.save(from: task.response?.url) } // before the delegate hears of the end
         task.finish(with: error)
         task.setState(.completed)
         let finished = self.finished

@@ -31,26 +31,35 @@ package struct CookieJar: Sendable {
         var httpOnly: Bool
     }
 
+    /// The stored cookies to send to `url`.
+    package func cookies(for url: URL) -> [HTTPCookie] {
+        stored().filter { Self.matches($0, url) && !$0.expired }.compactMap(\.cookie)
+    }
+
     /// The `Cookie` field value to send to `url`, or nil when no stored cookie matches.
     package func requestHeader(for url: URL) -> String? {
-        let matching = cookies().filter { Self.matches($0, url) && !$0.expired }.compactMap(\.cookie)
+        let matching = cookies(for: url)
         guard !matching.isEmpty else { return nil }
         return HTTPCookie.requestHeaderFields(with: matching)["Cookie"]
     }
 
-    /// Keeps the cookies the `Set-Cookie` field values set, for the response from `url`:
-    /// each replaces a stored one of the same name, domain and path; one already expired
-    /// removes it. Cookies for a domain `url` is not in are ignored, as Apple's are.
+    /// Keeps the cookies the `Set-Cookie` field values set, for the response from `url`.
     package func store(_ setCookieValues: [String], from url: URL) {
-        let parsed = setCookieValues.flatMap { HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": $0], for: url) }
-            .map(Stored.init).filter { Self.matchesDomain($0.domain, host: url.host ?? "") }
+        store(setCookieValues.flatMap { HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": $0], for: url) }, from: url)
+    }
+
+    /// Keeps `cookies`, which came with the response from `url`: each replaces a stored one
+    /// of the same name, domain and path; one already expired removes it. Cookies for a
+    /// domain `url` is not in are ignored, as Apple's are.
+    package func store(_ cookies: [HTTPCookie], from url: URL) {
+        let parsed = cookies.map(Stored.init).filter { Self.matchesDomain($0.domain, host: url.host ?? "") }
         guard !parsed.isEmpty else { return }
         do {
             try DurableFile.makeDirectory((path as NSString).deletingLastPathComponent)
             let lock = try FileDescriptor.open(path + ".lock", O_RDWR | O_CREAT)
             defer { lock.close() }
             guard Self.lockExclusively(lock) else { return problem("cookie store \(path) stayed locked by another process for 2 s; \(parsed.count) cookies not stored") }
-            var all = cookies().filter { !$0.expired }
+            var all = stored().filter { !$0.expired }
             for cookie in parsed {
                 all.removeAll { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }
                 if !cookie.expired { all.append(cookie) }
@@ -62,7 +71,7 @@ package struct CookieJar: Sendable {
     }
 
     /// Every cookie in the file; none when there is no file, or one that cannot be used.
-    private func cookies() -> [Stored] {
+    private func stored() -> [Stored] {
         guard FileManager.default.fileExists(atPath: path) else { return [] }
         do { return try RecordCoding.read([Stored].self, from: path) } catch {
             problem("cookie store unusable, taken as empty: \(error)")
