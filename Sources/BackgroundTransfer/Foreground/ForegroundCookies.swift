@@ -9,19 +9,20 @@ import TransferTransport
 /// cookies for a URL go into the storage before a task for it is made, and the storage's
 /// cookies for the URL a task ended at go into the store afterwards. So a cookie one process
 /// of an app group (or the daemon) keeps in the group's store is sent by the others. Only for
-/// `HTTPCookieStorage.shared` and an app group's storage, which name a store; made once per
-/// FoundationNetworking session; safe from any thread (corelibs' storage is).
+/// an app group's storage: `HTTPCookieStorage.shared` stays FoundationNetworking's own, so
+/// that a cookie the app deletes from it is not brought back from a store (corelibs' storage
+/// cannot be subclassed to hear of deletions). Made once per FoundationNetworking session;
+/// safe from any thread (corelibs' storage is).
 struct ForegroundCookies: @unchecked Sendable {
     let jar: CookieJar
     let storage: HTTPCookieStorage
     let settings: CookieSettings
 
-    /// Nil for a session whose storage names no store (none, an ephemeral one, or one the app made).
+    /// Nil for a session whose storage is not an app group's.
     init?(configuration: URLSessionConfiguration) {
-        guard AppEnvironment.isBootstrapped, let storage = configuration.httpCookieStorage else { return nil }
+        guard AppEnvironment.isBootstrapped, let storage = configuration.httpCookieStorage, storage !== HTTPCookieStorage.shared else { return nil }
         let identity = AppEnvironment.identity
-        guard let settings = configuration.cookieSettings(appGroups: identity.appGroups),
-              settings.appGroup != nil || storage === HTTPCookieStorage.shared else { return nil }
+        guard let settings = configuration.cookieSettings(appGroups: identity.appGroups), settings.appGroup != nil else { return nil }
         let log = AppEnvironment.log
         self.jar = CookieJar(path: AppEnvironment.layout.cookieJar(settings, owner: identity.bundleIdentifier).path) { problem in log.error("cookies", problem) }
         self.storage = storage
