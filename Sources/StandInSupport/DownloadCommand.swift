@@ -69,13 +69,14 @@ public enum StandInProgram {
 
     /// The containing app's command line (`host-app`).
     static var hostUsage: CommandLineUsage {
-        CommandLineUsage(program: name, forms: ["[--container PATH]", "[--container PATH] \(DownloadCommand.usage)", "[--container PATH] enqueue URL",
+        CommandLineUsage(program: name, forms: ["[--container PATH]", "[--container PATH] \(DownloadCommand.usage)", "[--container PATH] enqueue URL", "[--container PATH] \(FetchCommand.usage)",
                                                 "[--container PATH] remember-password REALM USER PASSWORD", "[--container PATH] trust-certificate FILE.pem",
                                                 "[--container PATH] --handle-events-for-background-session ID"], details: """
             SUBCOMMANDS:
               (none)                          a user launch: take pending events, print the session's tasks
               download URL                    a download in the host's own session (--foreground: in-process first)
               enqueue URL                     started the next time the host is launched in the background
+              fetch URL                       a data task in the host's session, while it runs; the body to Downloads/
               remember-password REALM USER PASSWORD
                                               the host's keychain, for authentication challenges
               trust-certificate FILE.pem      trust the root(s) in FILE for HTTPS: the host and its

@@ -37,6 +37,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
         if arguments.first == "download" {
             app.download(Array(arguments.dropFirst()))
         }
+        if arguments.first == "fetch" { FetchCommand.run(Array(arguments.dropFirst())) }
         if arguments.first == "remember-password" {
             guard arguments.count == 4 else { usage.usageError("remember-password needs REALM USER PASSWORD") }
             do { try Keychain.remember(realm: arguments[1], user: arguments[2], password: arguments[3]) } catch {

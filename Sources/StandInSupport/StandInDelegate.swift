@@ -17,6 +17,12 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
     /// report progress too, and must not move its bar or its rate.
     private let progressBar = Locked<(bar: WaitProgressBar, task: Int)?>(nil)
 
+    /// What `didReceive data` handed over, by task: a data task's body, an upload's answer.
+    private let bodies = Locked<[Int: Data]>([:])
+
+    /// Everything `didReceive data` handed over for the task so far.
+    public func body(of taskIdentifier: Int) -> Data { bodies.withLock { $0[taskIdentifier] ?? Data() } }
+
     public init(echo: Bool) {
         self.echo = echo
     }
@@ -66,6 +72,7 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
     }
 
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        bodies.withLock { $0[dataTask.taskIdentifier, default: Data()].append(data) }
         let text = String(decoding: data.prefix(200), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         say("didReceive: task \(dataTask.taskIdentifier), \(data.count) bytes: \(text)", session: session, task: dataTask.taskIdentifier)
     }

@@ -59,6 +59,7 @@ struct ReadmeCommandLinesTests {
             ("host-app download", .hostApp, ["download", file, "--foreground", "--time-limit", "30"], 0),
             ("host-app download", .hostApp, ["download", file, "--invalidate", "finish"], 0),
             ("host-app enqueue", .hostApp, ["enqueue", file], 0),
+            ("host-app fetch", .hostApp, ["fetch", file], 0),
             ("host-app remember-password", .hostApp, ["remember-password", "realm", "user", "password"], 0),
             ("bgtransfer conditions", .bgtransfer, ["conditions", "--network", "wifi", "--power", "charging"], 0),
             ("bgtransfer inspect", .bgtransfer, ["inspect", "--json"], 0),

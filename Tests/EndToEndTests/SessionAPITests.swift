@@ -40,11 +40,6 @@ final class SessionAPITests: InProcessSuite, @unchecked Sendable {
         #expect(session.uploadTask(with: URLRequest(url: url), from: Data()).error?.localizedDescription == BackgroundSessionMisuse.uploadFromDataUnsupported.message)
         #expect(session.uploadTask(withStreamedRequest: URLRequest(url: url)).error?.localizedDescription == BackgroundSessionMisuse.uploadFromStreamUnsupported.message)
         #expect(BackgroundSessionMisuse.completionHandlersUnsupported.message == "Completion handler blocks are not supported in background sessions. Use a delegate instead.")
-        // S2.2: a delegate data task of a background session is not offered yet: it comes back
-        // failed at once (-1, saying so), never a task that quietly does nothing.
-        let backgroundData = session.dataTask(with: url)
-        #expect(backgroundData.state == .completed)
-        #expect((backgroundData.error as? URLError)?.errorCode == -1, "\(String(describing: backgroundData.error))")
         #expect(server.requests.isEmpty, "no refused task reached the server")
         session.invalidateAndCancel()
     }

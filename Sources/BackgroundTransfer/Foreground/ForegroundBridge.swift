@@ -46,6 +46,10 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     /// Where FoundationNetworking calls this bridge: serial, so that its calls stay in order.
     let callbackQueue: OperationQueue
     private let session: @Sendable () -> URLSession?
+    /// A background session's bridge follows redirects without asking (S2.3). Set before its first task.
+    var followsRedirectsSilently = false
+    /// The container's cookie store this session's storage is kept in step with (S9.4). Set before its first task.
+    var cookies: ForegroundCookies?
     private let finished: @Sendable (URLSessionTask) -> Void
 
     private struct State {
@@ -188,7 +192,7 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
 
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
         let answer = UncheckedSendable(completionHandler)
-        guard let (task, delegate) = ours(inner), let delegate else { return completionHandler(request) }
+        guard !followsRedirectsSilently, let (task, delegate) = ours(inner), let delegate else { return completionHandler(request) }
         ask(otherwise: { answer.value(request) }) { session, back in
             delegate.urlSession(session, task: task, willPerformHTTPRedirection: response, newRequest: request) { next in back.give { answer.value(next) } }
         }
@@ -254,7 +258,8 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
 
     /// Ends `task` with `error` (also for tasks with a completion handler, which
     /// FoundationNetworking does not report here), then tells the session it is gone.
-    func complete(_ task: URLSessionTask, with error: Error?, delegate: URLSessionTaskDelegate?) {
+    func complete(_ task: URLSessionTask, with error: Error?, delegate: URLSessionTaskDelegate?, savingCookies: Bool = true) {
+        if savingCookies { cookies?.save(from: task.response?.url) } // before the delegate hears of the end
         task.finish(with: error)
         task.setState(.completed)
         let finished = self.finished

@@ -22,6 +22,7 @@ final class ForegroundSession: @unchecked Sendable {
 
     init(configuration: URLSessionConfiguration, delegate: URLSessionDelegate?, delegateQueue: OperationQueue, session: @escaping @Sendable () -> URLSession?, finished: @escaping @Sendable (URLSessionTask) -> Void) {
         bridge = ForegroundBridge(delegate: delegate, delegateQueue: delegateQueue, session: session, finished: finished)
+        bridge.cookies = ForegroundCookies(configuration: configuration)
         inner = FoundationNetworking.URLSession(configuration: configuration.foundationConfiguration(), delegate: bridge, delegateQueue: bridge.callbackQueue)
     }
 
@@ -32,6 +33,7 @@ final class ForegroundSession: @unchecked Sendable {
                                         handler: (@Sendable (Data?, URLResponse?, Error?) -> Void)?) -> Task {
         let made = make(record)
         made.backend = backend
+        bridge.cookies?.load(for: request.url)
         let box = Locked<FoundationNetworking.URLSessionTask?>(nil)
         let inner: FoundationNetworking.URLSessionTask
         if let handler {
@@ -46,9 +48,10 @@ final class ForegroundSession: @unchecked Sendable {
                 made.noteReceived(Int64(body?.count ?? 0))
                 made.finish(with: outcome)
                 made.setState(.completed)
+                bridge.cookies?.save(from: answer?.url) // before the handler hears of the end, as for delegates
                 queue.addOperation {
                     handler(outcome == nil ? body : nil, answer, outcome)
-                    bridge.complete(made, with: outcome, delegate: nil)
+                    bridge.complete(made, with: outcome, delegate: nil, savingCookies: false)
                 }
             }
             switch body {

@@ -12,6 +12,8 @@ extension SessionCore {
     /// tasks this process has no object for or a snapshot of another revision of. Tasks
     /// missing from the summary have finished.
     func allTasks(_ done: @escaping @Sendable ([URLSessionTask]) -> Void) {
+        // With the data tasks running in this process, which the daemon never hears of (S2.2).
+        let done: @Sendable ([URLSessionTask]) -> Void = { [dataTasks] tasks in done((tasks + dataTasks.running).sorted { $0.taskIdentifier < $1.taskIdentifier }) }
         ask(.getAllTasks(session: identifier)) { [self] reply in
             switch reply {
             case .success(.taskSummaries(let list)):

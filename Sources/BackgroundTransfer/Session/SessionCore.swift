@@ -22,6 +22,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     private let family: BundleIdentifier
     let log: TransferLog
     private let recordConfiguration: SessionConfiguration
+    /// The session's data tasks, which run in this process (S2.2).
+    let dataTasks = BackgroundDataTasks()
 
     private struct State {
         var connection: DaemonConnection?
@@ -125,6 +127,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     /// Opens the session in the daemon and subscribes to its pushes.
     func attach() throws(TransferFailure) {
         let connection = try DaemonConnection.shared()
+        dataTasks.attach(to: self, ledgerPath: layout.sessionDirectory(family: family, identifier: identifier).appendingPathComponent("data-tasks.json").path, deliveryQueue: deliveryQueue)
         connection.subscribe(identifier, .init(
             onPush: { [weak self] push in self?.received(push) },
             onReconnect: { [weak self] in self?.reattach() }))
@@ -137,7 +140,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         let launched = BackgroundLaunch.isLaunched(for: identifier)
         let reply = try connection.request(.openSession(identifier: identifier, configuration: recordConfiguration, launchedForEvents: launched))
         guard case .sessionOpened(let records, let next, let more) = reply else { return }
-        state.withLock { $0.nextTaskIdentifier = max($0.nextTaskIdentifier, next) }
+        state.withLock { $0.nextTaskIdentifier = max($0.nextTaskIdentifier, next, dataTasks.nextIdentifier) }
         for record in try records + connection.taskRecords(more ?? [], of: identifier) { _ = taskObject(for: record) }
     }
 
@@ -585,6 +588,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
             return true
         }
         guard proceed else { return }
+        dataTasks.invalidate(cancelTasks: cancelTasks)
         do {
             _ = try request(.invalidate(session: identifier, cancelTasks: cancelTasks))
         } catch {

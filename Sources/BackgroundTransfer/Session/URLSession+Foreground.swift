@@ -70,16 +70,18 @@ extension URLSession {
         }
     }
 
-    /// A data or upload task of a default session, made in FoundationNetworking. In a
-    /// background session, or one that is invalid, the task comes back failed (with
-    /// `refusal`, or Apple's message for completion handlers), as `handler` also hears.
+    /// A data or upload task of a default session, made in FoundationNetworking; a delegate
+    /// data task of a background session (`backgroundDataTask`). Otherwise, in a background
+    /// session or one that is invalid, the task comes back failed (with `refusal`, or Apple's
+    /// message for completion handlers), as `handler` also hears.
     func foregroundTask<Task: URLSessionTask>(_ request: URLRequest, body: ForegroundBody, kind: TaskKind, as make: @escaping (TaskRecord) -> Task,
                                               handler: (@Sendable (Data?, URLResponse?, Error?) -> Void)? = nil, refusal: String? = nil) -> Task {
         let creation = TaskCreation(kind: kind, request: record(of: request))
         let refused: Task
-        if configuration.identifier != nil {
-            let message = handler != nil ? BackgroundSessionMisuse.completionHandlersUnsupported.message
-                : refusal ?? "data tasks in background sessions are not offered yet: use a download task"
+        if configuration.identifier != nil, handler == nil, refusal == nil {
+            return backgroundDataTask(request, creation: creation, as: make)
+        } else if configuration.identifier != nil {
+            let message = handler != nil ? BackgroundSessionMisuse.completionHandlersUnsupported.message : refusal ?? ""
             refused = refusedTask(creation, TransferFailure(code: TransferFailure.unknown, message: message, subject: configuration.identifier), as: make)
         } else if let local = core as? LocalSessionCore, !local.isInvalidated {
             let task = local.createForegroundTask(request, body: body, creation: creation, as: make, handler: handler)

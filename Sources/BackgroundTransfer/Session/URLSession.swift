@@ -198,8 +198,8 @@ open class URLSession: @unchecked Sendable {
 
     /// A request (with its `httpBody` or `httpBodyStream`) whose response goes to the
     /// delegate's `URLSessionDataDelegate` calls as it arrives, then `didCompleteWithError`.
-    /// Default sessions; in a background session (Apple allows them there, S2.2) the task
-    /// comes back failed: not offered here yet.
+    /// In a background session (S2.2) it runs in this process, and ends with -997 when the
+    /// process goes away (the next process that opens the session hears it).
     open func dataTask(with url: URL) -> URLSessionDataTask {
         dataTask(with: URLRequest(url: url))
     }

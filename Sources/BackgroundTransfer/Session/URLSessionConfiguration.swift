@@ -53,8 +53,9 @@ open class URLSessionConfiguration: @unchecked Sendable {
 
     // What FoundationNetworking's configuration offers, for default sessions' data and upload
     // tasks (ForegroundConfiguration.swift); its defaults, `.ephemeral`'s private stores for
-    // ephemeral sessions. Background sessions do not use them yet.
-    /// Where cookies are kept and read from (default sessions' data and upload tasks).
+    // ephemeral sessions. Background sessions' transfers use the cookie settings (S9.4,
+    // URLSessionConfiguration+Cookies.swift), not the rest.
+    /// Where cookies are kept and read from.
     public var httpCookieStorage: HTTPCookieStorage?
     /// Whether stored cookies are sent with requests. Default true.
     public var httpShouldSetCookies: Bool
@@ -147,6 +148,7 @@ open class URLSessionConfiguration: @unchecked Sendable {
         record.coalescesIdenticalDownloads = coalescesIdenticalDownloads
         record.httpProxy = proxy(prefix: "HTTP", defaultPort: 8080)
         record.httpsProxy = proxy(prefix: "HTTPS", defaultPort: 443)
+        record.cookies = identifier == nil ? nil : cookieSettings(appGroups: (AppEnvironment.isBootstrapped ? AppEnvironment.identity.appGroups : []) + [record.sharedContainerIdentifier].compactMap { $0 })
         return record.checked
     }
 

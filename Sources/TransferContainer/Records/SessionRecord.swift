@@ -20,6 +20,8 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
     /// The HTTPS proxy ("host:port") from `connectionProxyDictionary`, for https URLs, which
     /// go through it in a `CONNECT` tunnel; nil: none. Missing from older records.
     public var httpsProxy: String?
+    /// Cookies (S9.4): the store, `httpShouldSetCookies`, `httpCookieAcceptPolicy`; nil: none.
+    public var cookies: CookieSettings?
 
     public init() {}
 
@@ -40,6 +42,7 @@ public struct SessionConfiguration: Codable, Sendable, Equatable {
         coalescesIdenticalDownloads = try values.decodeIfPresent(Bool.self, forKey: .coalescesIdenticalDownloads) ?? defaults.coalescesIdenticalDownloads
         httpProxy = try values.decodeIfPresent(String.self, forKey: .httpProxy)
         httpsProxy = try values.decodeIfPresent(String.self, forKey: .httpsProxy)
+        cookies = try values.decodeIfPresent(CookieSettings.self, forKey: .cookies)
         self = checked
     }
 

@@ -269,6 +269,9 @@ final class RequestHandler {
         if let group = configuration.sharedContainerIdentifier, !identity.appGroups.contains(group) {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "\(identity.bundleIdentifier) is not entitled to app group \(group)", subject: group.rawValue)
         }
+        if let group = configuration.cookies?.appGroup, !identity.appGroups.contains(group) {
+            throw TransferFailure(code: TransferFailure.requestRefused, message: "\(identity.bundleIdentifier) is not entitled to app group \(group), whose cookie storage the session names", subject: group.rawValue)
+        }
         if identity.kind == .appExtension && configuration.sharedContainerIdentifier == nil {
             throw TransferFailure(code: TransferFailure.backgroundSessionRequiresSharedContainer, message: "a background session in an app extension needs a sharedContainerIdentifier", subject: identifier.rawValue)
         }

@@ -51,7 +51,7 @@ final class Downloads {
                 ?? folder.openBeneath((partial as NSString).lastPathComponent, O_WRONLY | O_CREAT)
             let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, file: file, configuration: session.record.configuration,
                                                 credentials: daemon.challenges.credentials(for: task, in: session), freeSpaceReserve: daemon.options.freeSpaceReserve,
-                                                tls: daemon.serverTrust.tlsPolicy(for: task, in: session))
+                                                tls: daemon.serverTrust.tlsPolicy(for: task, in: session), cookies: daemon.cookieJar(for: session))
             transfer.onResponse = { [unowned self, unowned session] task in
                 if let name = daemon.options.crashOnResponseHeader, task.response?.header(name) != nil {
                     fatalError("transferd: the response carries \(name) (--fault-crash-on-response-header)")

@@ -77,9 +77,15 @@ package final class DownloadTransfer: Transfer {
     /// `file`, when given, is the file at `partialPath`, open for writing (the daemon opens it
     /// relative to its cache folder); otherwise the file there is opened, or created, never
     /// through a symlink.
+    /// The session's cookie store and what it does with it (S9.4).
+    private let cookies: CookieJar?
+    private let cookieSettings: CookieSettings?
+
     package init(session: SessionKey, task: TaskRecord, partialPath: String, file: FileDescriptor? = nil, configuration: SessionConfiguration,
-         credentials: TransferCredentials, freeSpaceReserve: Int64 = 0, tls: TLSPolicy = .systemDefault) throws {
+         credentials: TransferCredentials, freeSpaceReserve: Int64 = 0, tls: TLSPolicy = .systemDefault, cookies: CookieJar? = nil) throws {
         self.session = session
+        self.cookies = cookies
+        self.cookieSettings = configuration.cookies
         self.freeSpaceReserve = max(0, freeSpaceReserve)
         self.task = task
         self.partialPath = partialPath
@@ -99,7 +105,8 @@ package final class DownloadTransfer: Transfer {
                 easy.setRange(from: onDisk)
                 resumeHeaders.append("If-Range: \(ifRange)")
             }
-            try easy.apply(task.requestToSend, in: configuration, credentials: credentials, tls: tls, extraHeaders: resumeHeaders)
+            try easy.apply(task.requestToSend, in: configuration, credentials: credentials, tls: tls,
+                           extraHeaders: resumeHeaders + CookieJar.requestFields(cookies, configuration.cookies, for: task.requestToSend))
         } catch {
             fd.close()
             throw error
@@ -315,6 +322,7 @@ package final class DownloadTransfer: Transfer {
     /// Records the response in the task and lets the engine persist it.
     private func finishHead() {
         task.response = ResponseRecord(url: easy.effectiveURL ?? task.requestToSend.url, statusCode: head.statusCode, headers: head.headerDictionary)
+        CookieJar.keep(cookies, cookieSettings, head, from: easy.effectiveURL ?? task.requestToSend.url)
         task.currentURL = easy.effectiveURL
         task.networkProtocolName = easy.networkProtocolName
         let resumed = head.statusCode == 206 && resumeOffset > 0

@@ -46,6 +46,11 @@ package struct HTTPResponseHead {
         fields.last { $0.name.isSameHTTPFieldName(as: name) }?.value
     }
 
+    /// Every value of the field `name`, in order (`Set-Cookie` comes once per cookie).
+    package func values(_ name: String) -> [String] {
+        fields.filter { $0.name.isSameHTTPFieldName(as: name) }.map(\.value)
+    }
+
     package var headerDictionary: [String: String] {
         var result: [String: String] = [:]
         for field in fields {

@@ -64,11 +64,14 @@ package final class UploadTransfer: Transfer {
 
     /// The largest response body kept for `didReceive data`; the rest is dropped and logged.
     package static let responseBodyLimit: Int64 = 16 << 20
+    /// The session's cookie store and what it does with it (S9.4).
+    private let cookies: CookieJar?
+    private let cookieSettings: CookieSettings?
     package static let partialUploadContentType = "application/partial-upload"
 
     /// - Parameter bodyPath: the task's `uploadFile` as an absolute path (nil: it has none,
     ///   or one outside the container).
-    package init(session: SessionKey, task: TaskRecord, step: Step, bodyPath: String?, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0, retryPolicy: RetryPolicy = RetryPolicy(), tls: TLSPolicy = .systemDefault) throws {
+    package init(session: SessionKey, task: TaskRecord, step: Step, bodyPath: String?, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0, retryPolicy: RetryPolicy = RetryPolicy(), tls: TLSPolicy = .systemDefault, cookies: CookieJar? = nil) throws {
         guard let path = bodyPath else {
             throw TransferFailure(code: TransferFailure.fileDoesNotExist, message: "upload task \(task.taskIdentifier) has no body file")
         }
@@ -82,6 +85,8 @@ package final class UploadTransfer: Transfer {
         self.responsePath = responsePath
         self.conflicts = conflicts
         self.retryPolicy = retryPolicy
+        self.cookies = cookies
+        self.cookieSettings = configuration.cookies
         self.easy = try CurlEasy()
         let body = try FileDescriptor.open(path, O_RDONLY)
         self.body = body
@@ -117,7 +122,8 @@ package final class UploadTransfer: Transfer {
         }
         // The app's Content-Type describes the whole body: it goes with the creation only.
         try easy.apply(task.requestToSend, in: configuration, credentials: credentials, tls: tls,
-                       excluding: step == .create ? Self.protocolHeaders : Self.protocolHeaders.union(["content-type"]), extraHeaders: extraHeaders)
+                       excluding: step == .create ? Self.protocolHeaders : Self.protocolHeaders.union(["content-type"]),
+                       extraHeaders: extraHeaders + CookieJar.requestFields(cookies, configuration.cookies, for: task.requestToSend))
         easy.setBufferSize(2 << 20)
         _ = try body.seek(to: startOffset)
         self.task.countOfBytesSent = startOffset
@@ -250,6 +256,7 @@ package final class UploadTransfer: Transfer {
 
     private func recordResponse() {
         task.response = ResponseRecord(url: easy.effectiveURL ?? task.requestToSend.url, statusCode: head.statusCode, headers: head.headerDictionary)
+        CookieJar.keep(cookies, cookieSettings, head, from: easy.effectiveURL ?? task.requestToSend.url)
         task.networkProtocolName = easy.networkProtocolName
         task.currentURL = easy.effectiveURL
         task.countOfBytesReceived = min(responseBytes, Self.responseBodyLimit)

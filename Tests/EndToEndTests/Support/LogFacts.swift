@@ -17,6 +17,10 @@ extension LogEntry {
     var isRelaunchGivenUp: Bool { category == "relaunch" && message.hasPrefix("gave up relaunching ") }
     /// A stand-in's delegate was called `didCompleteWithError` (for `task`).
     var isDidCompleteWithError: Bool { category == "delegate" && message.hasPrefix("didCompleteWithError") }
+    /// A stand-in's delegate was handed bytes of a body (`didReceive data`).
+    var isDidReceiveData: Bool { category == "delegate" && message.hasPrefix("didReceive: ") }
+    /// `host-app fetch` started its data task (S2.2).
+    var isStartedDataTask: Bool { message.hasPrefix("started data task") }
     /// A stand-in's delegate was called `urlSessionDidFinishEvents(forBackgroundURLSession:)`.
     var isDidFinishEvents: Bool { category == "delegate" && message.hasPrefix("urlSessionDidFinishEvents") }
     /// The daemon held a task for a retry: the attempt that failed and what it met (the

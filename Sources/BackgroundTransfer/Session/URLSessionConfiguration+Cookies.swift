@@ -1,0 +1,23 @@
+import Foundation
+import FoundationNetworking
+import TransferContainer
+
+extension URLSessionConfiguration {
+    /// What the daemon does with cookies for this background configuration (S9.4): none
+    /// without `httpCookieStorage`; the store of the app group `appGroups` names when the
+    /// storage is that group's (`HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier:)`,
+    /// which hands out one object per group), else the app's own store (for `.shared` and any
+    /// other storage: the daemon cannot reach an object in this process). `httpShouldSetCookies`
+    /// and `httpCookieAcceptPolicy` go with it.
+    func cookieSettings(appGroups: [BundleIdentifier]) -> CookieSettings? {
+        guard let storage = httpCookieStorage else { return nil }
+        let policy: CookieSettings.AcceptPolicy = switch httpCookieAcceptPolicy {
+        case .never: .never
+        case .onlyFromMainDocumentDomain: .onlyFromMainDocumentDomain
+        default: .always
+        }
+        let group = storage === HTTPCookieStorage.shared ? nil
+            : appGroups.first { HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: $0.rawValue) === storage }
+        return CookieSettings(appGroup: group, sendsCookies: httpShouldSetCookies, acceptPolicy: policy)
+    }
+}

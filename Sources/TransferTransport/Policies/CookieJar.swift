@@ -1,0 +1,143 @@
+import Foundation
+import FoundationNetworking
+import TransferContainer
+
+/// A cookie store kept in one file of the container (`ContainerLayout.cookieJar`, S9.4),
+/// read and written by the daemon and by every process of its app or app group. The file is
+/// only ever replaced whole (written aside, synced, renamed), so a reader never sees it torn
+/// and needs no lock; a change is a read-modify-write under an exclusive `flock` on
+/// `<file>.lock`, so that two processes storing at once lose neither's cookies. A file that
+/// cannot be read or decoded is reported through `problem` and taken as empty (the next
+/// change replaces it): cookies must never stop a transfer. Parsing `Set-Cookie` and making
+/// the `Cookie` field are Foundation's (`HTTPCookie`). A value; safe from any thread.
+package struct CookieJar: Sendable {
+    package let path: String
+    /// Told of a file that could not be read or written (the daemon logs it).
+    package let problem: @Sendable (String) -> Void
+
+    package init(path: String, problem: @escaping @Sendable (String) -> Void) {
+        self.path = path
+        self.problem = problem
+    }
+
+    /// One cookie as the file keeps it.
+    struct Stored: Codable {
+        var name: String
+        var value: String
+        var domain: String
+        var path: String
+        var expires: Date?
+        var secure: Bool
+        var httpOnly: Bool
+    }
+
+    /// The stored cookies to send to `url`.
+    package func cookies(for url: URL) -> [HTTPCookie] {
+        stored().filter { Self.matches($0, url) && !$0.expired }.compactMap(\.cookie)
+    }
+
+    /// The `Cookie` field value to send to `url`, or nil when no stored cookie matches.
+    package func requestHeader(for url: URL) -> String? {
+        let matching = cookies(for: url)
+        guard !matching.isEmpty else { return nil }
+        return HTTPCookie.requestHeaderFields(with: matching)["Cookie"]
+    }
+
+    /// Keeps the cookies the `Set-Cookie` field values set, for the response from `url`.
+    package func store(_ setCookieValues: [String], from url: URL) {
+        store(setCookieValues.flatMap { HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": $0], for: url) }, from: url)
+    }
+
+    /// Keeps `cookies`, which came with the response from `url`: each replaces a stored one
+    /// of the same name, domain and path; one already expired removes it. Cookies for a
+    /// domain `url` is not in are ignored, as Apple's are.
+    package func store(_ cookies: [HTTPCookie], from url: URL) {
+        let parsed = cookies.map(Stored.init).filter { Self.matchesDomain($0.domain, host: url.host ?? "") }
+        guard !parsed.isEmpty else { return }
+        do {
+            try DurableFile.makeDirectory((path as NSString).deletingLastPathComponent)
+            let lock = try FileDescriptor.open(path + ".lock", O_RDWR | O_CREAT)
+            defer { lock.close() }
+            guard Self.lockExclusively(lock) else { return problem("cookie store \(path) stayed locked by another process for 2 s; \(parsed.count) cookies not stored") }
+            var all = stored().filter { !$0.expired }
+            for cookie in parsed {
+                all.removeAll { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }
+                if !cookie.expired { all.append(cookie) }
+            }
+            try RecordCoding.write(all, to: path)
+        } catch {
+            problem("cannot store cookies in \(path): \(error)")
+        }
+    }
+
+    /// Every cookie in the file; none when there is no file, or one that cannot be used.
+    private func stored() -> [Stored] {
+        guard FileManager.default.fileExists(atPath: path) else { return [] }
+        do { return try RecordCoding.read([Stored].self, from: path) } catch {
+            problem("cookie store unusable, taken as empty: \(error)")
+            return []
+        }
+    }
+
+    /// `flock(LOCK_EX)`, tried for up to 2 s: a process that holds it longer must not stall
+    /// the daemon's transfers.
+    private static func lockExclusively(_ file: FileDescriptor) -> Bool {
+        let deadline = Date().addingTimeInterval(2)
+        while flock(file.rawValue, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR, Date() < deadline else { return false }
+            usleep(5_000)
+        }
+        return true
+    }
+
+    /// RFC 6265's domain, path and secure rules.
+    private static func matches(_ cookie: Stored, _ url: URL) -> Bool {
+        guard matchesDomain(cookie.domain, host: url.host ?? "") else { return false }
+        if cookie.secure && url.scheme?.lowercased() != "https" { return false }
+        let path = url.path.isEmpty ? "/" : url.path
+        return path == cookie.path || (path.hasPrefix(cookie.path) && (cookie.path.hasSuffix("/") || path.dropFirst(cookie.path.count).hasPrefix("/")))
+    }
+
+    /// A domain with a leading dot (set with a `Domain` attribute) covers its subdomains;
+    /// one without, its host alone.
+    private static func matchesDomain(_ domain: String, host: String) -> Bool {
+        let host = host.lowercased(), domain = domain.lowercased()
+        guard domain.hasPrefix(".") else { return host == domain }
+        let bare = domain.dropFirst()
+        return host == bare || host.hasSuffix(domain)
+    }
+}
+
+extension CookieJar.Stored {
+    init(_ cookie: HTTPCookie) {
+        self.init(name: cookie.name, value: cookie.value, domain: cookie.domain, path: cookie.path, expires: cookie.expiresDate, secure: cookie.isSecure, httpOnly: cookie.isHTTPOnly)
+    }
+
+    var expired: Bool { expires.map { $0 <= Date() } ?? false }
+
+    /// Foundation's cookie, for making the `Cookie` field.
+    var cookie: HTTPCookie? {
+        var properties: [HTTPCookiePropertyKey: Any] = [.name: name, .value: value, .domain: domain, .path: path]
+        if let expires { properties[.expires] = expires }
+        if secure { properties[.secure] = "TRUE" }
+        return HTTPCookie(properties: properties)
+    }
+}
+
+extension CookieJar {
+    /// The `Cookie` field a transfer of `request` sends, as `settings` say (none when the
+    /// session does not send cookies, or the request sets its own `Cookie` field).
+    package static func requestFields(_ jar: CookieJar?, _ settings: CookieSettings?, for request: RequestRecord) -> [String] {
+        guard let jar, settings?.sendsCookies == true, let url = URL(string: request.url),
+              !request.headers.contains(where: { $0.name.isSameHTTPFieldName(as: "Cookie") }),
+              let value = jar.requestHeader(for: url) else { return [] }
+        return ["Cookie: \(value)"]
+    }
+
+    /// Keeps the cookies the final response's `Set-Cookie` fields set, as `settings` say.
+    package static func keep(_ jar: CookieJar?, _ settings: CookieSettings?, _ head: HTTPResponseHead, from url: String) {
+        guard let jar, settings?.storesCookies == true, let url = URL(string: url) else { return }
+        let values = head.values("Set-Cookie")
+        if !values.isEmpty { jar.store(values, from: url) }
+    }
+}
