@@ -87,6 +87,16 @@ final class Recorder: NSObject, URLSessionDataDelegate, URLSessionDownloadDelega
     }
 }
 
+/// A task's own delegate that implements the redirect question and nothing else: Apple sends
+/// the task's other calls to the session's delegate.
+final class RedirectsOnly: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    let asked = Shared(0)
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        asked.with { $0 += 1 }
+        completionHandler(request)
+    }
+}
+
 /// Answers every request itself: how tests stub networking (`protocolClasses`).
 final class StubProtocol: URLProtocol {
     override class func canInit(with request: URLRequest) -> Bool { request.url?.path.hasPrefix("/stubbed") == true }
@@ -232,6 +242,13 @@ delegateRun("auth-basic", recorder: authenticating) { $0.dataTask(with: request(
 delegateRun("auth-cancel") { $0.dataTask(with: request("protected/cancel")) }
 delegateRun("headers", configure: { $0.httpAdditionalHeaders = ["X-Parity": "yes"] }) { $0.dataTask(with: request("headers")) }
 delegateRun("stubbed", configure: { $0.protocolClasses = [StubProtocol.self] }) { $0.dataTask(with: request("stubbed/x")) }
+let redirectsOnly = RedirectsOnly()
+delegateRun("task-delegate", within: .now() + 10) { session in
+    let task = session.dataTask(with: request("redirect-task"))
+    task.delegate = redirectsOnly
+    return task
+}
+say("task-delegate.asked", redirectsOnly.asked.with { $0 })
 delegateRun("download") { $0.downloadTask(with: request("small")) }
 delegateRun("download-bad-port") { $0.downloadTask(with: URL(string: "http://127.0.0.1:99999/x")!) }
 

@@ -40,7 +40,7 @@ struct ForegroundParityTests {
 
     /// Paths that take uploads (each scenario its own, so the server's record says whose).
     static let uploadPaths = ["post-body", "post-stream", "async-data", "async-file", "handler-data", "handler-file", "delegate-data", "delegate-file", "delegate-stream"].map { "/upload/" + $0 }
-    static let servedPaths = ["/small", "/big", "/missing", "/redirect", "/redirect-stop", "/protected/basic", "/protected/cancel", "/protected/shared", "/protected/default", "/headers",
+    static let servedPaths = ["/small", "/big", "/missing", "/redirect", "/redirect-stop", "/redirect-task", "/protected/basic", "/protected/cancel", "/protected/shared", "/protected/default", "/headers",
                               "/cookie/set", "/cookie/echo", "/cookie/off", "/stubbed/x"]
 
     /// A server with every route the client asks for.
@@ -51,6 +51,7 @@ struct ForegroundParityTests {
         server.serve("/missing", data: Data(), options: RouteOptions(status: 404))
         server.serve("/redirect", data: Data(), options: RouteOptions(redirectTo: "/small"))
         server.serve("/redirect-stop", data: Data(), options: RouteOptions(redirectTo: "/small"))
+        server.serve("/redirect-task", data: Data(), options: RouteOptions(redirectTo: "/small"))
         for path in ["/protected/basic", "/protected/cancel", "/protected/shared", "/protected/default", "/headers", "/cookie/echo", "/cookie/off"] {
             server.serve(path, data: Data("fine".utf8))
         }

@@ -81,6 +81,12 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         return (task, task.delegate ?? delegate as? URLSessionTaskDelegate)
     }
 
+    /// Who hears `task`'s data calls: its own delegate if that is a data delegate, else the
+    /// session's (Apple's per-method fallback; TaskDelegateFallback.swift does the rest).
+    private func dataDelegate(of task: URLSessionTask) -> URLSessionDataDelegate? {
+        task.delegate as? URLSessionDataDelegate ?? delegate as? URLSessionDataDelegate
+    }
+
     /// Runs `call` on the delegate queue with our session, or `otherwise` (FoundationNetworking's
     /// default answer) when the app's session object is gone.
     private func deliver(otherwise: @escaping @Sendable () -> Void = {}, _ call: @escaping @Sendable (URLSession) -> Void) {
@@ -120,7 +126,7 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     /// Asks the app about `response` and hands its answer to `answer`.
     private func forward(_ response: URLResponse, of inner: FoundationNetworking.URLSessionDataTask, answer completionHandler: @escaping (FoundationNetworking.URLSession.ResponseDisposition) -> Void) {
         let answer = UncheckedSendable(completionHandler)
-        guard let (task, delegate) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = delegate as? URLSessionDataDelegate else { return completionHandler(.allow) }
+        guard let (task, _) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = dataDelegate(of: task) else { return completionHandler(.allow) }
         ask(otherwise: { answer.value(.allow) }) { session, back in
             delegate.urlSession(session, dataTask: dataTask, didReceive: response) { disposition in
                 switch disposition {
@@ -154,15 +160,15 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         }
         if isHeld { return }
         // Nothing more of a task the app ended in `didReceive response`.
-        guard state.withLock({ $0.failures[inner.taskIdentifier] }) == nil, let (task, delegate) = ours(inner) else { return }
+        guard state.withLock({ $0.failures[inner.taskIdentifier] }) == nil, let (task, _) = ours(inner) else { return }
         task.noteReceived(Int64(data.count)) // corelibs counts no bytes for data tasks
-        guard let dataTask = task as? URLSessionDataTask, let delegate = delegate as? URLSessionDataDelegate else { return }
+        guard let dataTask = task as? URLSessionDataTask, let delegate = dataDelegate(of: task) else { return }
         deliver { session in delegate.urlSession(session, dataTask: dataTask, didReceive: data) }
     }
 
     func urlSession(_ s: FoundationNetworking.URLSession, dataTask inner: FoundationNetworking.URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping (CachedURLResponse?) -> Void) {
         let answer = UncheckedSendable(completionHandler)
-        guard let (task, delegate) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = delegate as? URLSessionDataDelegate else { return completionHandler(proposedResponse) }
+        guard let (task, _) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = dataDelegate(of: task) else { return completionHandler(proposedResponse) }
         ask(otherwise: { answer.value(proposedResponse) }) { session, back in
             delegate.urlSession(session, dataTask: dataTask, willCacheResponse: proposedResponse) { cached in back.give { answer.value(cached) } }
         }
