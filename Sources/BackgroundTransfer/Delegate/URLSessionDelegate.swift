@@ -72,9 +72,14 @@ public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
     /// The body of the server's answer to an upload, before `didCompleteWithError` (S2.1).
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data)
     /// A default session's data or upload task got its response, before any of its body:
-    /// `.allow` goes on, `.cancel` ends the task with -999. `.becomeDownload` and
-    /// `.becomeStream` are not offered: the task ends with -1 saying so. The default allows.
+    /// `.allow` goes on, `.cancel` ends the task with -999, `.becomeDownload` hands the body to
+    /// a download task (`didBecome downloadTask`). `.becomeStream` is not offered: the task
+    /// ends with -1 saying so. The default allows.
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void)
+    /// The data task's delegate answered `.becomeDownload`: from now on `downloadTask` stands
+    /// for it, with `didWriteData`, `didFinishDownloadingTo` and `didCompleteWithError`; the
+    /// data task gets no more calls.
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask)
     /// A default session's response may be stored in the configuration's `urlCache`: answer
     /// it (or another, or nil to store nothing). The default stores the proposed one.
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void)
@@ -142,6 +147,9 @@ extension URLSessionDataDelegate {
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
         guard let other = sessionFallback(session, dataTask, as: URLSessionDataDelegate.self) else { return completionHandler(.allow) }
         other.urlSession(session, dataTask: dataTask, didReceive: response, completionHandler: completionHandler)
+    }
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask) {
+        sessionFallback(session, dataTask, as: URLSessionDataDelegate.self)?.urlSession(session, dataTask: dataTask, didBecome: downloadTask)
     }
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void) {
         guard let other = sessionFallback(session, dataTask, as: URLSessionDataDelegate.self) else { return completionHandler(proposedResponse) }

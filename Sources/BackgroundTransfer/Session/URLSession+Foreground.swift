@@ -11,7 +11,8 @@ extension URLSession {
         case cancel = 0
         /// Go on: the body comes to `didReceive data`.
         case allow = 1
-        /// Not offered by default sessions here: the task ends with -1 saying so.
+        /// Go on as a download task (`didBecome downloadTask`), whose file goes to
+        /// `didFinishDownloadingTo`.
         case becomeDownload = 2
         /// Not offered: the task ends with -1 saying so.
         case becomeStream = 3
