@@ -176,7 +176,9 @@ open class URLSession: @unchecked Sendable {
     /// `downloadTask(with:completionHandler:)` for a URL.
     open func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) -> URLSessionDownloadTask {
         let creation = TaskCreation(kind: .download, request: record(of: request))
-        return handlerTask(creation, refusal: downloadBodyRefusal(request), as: { URLSessionDownloadTask(record: $0, backend: nil) }) { task, result in
+        // A background session refuses completion handlers first (S1.2), body or not.
+        let refusal = configuration.identifier == nil ? downloadBodyRefusal(request) : nil
+        return handlerTask(creation, refusal: refusal, as: { URLSessionDownloadTask(record: $0, backend: nil) }) { task, result in
             switch result {
             case .success(let path): completionHandler(URL(fileURLWithPath: path), task.response, nil)
             case .failure(let error): completionHandler(nil, task.response, error)
