@@ -252,6 +252,57 @@ say("task-delegate.asked", redirectsOnly.asked.with { $0 })
 delegateRun("download") { $0.downloadTask(with: request("small")) }
 delegateRun("download-bad-port") { $0.downloadTask(with: URL(string: "http://127.0.0.1:99999/x")!) }
 
+// WebSocket tasks: corelibs runs them on libcurl's WebSocket support, which this machine's
+// libcurl lacks; this library offers none. Both must fail loudly, with the same codes.
+/// Runs `body` (an async call) and reports the error code it threw, or "nil".
+func thrown(_ name: String, _ body: @escaping @Sendable () async throws -> Void) {
+    let result = Shared<String?>(nil)
+    let finished = DispatchSemaphore(value: 0)
+    Task {
+        do { try await body(); result.with { $0 = "nil" } } catch { result.with { $0 = code(error) } }
+        finished.signal()
+    }
+    say("\(name).error", finished.wait(timeout: .now() + 10) == .success ? result.with { $0 } : "unfinished")
+}
+var socketParts = URLComponents(url: base.appendingPathComponent("socket"), resolvingAgainstBaseURL: false)
+socketParts?.scheme = "ws"
+if let socketURL = socketParts?.url {
+    let recorder = Recorder()
+    let session = URLSession(configuration: .default, delegate: recorder, delegateQueue: nil)
+    let socket = session.webSocketTask(with: socketURL, protocols: ["echo"])
+    socket.resume()
+    let answers = Shared<[String]>([])
+    let answered = DispatchSemaphore(value: 0)
+    socket.send(.string("hello")) { error in answers.with { $0.append("send \(code(error))") }; answered.signal() }
+    socket.receive { result in
+        answers.with { list in
+            switch result {
+            case .success: list.append("receive message")
+            case .failure(let error): list.append("receive \(code(error))")
+            }
+        }
+        answered.signal()
+    }
+    socket.sendPing { error in answers.with { $0.append("ping \(code(error))") }; answered.signal() }
+    let allAnswered = (0..<3).allSatisfy { _ in answered.wait(timeout: .now() + 10) == .success }
+    say("websocket.answered", allAnswered)
+    say("websocket.answers", answers.with { $0 }.sorted().joined(separator: ", "))
+    say("websocket.finished", recorder.done.wait(timeout: .now() + 10) == .success)
+    socket.cancel(with: .goingAway, reason: nil)
+    session.finishTasksAndInvalidate()
+    _ = recorder.invalid.wait(timeout: .now() + 10)
+    say("websocket.events", recorder.events.with { $0 }.joined(separator: " "))
+    say("websocket.error", code(socket.error))
+    say("websocket.state", socket.state.rawValue)
+    say("websocket.closeCode", socket.closeCode.rawValue)
+    say("websocket.closeReason", socket.closeReason?.count)
+    let asyncSocket = shared.webSocketTask(with: URLRequest(url: socketURL))
+    asyncSocket.resume()
+    thrown("websocket-async-send") { try await asyncSocket.send(.data(Data([1, 2, 3]))) }
+    thrown("websocket-async-receive") { _ = try await asyncSocket.receive() }
+    asyncSocket.cancel()
+}
+
 // Cookies: set by one response, sent with the next request, unless the session says not to.
 handled("cookie-set") { shared.dataTask(with: request("cookie/set"), completionHandler: $0) }
 handled("cookie-send") { shared.dataTask(with: request("cookie/echo"), completionHandler: $0) }

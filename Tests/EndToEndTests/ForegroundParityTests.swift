@@ -31,6 +31,7 @@ struct ForegroundParityTests {
         "auth-unanswered.finished": "the same, with no delegate at all (URLSession.shared, a completion handler)",
         "auth-unanswered.status": "the same: 401",
         "auth-unanswered.error": "the same: nil",
+        "websocket.answers": "sendPing hands over the task's own error (-1002, no WebSocket support) as send and receive do; corelibs answers a ping with -1005 (connection lost), which hides why",
         "auth-unanswered.bodyLength": "the same: an empty body (the 401's text is not kept for completion handlers)",
     ]
 
