@@ -3,7 +3,10 @@
 // against this library's. ForegroundParityTests runs both against the same kind of server
 // and compares what they print, one `name=value` line per observable.
 //
-//   parity-foundation|parity-library [--container PATH] BASE-URL SCRATCH-DIRECTORY
+//   parity-foundation|parity-library [--container PATH] BASE-URL SCRATCH-DIRECTORY [nginx]
+//
+// With `nginx` the server is nginx (plain HTTP): the scenarios that need the loopback
+// server's own routes (authentication) are left out, and HEAD, a range and keep-alive added.
 #if PARITY_LIBRARY
 import BackgroundTransfer
 #else
@@ -112,10 +115,11 @@ final class StubProtocol: URLProtocol {
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == "--container" { arguments.removeFirst(min(2, arguments.count)) }
-guard arguments.count == 2, let base = URL(string: arguments[0]) else {
-    FileHandle.standardError.write(Data("usage: parity-client [--container PATH] BASE-URL SCRATCH-DIRECTORY\n".utf8))
+guard arguments.count == 2 || arguments.count == 3, let base = URL(string: arguments[0]) else {
+    FileHandle.standardError.write(Data("usage: parity-client [--container PATH] BASE-URL SCRATCH-DIRECTORY [nginx]\n".utf8))
     exit(64)
 }
+let onNginx = arguments.count == 3 && arguments[2] == "nginx"
 let scratch = URL(fileURLWithPath: arguments[1])
 let deadline: DispatchTime = .now() + 120
 
@@ -236,10 +240,12 @@ delegateRun("redirect-follow") { $0.dataTask(with: request("redirect")) }
 let stopping = Recorder()
 stopping.followsRedirects = false
 delegateRun("redirect-stop", recorder: stopping) { $0.dataTask(with: request("redirect-stop")) }
-let authenticating = Recorder()
-authenticating.credential = URLCredential(user: "ada", password: "lovelace", persistence: .forSession)
-delegateRun("auth-basic", recorder: authenticating) { $0.dataTask(with: request("protected/basic")) }
-delegateRun("auth-cancel") { $0.dataTask(with: request("protected/cancel")) }
+if !onNginx {
+    let authenticating = Recorder()
+    authenticating.credential = URLCredential(user: "ada", password: "lovelace", persistence: .forSession)
+    delegateRun("auth-basic", recorder: authenticating) { $0.dataTask(with: request("protected/basic")) }
+    delegateRun("auth-cancel") { $0.dataTask(with: request("protected/cancel")) }
+}
 delegateRun("headers", configure: { $0.httpAdditionalHeaders = ["X-Parity": "yes"] }) { $0.dataTask(with: request("headers")) }
 delegateRun("stubbed", configure: { $0.protocolClasses = [StubProtocol.self] }) { $0.dataTask(with: request("stubbed/x")) }
 let redirectsOnly = RedirectsOnly()
@@ -309,11 +315,22 @@ handled("cookie-send") { shared.dataTask(with: request("cookie/echo"), completio
 let noCookies = URLSessionConfiguration.default
 noCookies.httpShouldSetCookies = false
 handled("cookie-off") { URLSession(configuration: noCookies).dataTask(with: request("cookie/off"), completionHandler: $0) }
-// A 401 no credential answers (corelibs waits for ever: 5 s each here).
-handled("auth-unanswered", within: .now() + 5) { shared.dataTask(with: request("protected/shared"), completionHandler: $0) }
-let defaulting = Recorder()
-defaulting.challengeAnswer = .performDefaultHandling
-delegateRun("auth-default", recorder: defaulting, within: .now() + 5) { $0.dataTask(with: request("protected/default")) }
+if onNginx {
+    // HEAD, a byte range, and five GETs one after another on one session (the server counts
+    // the connections they came on).
+    handled("head") { shared.dataTask(with: request("small", method: "HEAD"), completionHandler: $0) }
+    var ranged = request("big")
+    ranged.setValue("bytes=100-1099", forHTTPHeaderField: "Range")
+    handled("range") { shared.dataTask(with: ranged, completionHandler: $0) }
+    let keeping = URLSession(configuration: .default)
+    for number in 1...5 { handled("keepalive-\(number)") { keeping.dataTask(with: request("keepalive/\(number)"), completionHandler: $0) } }
+} else {
+    // A 401 no credential answers (corelibs waits for ever: 5 s each here).
+    handled("auth-unanswered", within: .now() + 5) { shared.dataTask(with: request("protected/shared"), completionHandler: $0) }
+    let defaulting = Recorder()
+    defaulting.challengeAnswer = .performDefaultHandling
+    delegateRun("auth-default", recorder: defaulting, within: .now() + 5) { $0.dataTask(with: request("protected/default")) }
+}
 say("cookie-stored", HTTPCookieStorage.shared.cookies(for: base)?.map { "\($0.name)=\($0.value)" }.sorted().joined(separator: ","))
 HTTPCookieStorage.shared.cookies(for: base)?.forEach { HTTPCookieStorage.shared.deleteCookie($0) }
 say("done", true)
