@@ -33,7 +33,7 @@ struct ForegroundParityTests {
         "auth-unanswered.status": "the same: 401",
         "auth-unanswered.error": "the same: nil",
         "websocket.answers": "sendPing hands over the task's own error (-1002, no WebSocket support) as send and receive do; corelibs answers a ping with -1005 (connection lost), which hides why",
-        "auth-unanswered.bodyLength": "the same: an empty body (the 401's text is not kept for completion handlers)",
+        "auth-unanswered.bodyLength": "the same: the 401's body, as Apple hands it to a completion handler",
     ]
 
     static func isIntended(_ name: String) -> Bool {

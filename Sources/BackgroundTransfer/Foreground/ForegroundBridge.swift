@@ -60,6 +60,9 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         var endedOnChallenge: Set<Int> = []
         /// Data tasks whose delegate answered `.becomeDownload`: their body goes to a file.
         var downloads: [Int: ForegroundDownloadFile] = [:]
+        /// Tasks made with a completion handler: the handler, and the body gathered for it
+        /// (Apple's sessions hand such a task's response and body to the handler, not the delegate).
+        var handlers: [Int: (handler: @Sendable (Data?, URLResponse?, Error?) -> Void, body: Data)] = [:]
     }
     private let state = Locked(State())
 
@@ -75,6 +78,20 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
 
     func register(_ task: URLSessionTask, for inner: FoundationNetworking.URLSessionTask) {
         state.withLock { $0.tasks[inner.taskIdentifier] = task }
+    }
+
+    /// `inner`'s response body is gathered here and handed, when it ends, to `handler`.
+    func gatherBody(of inner: FoundationNetworking.URLSessionTask, for handler: @escaping @Sendable (Data?, URLResponse?, Error?) -> Void) {
+        state.withLock { $0.handlers[inner.taskIdentifier] = (handler, Data()) }
+    }
+
+    /// Appends `data` to the body gathered for a completion handler; false when `inner` has none.
+    private func gather(_ data: Data, of inner: FoundationNetworking.URLSessionTask) -> Bool {
+        state.withLock { state in
+            guard state.handlers[inner.taskIdentifier] != nil else { return false }
+            state.handlers[inner.taskIdentifier]?.body.append(data)
+            return true
+        }
     }
 
     /// Our task for `inner`, with the delegate that hears about it.
@@ -128,6 +145,7 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     /// Asks the app about `response` and hands its answer to `answer`.
     private func forward(_ response: URLResponse, of inner: FoundationNetworking.URLSessionDataTask, answer completionHandler: @escaping (FoundationNetworking.URLSession.ResponseDisposition) -> Void) {
         let answer = UncheckedSendable(completionHandler)
+        if state.withLock({ $0.handlers[inner.taskIdentifier] != nil }) { return completionHandler(.allow) } // the handler gets it
         guard let (task, _) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = dataDelegate(of: task) else { return completionHandler(.allow) }
         ask(otherwise: { answer.value(.allow) }) { session, back in
             delegate.urlSession(session, dataTask: dataTask, didReceive: response) { disposition in
@@ -175,7 +193,7 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
             state.held[inner.taskIdentifier] = held
             return true
         }
-        if isHeld { return }
+        if isHeld || gather(data, of: inner) { return }
         // Nothing more of a task the app ended in `didReceive response`.
         guard state.withLock({ $0.failures[inner.taskIdentifier] }) == nil, let (task, _) = ours(inner) else { return }
         task.noteReceived(Int64(data.count)) // corelibs counts no bytes for data tasks
@@ -186,6 +204,7 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
 
     func urlSession(_ s: FoundationNetworking.URLSession, dataTask inner: FoundationNetworking.URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping (CachedURLResponse?) -> Void) {
         let answer = UncheckedSendable(completionHandler)
+        if state.withLock({ $0.handlers[inner.taskIdentifier] != nil }) { return completionHandler(proposedResponse) }
         guard let (task, _) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = dataDelegate(of: task) else { return completionHandler(proposedResponse) }
         ask(otherwise: { answer.value(proposedResponse) }) { session, back in
             delegate.urlSession(session, dataTask: dataTask, willCacheResponse: proposedResponse) { cached in back.give { answer.value(cached) } }
@@ -265,6 +284,9 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
 
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, didCompleteWithError error: Error?) {
         deliverHeld(of: inner, s)
+        if let gathered = state.withLock({ $0.handlers.removeValue(forKey: inner.taskIdentifier) }) {
+            return gathered.handler(gathered.body, inner.response, error) // it forgets the task and completes ours
+        }
         guard let (task, delegate) = ours(inner) else { return }
         let outcome = forget(inner)
         if let download = outcome.download {

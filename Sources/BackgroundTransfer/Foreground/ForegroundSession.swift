@@ -51,11 +51,14 @@ final class ForegroundSession: @unchecked Sendable {
                     bridge.complete(made, with: outcome, delegate: nil)
                 }
             }
+            // FoundationNetworking's own task has no completion handler: the bridge gathers the
+            // body, so that a 401 or 407 the task ends on reaches the handler with its body.
             switch body {
-            case .request, .stream: inner = self.inner.dataTask(with: request, completionHandler: finish)
-            case .data(let data): inner = self.inner.uploadTask(with: request, from: data, completionHandler: finish)
-            case .file(let url): inner = self.inner.uploadTask(with: request, fromFile: url, completionHandler: finish)
+            case .request, .stream: inner = self.inner.dataTask(with: request)
+            case .data(let data): inner = self.inner.uploadTask(with: request, from: data)
+            case .file(let url): inner = self.inner.uploadTask(with: request, fromFile: url)
             }
+            bridge.gatherBody(of: inner, for: finish)
         } else {
             switch body {
             case .request: inner = self.inner.dataTask(with: request)
