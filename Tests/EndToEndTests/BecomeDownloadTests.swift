@@ -29,9 +29,13 @@ final class BecomeDownloadTests: InProcessSuite, @unchecked Sendable {
             note("response(\((response as? HTTPURLResponse)?.statusCode ?? 0))")
             completionHandler(.becomeDownload)
         }
+        /// What `getAllTasks`, asked in `didBecome`, listed: the download task alone?
+        let listed = Locked<Bool?>(nil)
+
         func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask) {
             became.withLock { $0 = downloadTask }
             note("became(same identifier: \(downloadTask.taskIdentifier == dataTask.taskIdentifier))")
+            session.getAllTasks { [listed] tasks in listed.withLock { $0 = tasks.count == 1 && tasks.first === downloadTask } }
         }
         func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
             note("data")
@@ -53,7 +57,7 @@ final class BecomeDownloadTests: InProcessSuite, @unchecked Sendable {
         }
     }
 
-    @Test("A data task answered .becomeDownload goes on as a download task: didBecome, didWriteData, the whole body in didFinishDownloadingTo (removed after), then didCompleteWithError(nil) for the download task")
+    @Test("A data task answered .becomeDownload goes on as a download task: didBecome, didWriteData, the whole body in didFinishDownloadingTo (removed after), then didCompleteWithError(nil) for the download task, which getAllTasks lists")
     func becomesDownload() throws {
         let payload = testPayload(size: 3 << 20, seed: 83)
         server.serve("/become.bin", data: payload)
@@ -68,6 +72,7 @@ final class BecomeDownloadTests: InProcessSuite, @unchecked Sendable {
         if let location = delegate.location.withLock({ $0 }) {
             #expect(!FileManager.default.fileExists(atPath: location.path), "the file exists only during the call")
         }
+        #expect(delegate.listed.withLock { $0 } == true, "getAllTasks listed the download task in the data task's place")
         let download = try #require(delegate.became.withLock { $0 })
         #expect(download.state == .completed)
         #expect((download.response as? HTTPURLResponse)?.statusCode == 200)

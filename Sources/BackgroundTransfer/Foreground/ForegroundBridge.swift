@@ -168,6 +168,7 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
                             state.tasks[inner.taskIdentifier] = download.task
                             state.downloads[inner.taskIdentifier] = download
                         }
+                        (dataTask.backend as? LocalSessionCore)?.replace(with: download.task) // getAllTasks lists the download
                         self.deliver { session in delegate.urlSession(session, dataTask: dataTask, didBecome: download.task) }
                         back.give { answer.value(.allow) }
                     } catch {
