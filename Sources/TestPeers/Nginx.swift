@@ -16,12 +16,25 @@ package final class Nginx: @unchecked Sendable {
         package var key: URL
         /// Extra directives inside its `server { }` block.
         package var directives = ""
+        /// False for a plain-HTTP server (`plain(name:directives:)`): no TLS, no HTTP/2.
+        package var tls = true
+        /// A plain server listening on this Unix-domain socket instead of a port (an upstream
+        /// for the others' `proxy_pass http://unix:PATH:`).
+        package var unixSocket: String?
 
         package init(name: String, certificate: URL, key: URL, directives: String = "") {
             self.name = name
             self.certificate = certificate
             self.key = key
             self.directives = directives
+        }
+
+        /// A plain-HTTP server, for clients that cannot be given the test CA (FoundationNetworking).
+        package static func plain(name: String, directives: String = "", unixSocket: String? = nil) -> Site {
+            var site = Site(name: name, certificate: URL(fileURLWithPath: "/dev/null"), key: URL(fileURLWithPath: "/dev/null"), directives: directives)
+            site.tls = false
+            site.unixSocket = unixSocket
+            return site
         }
     }
 
@@ -62,14 +75,24 @@ package final class Nginx: @unchecked Sendable {
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("temp"), withIntermediateDirectories: true)
         var servers = ""
         for site in sites {
-            let port = try PeerProcess.freePort()
-            ports[site.name] = port
-            servers += """
-                  server {
+            let port = site.unixSocket == nil ? try PeerProcess.freePort() : 0
+            if site.unixSocket == nil { ports[site.name] = port }
+            let listen: String
+            if let socket = site.unixSocket {
+                listen = "listen unix:\(socket);"
+            } else if site.tls {
+                listen = """
                     listen 127.0.0.1:\(port) ssl http2;
                     ssl_certificate \(site.certificate.path);
                     ssl_certificate_key \(site.key.path);
                     ssl_protocols TLSv1.2 TLSv1.3;
+                """
+            } else {
+                listen = "listen 127.0.0.1:\(port);"
+            }
+            servers += """
+                  server {
+                    \(listen)
                     root \(files.path);
                     access_log \(accessLog.path) peer;
                     \(site.directives)
@@ -86,7 +109,7 @@ package final class Nginx: @unchecked Sendable {
             error_log \(errorLog.path) info;
             events { worker_connections 1024; }
             http {
-              log_format peer '$connection $connection_requests $server_port $server_protocol $status $request_method $request_uri "$http_range" $body_bytes_sent';
+              log_format peer '$connection $connection_requests $server_port $server_protocol $status $request_method $request_uri "$http_range" $body_bytes_sent |$http_content_length|$http_transfer_encoding|$http_cookie|$http_x_parity';
               client_body_temp_path \(temp)/body;
               proxy_temp_path \(temp)/proxy;
               fastcgi_temp_path \(temp)/fastcgi;
@@ -135,6 +158,12 @@ package final class Nginx: @unchecked Sendable {
     /// https://127.0.0.1:PORT/path of a site.
     package func url(_ site: String, _ path: String) -> String {
         "https://127.0.0.1:\(port(site))/\(path.hasPrefix("/") ? String(path.dropFirst()) : path)"
+    }
+
+    /// The access log's lines as nginx wrote them (the fields after `|` are the request's
+    /// `Content-Length`, `Transfer-Encoding`, `Cookie` and `X-Parity`, "-" when absent).
+    package var accessLogLines: [String] {
+        ((try? String(contentsOf: accessLog, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
     }
 
     /// Writes a file to serve; returns its bytes.

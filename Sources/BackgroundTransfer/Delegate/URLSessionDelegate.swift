@@ -72,9 +72,14 @@ public protocol URLSessionDataDelegate: URLSessionTaskDelegate {
     /// The body of the server's answer to an upload, before `didCompleteWithError` (S2.1).
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data)
     /// A default session's data or upload task got its response, before any of its body:
-    /// `.allow` goes on, `.cancel` ends the task with -999. `.becomeDownload` and
-    /// `.becomeStream` are not offered: the task ends with -1 saying so. The default allows.
+    /// `.allow` goes on, `.cancel` ends the task with -999, `.becomeDownload` hands the body to
+    /// a download task (`didBecome downloadTask`). `.becomeStream` is not offered: the task
+    /// ends with -1 saying so. The default allows.
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void)
+    /// The data task's delegate answered `.becomeDownload`: from now on `downloadTask` stands
+    /// for it, with `didWriteData`, `didFinishDownloadingTo` and `didCompleteWithError`; the
+    /// data task gets no more calls.
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask)
     /// A default session's response may be stored in the configuration's `urlCache`: answer
     /// it (or another, or nil to store nothing). The default stores the proposed one.
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void)
@@ -89,39 +94,65 @@ extension URLSessionDelegate {
 }
 
 extension URLSessionTaskDelegate {
-    public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {}
-    public func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {}
-    public func urlSession(_ session: URLSession, taskIsWaitingForConnectivity task: URLSessionTask) {}
+    // Each default goes to the session's delegate when `self` is a task's own delegate that
+    // leaves the method out (TaskDelegateFallback.swift), as Apple's sessions do.
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        sessionFallback(session, task, as: URLSessionTaskDelegate.self)?.urlSession(session, task: task, didCompleteWithError: error)
+    }
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
+        sessionFallback(session, task, as: URLSessionTaskDelegate.self)?.urlSession(session, task: task, didFinishCollecting: metrics)
+    }
+    public func urlSession(_ session: URLSession, taskIsWaitingForConnectivity task: URLSessionTask) {
+        sessionFallback(session, task, as: URLSessionTaskDelegate.self)?.urlSession(session, taskIsWaitingForConnectivity: task)
+    }
     public func urlSession(_ session: URLSession, task: URLSessionTask, willBeginDelayedRequest request: URLRequest, completionHandler: @escaping @Sendable (URLSession.DelayedRequestDisposition, URLRequest?) -> Void) {
-        completionHandler(.continueLoading, nil)
+        guard let other = sessionFallback(session, task, as: URLSessionTaskDelegate.self) else { return completionHandler(.continueLoading, nil) }
+        other.urlSession(session, task: task, willBeginDelayedRequest: request, completionHandler: completionHandler)
     }
     public func urlSession(_ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge, completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void) {
-        urlSession(session, didReceive: challenge, completionHandler: completionHandler)
+        guard let other = sessionFallback(session, task, as: URLSessionTaskDelegate.self) else { return urlSession(session, didReceive: challenge, completionHandler: completionHandler) }
+        other.urlSession(session, task: task, didReceive: challenge, completionHandler: completionHandler)
     }
     public func urlSession(_ session: URLSession, task: URLSessionTask, willRetry request: URLRequest, completionHandler: @escaping @Sendable ([String: String]?) -> Void) {
-        completionHandler(nil)
+        guard let other = sessionFallback(session, task, as: URLSessionTaskDelegate.self) else { return completionHandler(nil) }
+        other.urlSession(session, task: task, willRetry: request, completionHandler: completionHandler)
     }
-    public func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {}
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        sessionFallback(session, task, as: URLSessionTaskDelegate.self)?.urlSession(session, task: task, didSendBodyData: bytesSent, totalBytesSent: totalBytesSent, totalBytesExpectedToSend: totalBytesExpectedToSend)
+    }
     public func urlSession(_ session: URLSession, didCreateTask task: URLSessionTask) {}
     public func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
-        completionHandler(request)
+        guard let other = sessionFallback(session, task, as: URLSessionTaskDelegate.self) else { return completionHandler(request) }
+        other.urlSession(session, task: task, willPerformHTTPRedirection: response, newRequest: request, completionHandler: completionHandler)
     }
     public func urlSession(_ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void) {
-        completionHandler(nil)
+        guard let other = sessionFallback(session, task, as: URLSessionTaskDelegate.self) else { return completionHandler(nil) }
+        other.urlSession(session, task: task, needNewBodyStream: completionHandler)
     }
 }
 
 extension URLSessionDownloadDelegate {
-    public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {}
-    public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {}
+    public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        sessionFallback(session, downloadTask, as: URLSessionDownloadDelegate.self)?.urlSession(session, downloadTask: downloadTask, didWriteData: bytesWritten, totalBytesWritten: totalBytesWritten, totalBytesExpectedToWrite: totalBytesExpectedToWrite)
+    }
+    public func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {
+        sessionFallback(session, downloadTask, as: URLSessionDownloadDelegate.self)?.urlSession(session, downloadTask: downloadTask, didResumeAtOffset: fileOffset, expectedTotalBytes: expectedTotalBytes)
+    }
 }
 
 extension URLSessionDataDelegate {
-    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        sessionFallback(session, dataTask, as: URLSessionDataDelegate.self)?.urlSession(session, dataTask: dataTask, didReceive: data)
+    }
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
-        completionHandler(.allow)
+        guard let other = sessionFallback(session, dataTask, as: URLSessionDataDelegate.self) else { return completionHandler(.allow) }
+        other.urlSession(session, dataTask: dataTask, didReceive: response, completionHandler: completionHandler)
+    }
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask) {
+        sessionFallback(session, dataTask, as: URLSessionDataDelegate.self)?.urlSession(session, dataTask: dataTask, didBecome: downloadTask)
     }
     public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void) {
-        completionHandler(proposedResponse)
+        guard let other = sessionFallback(session, dataTask, as: URLSessionDataDelegate.self) else { return completionHandler(proposedResponse) }
+        other.urlSession(session, dataTask: dataTask, willCacheResponse: proposedResponse, completionHandler: completionHandler)
     }
 }

@@ -62,6 +62,11 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         var held: [Int: (response: URLResponse, data: [Data])] = [:]
         /// Tasks whose 401 or 407 no credential answered: they end with it, without an error.
         var endedOnChallenge: Set<Int> = []
+        /// Data tasks whose delegate answered `.becomeDownload`: their body goes to a file.
+        var downloads: [Int: ForegroundDownloadFile] = [:]
+        /// Tasks made with a completion handler: the handler, and the body gathered for it
+        /// (Apple's sessions hand such a task's response and body to the handler, not the delegate).
+        var handlers: [Int: (handler: @Sendable (Data?, URLResponse?, Error?) -> Void, body: Data)] = [:]
     }
     private let state = Locked(State())
 
@@ -79,10 +84,30 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         state.withLock { $0.tasks[inner.taskIdentifier] = task }
     }
 
+    /// `inner`'s response body is gathered here and handed, when it ends, to `handler`.
+    func gatherBody(of inner: FoundationNetworking.URLSessionTask, for handler: @escaping @Sendable (Data?, URLResponse?, Error?) -> Void) {
+        state.withLock { $0.handlers[inner.taskIdentifier] = (handler, Data()) }
+    }
+
+    /// Appends `data` to the body gathered for a completion handler; false when `inner` has none.
+    private func gather(_ data: Data, of inner: FoundationNetworking.URLSessionTask) -> Bool {
+        state.withLock { state in
+            guard state.handlers[inner.taskIdentifier] != nil else { return false }
+            state.handlers[inner.taskIdentifier]?.body.append(data)
+            return true
+        }
+    }
+
     /// Our task for `inner`, with the delegate that hears about it.
     private func ours(_ inner: FoundationNetworking.URLSessionTask) -> (task: URLSessionTask, delegate: URLSessionTaskDelegate?)? {
         guard let task = state.withLock({ $0.tasks[inner.taskIdentifier] }) else { return nil }
         return (task, task.delegate ?? delegate as? URLSessionTaskDelegate)
+    }
+
+    /// Who hears `task`'s data calls: its own delegate if that is a data delegate, else the
+    /// session's (Apple's per-method fallback; TaskDelegateFallback.swift does the rest).
+    private func dataDelegate(of task: URLSessionTask) -> URLSessionDataDelegate? {
+        task.delegate as? URLSessionDataDelegate ?? delegate as? URLSessionDataDelegate
     }
 
     /// Runs `call` on the delegate queue with our session, or `otherwise` (FoundationNetworking's
@@ -124,7 +149,8 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     /// Asks the app about `response` and hands its answer to `answer`.
     private func forward(_ response: URLResponse, of inner: FoundationNetworking.URLSessionDataTask, answer completionHandler: @escaping (FoundationNetworking.URLSession.ResponseDisposition) -> Void) {
         let answer = UncheckedSendable(completionHandler)
-        guard let (task, delegate) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = delegate as? URLSessionDataDelegate else { return completionHandler(.allow) }
+        if state.withLock({ $0.handlers[inner.taskIdentifier] != nil }) { return completionHandler(.allow) } // the handler gets it
+        guard let (task, _) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = dataDelegate(of: task) else { return completionHandler(.allow) }
         ask(otherwise: { answer.value(.allow) }) { session, back in
             delegate.urlSession(session, dataTask: dataTask, didReceive: response) { disposition in
                 switch disposition {
@@ -137,10 +163,26 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
                         answer.value(.cancel)
                         inner.cancel()
                     }
-                case .becomeDownload, .becomeStream:
-                    // FoundationNetworking cannot turn a response into a download or a stream
-                    // (it traps): the task ends, saying so, rather than lose the body quietly.
-                    let error = URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: "the response disposition \(disposition) is not offered by default sessions here: use .allow, or a download task",
+                case .becomeDownload:
+                    // FoundationNetworking cannot turn a data task into a download (it traps):
+                    // it goes on as a data task and the bridge writes the body to a file.
+                    do {
+                        let download = try ForegroundDownloadFile(replacing: dataTask, expected: response.expectedContentLength)
+                        self.state.withLock { state in
+                            state.tasks[inner.taskIdentifier] = download.task
+                            state.downloads[inner.taskIdentifier] = download
+                        }
+                        (dataTask.backend as? LocalSessionCore)?.replace(with: download.task) // getAllTasks lists the download
+                        self.deliver { session in delegate.urlSession(session, dataTask: dataTask, didBecome: download.task) }
+                        back.give { answer.value(.allow) }
+                    } catch {
+                        self.state.withLock { $0.failures[inner.taskIdentifier] = error }
+                        back.give { answer.value(.cancel) }
+                    }
+                case .becomeStream:
+                    // FoundationNetworking cannot turn a response into a stream (it traps):
+                    // the task ends, saying so, rather than lose the body quietly.
+                    let error = URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: "the response disposition \(disposition) is not offered by default sessions here: use .allow or .becomeDownload",
                                                               NSURLErrorFailingURLErrorKey: response.url as Any])
                     self.state.withLock { $0.failures[inner.taskIdentifier] = error }
                     back.give { answer.value(.cancel) }
@@ -156,17 +198,19 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
             state.held[inner.taskIdentifier] = held
             return true
         }
-        if isHeld { return }
+        if isHeld || gather(data, of: inner) { return }
         // Nothing more of a task the app ended in `didReceive response`.
-        guard state.withLock({ $0.failures[inner.taskIdentifier] }) == nil, let (task, delegate) = ours(inner) else { return }
+        guard state.withLock({ $0.failures[inner.taskIdentifier] }) == nil, let (task, _) = ours(inner) else { return }
         task.noteReceived(Int64(data.count)) // corelibs counts no bytes for data tasks
-        guard let dataTask = task as? URLSessionDataTask, let delegate = delegate as? URLSessionDataDelegate else { return }
+        if let download = state.withLock({ $0.downloads[inner.taskIdentifier] }) { return write(data, to: download, of: inner) }
+        guard let dataTask = task as? URLSessionDataTask, let delegate = dataDelegate(of: task) else { return }
         deliver { session in delegate.urlSession(session, dataTask: dataTask, didReceive: data) }
     }
 
     func urlSession(_ s: FoundationNetworking.URLSession, dataTask inner: FoundationNetworking.URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping (CachedURLResponse?) -> Void) {
         let answer = UncheckedSendable(completionHandler)
-        guard let (task, delegate) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = delegate as? URLSessionDataDelegate else { return completionHandler(proposedResponse) }
+        if state.withLock({ $0.handlers[inner.taskIdentifier] != nil }) { return completionHandler(proposedResponse) }
+        guard let (task, _) = ours(inner), let dataTask = task as? URLSessionDataTask, let delegate = dataDelegate(of: task) else { return completionHandler(proposedResponse) }
         ask(otherwise: { answer.value(proposedResponse) }) { session, back in
             delegate.urlSession(session, dataTask: dataTask, willCacheResponse: proposedResponse) { cached in back.give { answer.value(cached) } }
         }
@@ -237,13 +281,23 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         let ours = URLSessionTaskMetrics(transactionMetrics: metrics.transactionMetrics.map {
             URLSessionTaskTransactionMetrics(request: $0.request, response: $0.response, networkProtocolName: $0.networkProtocolName, responseEndDate: $0.responseEndDate)
         }, taskInterval: metrics.taskInterval, redirectCount: metrics.redirectCount)
-        deliver { session in delegate.urlSession(session, task: task, didFinishCollecting: ours) }
+        let call: @Sendable (URLSession) -> Void = { session in delegate.urlSession(session, task: task, didFinishCollecting: ours) }
+        // Apple hands a download's metrics after didFinishDownloadingTo, which comes with didCompleteWithError.
+        if state.withLock({ state in state.downloads[inner.taskIdentifier].map { $0.metrics = call } != nil }) { return }
+        deliver(call)
     }
 
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, didCompleteWithError error: Error?) {
         deliverHeld(of: inner, s)
+        if let gathered = state.withLock({ $0.handlers.removeValue(forKey: inner.taskIdentifier) }) {
+            return gathered.handler(gathered.body, inner.response, error) // it forgets the task and completes ours
+        }
         guard let (task, delegate) = ours(inner) else { return }
         let outcome = forget(inner)
+        if let download = outcome.download {
+            finishDownload(download, error: outcome.failure ?? error)
+            if let metrics = download.metrics { deliver(metrics) }
+        }
         complete(task, with: outcome.endedOnChallenge ? nil : outcome.failure ?? error, delegate: delegate)
     }
 
@@ -279,10 +333,38 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     /// A task made with a completion handler has ended: no delegate call will say so.
     /// Also when it ends: the error that replaces corelibs', and whether it ended on a 401 or
     /// 407 no credential answered (without an error, then).
-    func forget(_ inner: FoundationNetworking.URLSessionTask) -> (failure: Error?, endedOnChallenge: Bool) {
+    func forget(_ inner: FoundationNetworking.URLSessionTask) -> (failure: Error?, endedOnChallenge: Bool, download: ForegroundDownloadFile?) {
         state.withLock { state in
             state.tasks[inner.taskIdentifier] = nil
-            return (state.failures.removeValue(forKey: inner.taskIdentifier), state.endedOnChallenge.remove(inner.taskIdentifier) != nil)
+            return (state.failures.removeValue(forKey: inner.taskIdentifier), state.endedOnChallenge.remove(inner.taskIdentifier) != nil,
+                    state.downloads.removeValue(forKey: inner.taskIdentifier))
+        }
+    }
+
+    // MARK: A data task that became a download
+
+    /// Writes a piece of the body of a data task that became a download and tells the app
+    /// (`didWriteData`); a write that fails ends the task with -3002.
+    private func write(_ data: Data, to download: ForegroundDownloadFile, of inner: FoundationNetworking.URLSessionDataTask) {
+        do {
+            try download.write(data)
+        } catch {
+            return fail(inner, with: error)
+        }
+        guard let delegate = download.task.delegate as? URLSessionDownloadDelegate ?? delegate as? URLSessionDownloadDelegate else { return }
+        let (task, count, written, expected) = (download.task, Int64(data.count), download.written, download.expected)
+        deliver { session in delegate.urlSession(session, downloadTask: task, didWriteData: count, totalBytesWritten: written, totalBytesExpectedToWrite: expected) }
+    }
+
+    /// The download's file goes to `didFinishDownloadingTo` when the task succeeded, and
+    /// exists only during that call, as Apple's do.
+    private func finishDownload(_ download: ForegroundDownloadFile, error: Error?) {
+        download.close()
+        guard error == nil, let delegate = download.task.delegate as? URLSessionDownloadDelegate ?? delegate as? URLSessionDownloadDelegate else { return download.remove() }
+        let task = download.task
+        deliver(otherwise: { download.remove() }) { session in
+            delegate.urlSession(session, downloadTask: task, didFinishDownloadingTo: download.location)
+            download.remove()
         }
     }
 }

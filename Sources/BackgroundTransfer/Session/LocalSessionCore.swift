@@ -266,6 +266,11 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
 
     func allTasks(_ done: @escaping @Sendable ([URLSessionTask]) -> Void) { done(allTasks()) }
 
+    /// `task` stands for the task of its identifier from now on (a data task became a download).
+    func replace(with task: URLSessionTask) {
+        state.withLock { $0.tasks[task.taskIdentifier] = task }
+    }
+
     // MARK: Server trust (S2.6, S3.6)
 
     enum TrustDecision {

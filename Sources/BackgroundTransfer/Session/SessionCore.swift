@@ -17,15 +17,15 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     /// The first `URLSession` built for this identifier: the one delegates are given.
     private(set) weak var primary: URLSession?
     private var strongPrimary: URLSession?
-    private let deliveryQueue: DispatchQueue
-    private let layout: ContainerLayout
-    private let family: BundleIdentifier
+    let deliveryQueue: DispatchQueue
+    let layout: ContainerLayout
+    let family: BundleIdentifier
     let log: TransferLog
-    private let recordConfiguration: SessionConfiguration
+    let recordConfiguration: SessionConfiguration
     /// The session's data tasks, which run in this process (S2.2).
     let dataTasks = BackgroundDataTasks()
 
-    private struct State {
+    struct State {
         var connection: DaemonConnection?
         var tasks: [Int: URLSessionTask] = [:]
         /// The highest event number the delegate has seen (durable in `delivered.json`).
@@ -50,7 +50,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
 
     /// Requests sent without waiting (creations, resumes, property changes, acknowledgements),
     /// kept in order until answered, so that a daemon restart loses none of them.
-    private struct Pipeline {
+    struct Pipeline {
         struct Entry {
             var number: UInt64
             var request: DaemonRequest
@@ -63,23 +63,23 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         /// The connection was lost with requests unanswered: new ones wait for the reattach.
         var stalled = false
     }
-    private let pipeline = Locked(Pipeline())
+    let pipeline = Locked(Pipeline())
     /// Held from numbering a pipelined request to handing it to the socket, so that requests
     /// go out in number order; never held while waiting for a reply.
-    private let pipelineOrder = NSLock()
-    private let pipelineAnswered = NSCondition()
+    let pipelineOrder = NSLock()
+    let pipelineAnswered = NSCondition()
 
-    private let state = Locked(State())
+    let state = Locked(State())
     /// Signalled when the events waiting at open have all been handed to the delegate.
-    private let backlogCondition = NSCondition()
-    private var backlogHandled = false
+    let backlogCondition = NSCondition()
+    var backlogHandled = false
 
     /// `Sessions/<family>/<identifier>/delivered.json`: which events the delegate has seen,
     /// so that neither a process killed before acknowledging nor a power cut that takes the
     /// daemon's record of an acknowledgement shows one twice (S3.4; synced before each). Written
     /// before each delegate call too (`inProgress`, `phase`): a process killed inside a
     /// delegate call must not repeat that call when the event is replayed.
-    private struct DeliveryRecord: Codable {
+    struct DeliveryRecord: Codable {
         var version = 1
         var deliveredThrough: UInt64
         /// The event being handed to the delegate, and which call was under way.
@@ -94,7 +94,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     }
 
     /// `delivered.json`, rewritten in place before and after each delegate call.
-    private let deliveryRecord: InPlaceRecord<DeliveryRecord>
+    let deliveryRecord: InPlaceRecord<DeliveryRecord>
 
     init(identifier: SessionIdentifier, configuration: URLSessionConfiguration, recordConfiguration: SessionConfiguration, delegate: URLSessionDelegate?, delegateQueue: OperationQueue?) {
         self.identifier = identifier
@@ -161,7 +161,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
     /// before this session has reattached, it waits and sends again (for up to 15 s). A
     /// `resume()` must not be lost because the daemon was being restarted at that instant.
     /// (A `createTask` whose reply was lost can be created twice; losing it would be worse.)
-    private func request(_ request: DaemonRequest) throws(TransferFailure) -> DaemonReply {
+    func request(_ request: DaemonRequest) throws(TransferFailure) -> DaemonReply {
         acknowledgeDue() // first, as before any request when deliveries acknowledged at once
         let deadline = Date().addingTimeInterval(15)
         while true {
@@ -252,333 +252,6 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         sendInOrder(.setTaskProperties(session: identifier, task: task.taskIdentifier, TaskProperties(of: task.record)), for: task)
     }
 
-    // MARK: Pipelined requests
-
-    /// Sends a request without waiting for its answer, after every request sent this way
-    /// before it; the answer updates `task`. Lost with the connection, it is sent again once
-    /// the session has reattached (the daemon takes each of these requests twice harmlessly).
-    private func sendInOrder(_ request: DaemonRequest, for task: URLSessionTask?) {
-        pipelineOrder.lock()
-        defer { pipelineOrder.unlock() }
-        let (number, epoch, stalled) = pipeline.withLock { pipeline in
-            let number = pipeline.nextNumber
-            pipeline.nextNumber += 1
-            pipeline.unanswered.append(.init(number: number, request: request, task: task))
-            return (number, pipeline.epoch, pipeline.stalled)
-        }
-        guard !stalled, let connection = state.withLock({ $0.connection }) else { return }
-        transmit(request, number: number, epoch: epoch, on: connection)
-    }
-
-    private func transmit(_ request: DaemonRequest, number: UInt64, epoch: Int, on connection: DaemonConnection) {
-        connection.send(request) { [weak self] result in self?.answered(number, epoch: epoch, result) }
-    }
-
-    /// Runs on the connection's reader thread.
-    private func answered(_ number: UInt64, epoch: Int, _ result: Result<DaemonReply, TransferFailure>) {
-        if case .failure(let failure) = result, Self.isTransient(failure) {
-            pipeline.withLock { if $0.epoch == epoch { $0.stalled = true } }
-            return
-        }
-        let entry = pipeline.withLock { pipeline -> Pipeline.Entry? in
-            guard let index = pipeline.unanswered.firstIndex(where: { $0.number == number }) else { return nil } // answered already
-            return pipeline.unanswered.remove(at: index)
-        }
-        // The task takes the answer before `waitForAnswers` returns: a caller that waited
-        // sees a refused creation as completed with its error, never as accepted.
-        if let entry {
-            switch result {
-            case .success(.task(let record)):
-                entry.task?.update(record)
-            case .success:
-                break
-            case .failure(let failure):
-                refused(entry, failure)
-            }
-        }
-        pipelineAnswered.lock()
-        pipelineAnswered.broadcast()
-        pipelineAnswered.unlock()
-    }
-
-    /// The daemon refused a pipelined request: a refused creation completes its task.
-    private func refused(_ entry: Pipeline.Entry, _ failure: TransferFailure) {
-        // The request's name only: its payload may hold a credential or a token.
-        log.error("session", "\(String(describing: entry.request).prefix { $0 != "(" }) failed: \(failure)", session: identifier.rawValue, task: entry.task?.taskIdentifier)
-        guard case .createTask = entry.request, let task = entry.task else { return }
-        let error = failure.urlError(failingURL: task.record.originalRequest.url, kind: task.record.kind)
-        task.noteRefusedByDaemon()
-        task.setState(.completed)
-        task.finish(with: error)
-        state.withLock { _ = $0.tasks.removeValue(forKey: task.taskIdentifier) }
-        deliveryQueue.async {
-            guard let delegate = self.delegate as? URLSessionTaskDelegate else { return }
-            self.onDelegateQueue { session in delegate.urlSession(session, task: task, didCompleteWithError: error) }
-        }
-    }
-
-    /// After a reattach: every unanswered request goes again, in order, before any new one.
-    private func resendUnanswered(on connection: DaemonConnection) {
-        pipelineOrder.lock()
-        defer { pipelineOrder.unlock() }
-        let (entries, epoch) = pipeline.withLock { pipeline in
-            pipeline.epoch += 1
-            pipeline.stalled = false
-            return (pipeline.unanswered, pipeline.epoch)
-        }
-        for entry in entries { transmit(entry.request, number: entry.number, epoch: epoch, on: connection) }
-    }
-
-    /// Waits until the daemon has answered every pipelined request sent before the call
-    /// (each answer comes after the change is durable); false on timeout.
-    func waitForAnswers(timeout: TimeInterval) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        let mark = pipeline.withLock { $0.nextNumber }
-        pipelineAnswered.lock()
-        defer { pipelineAnswered.unlock() }
-        while pipeline.withLock({ ($0.unanswered.first?.number ?? mark) < mark }) {
-            if !pipelineAnswered.wait(until: deadline) { return false }
-        }
-        return true
-    }
-
-    static func isTransient(_ failure: TransferFailure) -> Bool {
-        failure.code == TransferFailure.networkConnectionLost
-            || (failure.code == TransferFailure.requestRefused && failure.message.contains("is not open in this process"))
-    }
-
-    func perform(_ request: DaemonRequest, on task: URLSessionTask) {
-        do {
-            let reply = try self.request(request)
-            if case .task(let record) = reply { task.update(record) }
-        } catch {
-            // The request's name only: its payload may hold a credential or a token.
-            log.error("session", "\(String(describing: request).prefix { $0 != "(" }) failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier)
-        }
-    }
-
-    // MARK: Delivery
-
-    private func received(_ push: DaemonPush) {
-        switch push {
-        case .event(_, let event):
-            deliveryQueue.async { self.deliver(event) }
-        case .progress(_, let progress):
-            guard let task = state.withLock({ $0.tasks[progress.taskIdentifier] }) else { return }
-            task.update(progress)
-            deliveryQueue.async {
-                if task is URLSessionUploadTask, let delegate = self.delegate as? URLSessionTaskDelegate {
-                    self.onDelegateQueue { session in
-                        delegate.urlSession(session, task: task, didSendBodyData: progress.bytesSent, totalBytesSent: progress.totalBytesSent, totalBytesExpectedToSend: progress.totalBytesExpectedToSend)
-                    }
-                } else if let download = task as? URLSessionDownloadTask, let delegate = self.delegate as? URLSessionDownloadDelegate {
-                    self.onDelegateQueue { session in
-                        delegate.urlSession(session, downloadTask: download, didWriteData: progress.bytesWritten, totalBytesWritten: progress.totalBytesWritten, totalBytesExpectedToWrite: progress.totalBytesExpectedToWrite)
-                    }
-                }
-            }
-        case .didResume(_, let taskID, let offset, let expected):
-            guard let download = state.withLock({ $0.tasks[taskID] }) as? URLSessionDownloadTask else { return }
-            deliveryQueue.async {
-                guard let delegate = self.delegate as? URLSessionDownloadDelegate else { return }
-                self.onDelegateQueue { session in
-                    delegate.urlSession(session, downloadTask: download, didResumeAtOffset: offset, expectedTotalBytes: expected)
-                }
-            }
-        case .waitingForConnectivity(_, let taskID):
-            guard let task = state.withLock({ $0.tasks[taskID] }) else { return }
-            deliveryQueue.async {
-                guard let delegate = self.delegate as? URLSessionTaskDelegate else { return }
-                self.onDelegateQueue { session in delegate.urlSession(session, taskIsWaitingForConnectivity: task) }
-            }
-        case .delayedRequest(_, let record):
-            let task = taskObject(for: record)
-            task.update(record)
-            deliveryQueue.async { self.askDelayedRequest(task) }
-        case .challenge(_, let record):
-            let task = taskObject(for: record)
-            task.update(record)
-            deliveryQueue.async { self.askAboutChallenge(record.pendingChallenge, of: task) }
-        case .retryHeaders(_, let record):
-            let task = taskObject(for: record)
-            task.update(record)
-            deliveryQueue.async { self.askForRetryHeaders(task) }
-        case .backlogDelivered:
-            deliveryQueue.async { self.backlogDelivered() }
-        case .invalidated(_, let failure):
-            deliveryQueue.async { self.finishInvalidation(failure) }
-        case .transfers:
-            break // only for watchers; never routed to a session
-        }
-    }
-
-    /// Hands one event to the delegate, unless it already saw it (S3.4), then records and acknowledges it.
-    private func deliver(_ event: EventRecord) {
-        let alreadySeen = state.withLock { state -> Bool in
-            state.receivedThrough = max(state.receivedThrough, event.number)
-            return event.number <= state.deliveredThrough
-        }
-        if alreadySeen {
-            log.info("delivery", "event \(event.number) already delivered; not shown again", session: identifier.rawValue, task: event.task.taskIdentifier)
-        } else {
-            let task = taskObject(for: event.task)
-            task.update(event.task)
-            let error = event.error.map { $0.urlError(failingURL: event.task.originalRequest.url, kind: event.task.kind) }
-            task.finish(with: error)
-            let interruptedPhase = state.withLock { state -> DeliveryPhase? in
-                state.tasks.removeValue(forKey: event.task.taskIdentifier)
-                return state.interrupted?.number == event.number ? state.interrupted?.phase : nil
-            }
-            if interruptedPhase != nil {
-                log.notice("delivery", "event \(event.number) was interrupted in \(interruptedPhase!.rawValue) by the death of its last holder; not repeating what may have run", session: identifier.rawValue, task: task.taskIdentifier)
-            }
-
-            // The event names the file relative to the container (absolute in older records):
-            // the delegate gets it in this process's container, never a file outside it.
-            let downloadedPath = event.downloadedFile.flatMap(layout.resolveRecordPath)
-            if let stored = event.downloadedFile, downloadedPath == nil {
-                log.error("delivery", "downloaded file \(stored) lies outside the container \(layout.root.path); refused, didFinishDownloadingTo skipped", session: identifier.rawValue, task: task.taskIdentifier)
-            }
-            if let path = downloadedPath, event.error == nil, let download = task as? URLSessionDownloadTask {
-                let exists = FileManager.default.fileExists(atPath: path)
-                // A previous holder that died in didFinishDownloadingTo and took the file: done.
-                if exists && interruptedPhase != .completing {
-                    if let delegate = delegate as? URLSessionDownloadDelegate {
-                        onDelegateQueue(marking: (event.number, .finishingDownload)) { session in
-                            delegate.urlSession(session, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: path))
-                        }
-                    }
-                    // The file exists only during the call (S3.3).
-                    try? FileManager.default.removeItem(atPath: path)
-                } else if !exists && interruptedPhase == nil {
-                    log.error("delivery", "downloaded file \(path) is gone; didFinishDownloadingTo skipped", session: identifier.rawValue, task: task.taskIdentifier)
-                }
-            }
-            // An upload's answer: given again if a holder died during the call (at least once).
-            if let data = event.responseBody, !data.isEmpty, interruptedPhase != .completing,
-               let upload = task as? URLSessionUploadTask, let delegate = delegate as? URLSessionDataDelegate {
-                onDelegateQueue(marking: (event.number, .receivingData)) { session in
-                    delegate.urlSession(session, dataTask: upload, didReceive: data)
-                }
-            }
-            if interruptedPhase != .completing, let delegate = delegate as? URLSessionTaskDelegate {
-                let metrics = URLSessionTaskMetrics(task: event.task, endedAt: event.createdAt, request: task.currentRequest, response: task.response)
-                onDelegateQueue(marking: (event.number, .completing)) { session in
-                    delegate.urlSession(session, task: task, didFinishCollecting: metrics)
-                    delegate.urlSession(session, task: task, didCompleteWithError: error)
-                }
-            }
-            state.withLock { $0.deliveredThrough = event.number }
-            do {
-                try deliveryRecord.write(DeliveryRecord(deliveredThrough: event.number))
-            } catch {
-                log.error("delivery", "cannot record delivery of event \(event.number): \(error)", session: identifier.rawValue)
-            }
-        }
-        if !state.withLock({ $0.acknowledgesOnCompletionHandler }) { acknowledgeSoon(through: event.number) }
-    }
-
-    /// Acknowledges through `number` once the deliveries already queued are done: a burst of
-    /// events costs one sync of `delivered.json` and one request, not one of each per event.
-    private func acknowledgeSoon(through number: UInt64) {
-        let schedule = state.withLock { state -> Bool in
-            defer { state.acknowledgementDue = max(state.acknowledgementDue ?? 0, number) }
-            return state.acknowledgementDue == nil
-        }
-        if schedule { deliveryQueue.async { self.acknowledgeDue() } }
-    }
-
-    /// Sends the acknowledgement `acknowledgeSoon` left waiting, if any. Any thread: what it
-    /// acknowledges is recorded in `delivered.json` already.
-    private func acknowledgeDue() {
-        if let due = state.withLock({ state in defer { state.acknowledgementDue = nil }; return state.acknowledgementDue }) { acknowledge(through: due) }
-    }
-
-    /// Records, before a delegate call, which event and call are under way (atomic; it must
-    /// survive this process's death, not a power cut).
-    private func markDelivery(of number: UInt64, phase: DeliveryPhase) {
-        let delivered = state.withLock { $0.deliveredThrough }
-        do {
-            try deliveryRecord.write(DeliveryRecord(deliveredThrough: delivered, inProgress: number, phase: phase))
-        } catch {
-            log.error("delivery", "cannot record delivery of event \(number): \(error)", session: identifier.rawValue)
-        }
-    }
-
-    /// Every event waiting at open was sent: if the app was launched for them, tell it (once).
-    private func backlogDelivered() {
-        acknowledgeDue() // before whoever waits for the backlog goes on, and perhaps exits
-        defer {
-            backlogCondition.lock()
-            backlogHandled = true
-            backlogCondition.broadcast()
-            backlogCondition.unlock()
-        }
-        let shouldTell = state.withLock { state -> Bool in
-            guard state.acknowledgesOnCompletionHandler, !state.finishEventsDelivered else { return false }
-            state.finishEventsDelivered = true
-            return true
-        }
-        guard shouldTell else { return }
-        onDelegateQueue { session in self.delegate?.urlSessionDidFinishEvents(forBackgroundURLSession: session) }
-    }
-
-    /// The app called the completion handler it was given at launch: every event it has
-    /// received counts as delivered.
-    func completionHandlerCalled() {
-        deliveryQueue.sync {
-            let through = state.withLock { state -> UInt64 in
-                state.acknowledgesOnCompletionHandler = false
-                return state.receivedThrough
-            }
-            acknowledge(through: through)
-        }
-    }
-
-    /// Tells the daemon, without waiting, that the events through `number` were handled.
-    private func acknowledge(through number: UInt64) {
-        let isNew = state.withLock { state -> Bool in
-            guard number > state.acknowledgedThrough else { return false }
-            state.acknowledgedThrough = number
-            return true
-        }
-        guard isNew else { return }
-        // On disk first: a power cut may take the daemon's record of this acknowledgement, and then only ours hides the events.
-        do { try deliveryRecord.sync() } catch { log.error("delivery", "cannot make the delivery of events through \(number) durable: \(error)", session: identifier.rawValue) }
-        sendInOrder(.acknowledge(session: identifier, through: number), for: nil)
-    }
-
-    /// Runs a delegate call on the delegate queue and waits for it, keeping events in order.
-    /// With `marking`, records the event and call as under way right before the call starts
-    /// (on the delegate queue, so that no queueing delay lies between the mark and the call).
-    func onDelegateQueue(marking mark: (number: UInt64, phase: DeliveryPhase)? = nil, _ call: @escaping @Sendable (URLSession) -> Void) {
-        guard let session = primary else { return }
-        let operation = BlockOperation { [self] in
-            if let mark { markDelivery(of: mark.number, phase: mark.phase) }
-            call(session)
-        }
-        delegateQueue.addOperations([operation], waitUntilFinished: true)
-    }
-
-    /// Waits until the events that were waiting when the session was opened have been handed
-    /// to the delegate; false on timeout.
-    func waitForBacklog(timeout: TimeInterval) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        backlogCondition.lock()
-        defer { backlogCondition.unlock() }
-        while !backlogHandled {
-            if !backlogCondition.wait(until: deadline) { return backlogHandled }
-        }
-        return true
-    }
-
-    /// Waits until every push received so far has been handed to the delegate and the
-    /// daemon has taken the acknowledgements.
-    func drainDeliveries() {
-        deliveryQueue.sync { acknowledgeDue() }
-        _ = waitForAnswers(timeout: DaemonConnection.requestTimeout)
-    }
-
     // MARK: Invalidation
 
     func invalidate(cancelTasks: Bool) {
@@ -604,7 +277,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         deliveryQueue.async { self.finishInvalidation(failure) }
     }
 
-    private func finishInvalidation(_ failure: TransferFailure?) {
+    func finishInvalidation(_ failure: TransferFailure?) {
         let first = state.withLock { state -> Bool in
             guard !state.invalidated else { return false }
             state.invalidated = true

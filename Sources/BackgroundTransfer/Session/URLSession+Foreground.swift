@@ -11,7 +11,8 @@ extension URLSession {
         case cancel = 0
         /// Go on: the body comes to `didReceive data`.
         case allow = 1
-        /// Not offered by default sessions here: the task ends with -1 saying so.
+        /// Go on as a download task (`didBecome downloadTask`), whose file goes to
+        /// `didFinishDownloadingTo`.
         case becomeDownload = 2
         /// Not offered: the task ends with -1 saying so.
         case becomeStream = 3
@@ -99,11 +100,15 @@ extension URLSession {
         return refused
     }
 
-    /// Why a default session's download task cannot be made for `request`: its transport
-    /// sends no request body, and a body must not be dropped quietly.
+    /// Why a download task cannot be made for `request`: neither this process's transport nor
+    /// the daemon's downloads send a request body yet (Apple's background sessions send
+    /// `httpBody`), and a body must not be dropped quietly.
     func downloadBodyRefusal(_ request: URLRequest) -> TransferFailure? {
-        guard configuration.identifier == nil, request.httpBody != nil || request.httpBodyStream != nil else { return nil }
-        return TransferFailure(code: TransferFailure.unknown, message: "a default session's download task sends no request body here: use a data or upload task for \(request.httpMethod ?? "GET") with a body",
-                               subject: request.url?.absoluteString)
+        guard request.httpBody != nil || request.httpBodyStream != nil else { return nil }
+        let method = request.httpMethod ?? "GET"
+        let message = configuration.identifier == nil
+            ? "a default session's download task sends no request body here: use a data or upload task for \(method) with a body"
+            : "a background session's download task sends no request body yet: use uploadTask(with:fromFile:) for \(method) with a body (its answer comes to didReceive data)"
+        return TransferFailure(code: TransferFailure.unknown, message: message, subject: request.url?.absoluteString)
     }
 }

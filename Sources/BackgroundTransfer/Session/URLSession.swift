@@ -23,10 +23,10 @@ open class URLSession: @unchecked Sendable {
     /// `init` only.
     public private(set) var invalidationError: Error?
     /// Why this session could not be opened, as the failure tasks made on it end with.
-    private var invalidationFailure: TransferFailure?
+    var invalidationFailure: TransferFailure?
     private let givenDelegate: URLSessionDelegate?
     /// Identifiers for tasks refused before any backend numbered them (a session that never opened).
-    private let refusedTaskNumbers = Locked(0)
+    let refusedTaskNumbers = Locked(0)
 
     /// The delegate given when the session was made (the first one, for a background
     /// identifier opened twice in one process, S1.3).
@@ -176,7 +176,9 @@ open class URLSession: @unchecked Sendable {
     /// `downloadTask(with:completionHandler:)` for a URL.
     open func downloadTask(with request: URLRequest, completionHandler: @escaping @Sendable (URL?, URLResponse?, Error?) -> Void) -> URLSessionDownloadTask {
         let creation = TaskCreation(kind: .download, request: record(of: request))
-        return handlerTask(creation, refusal: downloadBodyRefusal(request), as: { URLSessionDownloadTask(record: $0, backend: nil) }) { task, result in
+        // A background session refuses completion handlers first (S1.2), body or not.
+        let refusal = configuration.identifier == nil ? downloadBodyRefusal(request) : nil
+        return handlerTask(creation, refusal: refusal, as: { URLSessionDownloadTask(record: $0, backend: nil) }) { task, result in
             switch result {
             case .success(let path): completionHandler(URL(fileURLWithPath: path), task.response, nil)
             case .failure(let error): completionHandler(nil, task.response, error)
@@ -244,30 +246,6 @@ open class URLSession: @unchecked Sendable {
         }
     }
 
-    /// A task whose outcome goes to `handler` rather than to the delegate's data calls.
-    func handlerTask<Task: URLSessionTask>(_ creation: TaskCreation, refusal: TransferFailure? = nil, as orphan: @escaping (TaskRecord) -> Task, handler: @escaping @Sendable (URLSessionTask, Result<String, Error>) -> Void) -> Task {
-        guard configuration.identifier == nil, refusal == nil else {
-            let failure = refusal ?? TransferFailure(code: TransferFailure.unknown, message: BackgroundSessionMisuse.completionHandlersUnsupported.message, subject: configuration.identifier)
-            let task = refusedTask(creation, failure, as: orphan)
-            let error = task.error ?? failure.urlError()
-            delegateQueue.addOperation { handler(task, .failure(error)) }
-            return task
-        }
-        guard let local = core as? LocalSessionCore, !local.isInvalidated else {
-            let task = makeTask(creation, as: orphan) // fails: the session is invalid
-            let error = task.error ?? TransferFailure(code: TransferFailure.cancelled, message: BackgroundSessionMisuse.sessionInvalidated.message).urlError()
-            delegateQueue.addOperation { handler(task, .failure(error)) }
-            return task
-        }
-        let made = local.createHandlerTask(creation, make: orphan) { task, result in
-            handler(task, result.mapError { $0.urlError(failingURL: creation.request.url) })
-        }
-        if let delegate = delegate as? URLSessionTaskDelegate {
-            delegateQueue.addOperation { delegate.urlSession(self, didCreateTask: made) }
-        }
-        return made
-    }
-
     /// An upload of the file at `fileURL` with `request`'s method (PUT or POST) and headers,
     /// suspended until `resume()` (S2.1). The daemon keeps its own link to the file, so the
     /// upload finishes even if this process exits and the file is removed. A file that is
@@ -287,58 +265,6 @@ open class URLSession: @unchecked Sendable {
     open func uploadTask(withResumeData resumeData: Data) -> URLSessionUploadTask {
         let url = (try? ResumeData(decoding: resumeData))?.url ?? ""
         return makeTask(TaskCreation(kind: .upload, request: RequestRecord(url: url), resumeData: resumeData), as: { URLSessionUploadTask(record: $0, backend: nil) })
-    }
-
-    /// Creates the task in the backend, with what this session's configuration and the
-    /// request (`cellular`) ask of the network and power (S5). Never traps: a task the
-    /// backend refuses, or one asked of a session that is invalid (it never opened, or the
-    /// app invalidated it), comes back completed with the error, which its delegate also
-    /// gets through `didCompleteWithError`; the daemon never had it.
-    func makeTask<Task: URLSessionTask>(_ creation: TaskCreation, cellular: Bool = true, as orphan: (TaskRecord) -> Task) -> Task {
-        var creation = creation
-        creation.requirements = TaskRequirements(
-            allowsCellularAccess: configuration.allowsCellularAccess && cellular,
-            allowsExpensiveNetworkAccess: configuration.allowsExpensiveNetworkAccess,
-            allowsConstrainedNetworkAccess: configuration.allowsConstrainedNetworkAccess,
-            isDiscretionary: configuration.isDiscretionary)
-        let failure: TransferFailure
-        if let core, !core.isInvalidated {
-            do {
-                let made = try core.createTask(creation)
-                if let task = made as? Task {
-                    if let delegate = delegate as? URLSessionTaskDelegate {
-                        delegateQueue.addOperation { delegate.urlSession(self, didCreateTask: task) }
-                    }
-                    return task
-                }
-                failure = TransferFailure(code: TransferFailure.unknown, message: "the session made a \(type(of: made)) where a \(Task.self) was asked for")
-            } catch {
-                failure = error
-            }
-        } else {
-            failure = invalidationFailure ?? TransferFailure(code: TransferFailure.cancelled, message: BackgroundSessionMisuse.sessionInvalidated.message, subject: configuration.identifier)
-        }
-        return refusedTask(creation, failure, as: orphan)
-    }
-
-    /// A task that was never created: completed at once with `failure`, reported to the delegate.
-    func refusedTask<Task: URLSessionTask>(_ creation: TaskCreation, _ failure: TransferFailure, as orphan: (TaskRecord) -> Task) -> Task {
-        let number = core?.reserveTaskIdentifier() ?? refusedTaskNumbers.withLock { value -> Int in
-            value += 1
-            return value
-        }
-        var record = TaskRecord(taskIdentifier: number, creation: creation)
-        record.state = .completed
-        let task = orphan(record)
-        let error = failure.urlError(failingURL: creation.request.url.isEmpty ? nil : creation.request.url, kind: creation.kind)
-        task.finish(with: error)
-        if AppEnvironment.isBootstrapped {
-            AppEnvironment.log.error("session", "task \(number) refused: \(failure.message)", session: configuration.identifier, task: number)
-        }
-        if let delegate = delegate as? URLSessionTaskDelegate {
-            delegateQueue.addOperation { delegate.urlSession(self, task: task, didCompleteWithError: error) }
-        }
-        return task
     }
 
     /// An upload of `bodyData` (default sessions; refused in background sessions, S2.1: the
@@ -439,76 +365,4 @@ open class URLSession: @unchecked Sendable {
     open func invalidateAndCancel() {
         core?.invalidate(cancelTasks: true)
     }
-
-    /// What a task with an `earliestBeginDate` does when it is ready (Apple's names, S5.1).
-    public enum DelayedRequestDisposition: Int, Sendable {
-        /// Start the request as it is.
-        case continueLoading = 0
-        /// Start the request given with the answer instead.
-        case useNewRequest = 1
-        /// Cancel the task (-999).
-        case cancel = 2
-    }
-
-    /// How the app answers an authentication challenge (Apple's names).
-    public enum AuthChallengeDisposition: Int, Sendable {
-        /// Use the credential given with the answer (for server trust, `URLCredential(trust:)`
-        /// accepts the chain, S3.6).
-        case useCredential = 0
-        /// As if the delegate did not implement the method: a stored credential, else the
-        /// 401/407 is delivered (for server trust, the system's verdict, S2.6).
-        case performDefaultHandling = 1
-        /// End the task with -999.
-        case cancelAuthenticationChallenge = 2
-        /// Decline this protection space: no stored credential is tried and the 401/407 is
-        /// delivered (for server trust, the system's verdict).
-        case rejectProtectionSpace = 3
-    }
-
-    /// The request as the daemon keeps it: its method, headers (with a `User-Agent` naming
-    /// the app and the library unless the request or the configuration sets one, as Apple's
-    /// does) and timeout (URLRequest's default of 60 s, and values that are not finite,
-    /// defer to the configuration's `timeoutIntervalForRequest`).
-    func record(of request: URLRequest) -> RequestRecord {
-        Self.record(of: request, configuration: configuration)
-    }
-
-    static func record(of request: URLRequest, configuration: URLSessionConfiguration) -> RequestRecord {
-        var fields = request.allHTTPHeaderFields ?? [:]
-        let hasAgent = fields.keys.contains { $0.caseInsensitiveCompare("User-Agent") == .orderedSame }
-            || (configuration.httpAdditionalHeaders ?? [:]).keys.contains { $0.caseInsensitiveCompare("User-Agent") == .orderedSame }
-        if !hasAgent { fields["User-Agent"] = defaultUserAgent }
-        let headers = fields.sorted { $0.key < $1.key }.map { HeaderField(name: $0.key, value: $0.value) }
-        // Infinity and NaN cannot travel as JSON numbers: such a request has the configuration's
-        // timeout (the daemon holds finite values of any size to a range).
-        let timeout: Double? = request.timeoutInterval == defaultRequestTimeout || !request.timeoutInterval.isFinite ? nil : request.timeoutInterval
-        return RequestRecord(url: request.url?.absoluteString ?? "", httpMethod: request.httpMethod ?? "GET", headers: headers, timeoutInterval: timeout)
-    }
-
-    /// `URLRequest`'s own default `timeoutInterval`.
-    static let defaultRequestTimeout: TimeInterval = 60
-
-    /// The library's version, as it appears in the `User-Agent` (the project's one version, `ProductVersion`).
-    public static let libraryVersion = ProductVersion.current
-
-    /// What every request sends as its `User-Agent` unless the app sets one: the app's
-    /// executable and bundle, the library, the system, e.g.
-    /// `reader-app (com.example.reader) BackgroundTransfer/1.0 Linux/6.8.0` (Apple's reads
-    /// `Reader/1 CFNetwork/1490.0.4 Darwin/23.2.0`).
-    public static var defaultUserAgent: String {
-        let app: String
-        if AppEnvironment.isBootstrapped {
-            app = "\(AppEnvironment.log.process) (\(AppEnvironment.identity.bundleIdentifier))"
-        } else {
-            app = (ProcessSpawner.currentExecutable as NSString).lastPathComponent
-        }
-        return "\(app) BackgroundTransfer/\(libraryVersion) Linux/\(kernelRelease)"
-    }
-
-    /// `uname -r`, read once.
-    private static let kernelRelease: String = {
-        var system = utsname()
-        uname(&system)
-        return withUnsafeBytes(of: &system.release) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
-    }()
 }
