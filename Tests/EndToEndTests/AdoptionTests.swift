@@ -10,7 +10,7 @@ import ContainerInspection
 /// backend refuses, long bundle identifiers, the request's own settings. Nothing an app
 /// passes may trap the process, and a task the daemon has not accepted never looks accepted.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(5)))
 final class AdoptionTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 
@@ -326,7 +326,7 @@ final class CreationRecorder: URLSessionTaskDelegate, @unchecked Sendable {
 }
 
 /// The same, with real processes: the stand-ins and the daemon.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct AdoptionProcessTests {
     @Test("A stand-in that cannot start transferd exits non-zero and names the daemon (issue 18, finding 1)")
     func standInWithoutDaemonFails() throws {

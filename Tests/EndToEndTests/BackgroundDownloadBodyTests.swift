@@ -9,7 +9,7 @@ import LoopbackServer
 /// creation with an error saying so, and nothing reaches the server. Sending the request
 /// without its body, as if nothing were wrong, would hand the app a wrong answer.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(2)))
+@Suite(.serialized, .timeLimit(.minutes(5)))
 final class BackgroundDownloadBodyTests: InProcessSuite, @unchecked Sendable {
 
     @Test("A background download task with httpBody or httpBodyStream ends at once with -1, and the server gets no request", arguments: ["data", "stream"])

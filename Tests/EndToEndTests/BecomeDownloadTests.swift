@@ -9,7 +9,7 @@ import LoopbackServer
 /// `didFinishDownloadingTo`. Corelibs traps on that answer, so the differential test cannot
 /// run it; this test holds the library to Apple's order of calls.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(2)))
+@Suite(.serialized, .timeLimit(.minutes(5)))
 final class BecomeDownloadTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

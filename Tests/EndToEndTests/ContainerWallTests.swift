@@ -7,7 +7,7 @@ import LoopbackServer
 /// The daemon writes a download only inside the session's own cache folder: a symlink a
 /// client plants there, or in its place, is not written through (issue 28, item 7).
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(2)))
+@Suite(.serialized, .timeLimit(.minutes(5)))
 final class ContainerWallTests: InProcessSuite, @unchecked Sendable {
     private func cacheFolder(_ session: String) -> URL {
         container.layout.appGroup(InProcess.group).appendingPathComponent("Library/Caches/BackgroundTransfer/\(session)")

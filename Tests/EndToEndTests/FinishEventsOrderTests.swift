@@ -6,7 +6,7 @@ import TransferContainer
 /// S3.2 with held challenges: an app relaunched for tasks held on server-trust challenges
 /// answers them, and the tasks it ends that way are events of the same launch:
 /// `urlSessionDidFinishEvents` comes once, after their `didCompleteWithError`.
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct FinishEventsOrderTests {
     static let fetchSession = "com.example.host.fetch.background"
 

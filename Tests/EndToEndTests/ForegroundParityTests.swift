@@ -10,7 +10,7 @@ import TestPeers
 /// (delegate calls in order, status, bodies, errors and codes, task properties) and what
 /// each server received (methods, body bytes and their digest, headers) must be equal,
 /// observable by observable, except the differences listed below on purpose.
-@Suite(.timeLimit(.minutes(4)))
+@Suite(.timeLimit(.minutes(5)))
 struct ForegroundParityTests {
     /// Where this library follows Apple and corelibs does not, each with its reason. A name
     /// starting with `*` stands for every scenario's observable of that name.

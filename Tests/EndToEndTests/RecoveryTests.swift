@@ -4,7 +4,7 @@ import LoopbackServer
 import TransferContainer
 
 /// Hostile records: a session whose record cannot be read, and containers moved elsewhere.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct RecoveryTests {
     static let fetchSession = "com.example.host.fetch.background"
 

@@ -4,7 +4,7 @@ import LoopbackServer
 import TransferContainer
 
 /// Whatever dies, no event is lost and none reaches a delegate twice (S3.4, S4.1).
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct RedeliveryTests {
     static let fetchSession = "com.example.host.fetch.background"
 

@@ -7,7 +7,7 @@ import ContainerInspection
 
 /// Behaviours a deliberate-bug check found unguarded: each test here fails when its
 /// behaviour is broken (what breaks it is named in each test's comment).
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct RestartGuardTests {
     static let fetchSession = "com.example.host.fetch.background"
 
@@ -90,7 +90,7 @@ struct RestartGuardTests {
 }
 
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(5)))
 final class LifetimeGuardTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

@@ -8,7 +8,7 @@ import ContainerInspection
 /// Device conditions, discretionary work, delayed requests, priorities and coalescing, with
 /// the conditions changed by the real `bgtransfer conditions` against the running daemon (S5).
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(5)))
 final class SchedulingTests: InProcessSuite, @unchecked Sendable {
 
     /// `bgtransfer conditions …`; returns once the daemon has applied them.

@@ -7,7 +7,7 @@ import TransferContainer
 /// without warnings, and the installed tree runs the demo. The script installs the
 /// executables this test run was built with (`--from`): a release build, what it does by
 /// default, takes many minutes on the CI's two cores.
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct ServiceInstallTests {
     static let scripts = ReaderExampleTests.repository.appendingPathComponent("Examples/service")
 

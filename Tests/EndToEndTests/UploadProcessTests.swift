@@ -6,7 +6,7 @@ import LoopbackServer
 
 /// Uploads across real processes: the share extension hands an upload over and exits, the
 /// daemon is killed mid-upload, and the host is relaunched with the answer (S1.6, S3.1, S6.6).
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(5)))
 struct UploadProcessTests {
     static let shareSession = "com.example.host.share.background"
 

@@ -5,7 +5,7 @@ import TransferContainer
 
 /// `bgtransfer watch`, end to end: the daemon's watch pushes reach the tool, which stays
 /// quiet (plain lines, no escapes) when its stdout is a pipe.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(5)))
 struct WatchTests {
     static let fetchSession = "com.example.host.fetch.background"
 
