@@ -20,6 +20,9 @@ public final class TransferDaemon {
         public var backgroundBudget: TimeInterval = 30
         /// Transfers running at once in the whole daemon (`transferd --max-transfers`).
         public var maximumConcurrentTransfers = 32
+        /// Unfinished tasks one app (bundle identifier) may have across its sessions
+        /// (`transferd --max-tasks-per-app`): past it a new task is refused with -1011.
+        public var maximumTasksPerApp = TransferLimits.tasksPerApp
         /// Bytes a download leaves free on the container's file system: one that would take
         /// them stops with -3002 and resume data instead of filling the disk. A new task that
         /// would take them is refused with -3002 (`JournalReserve`): they are kept for the

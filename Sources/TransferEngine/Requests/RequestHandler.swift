@@ -66,6 +66,7 @@ final class RequestHandler {
             if let resent = creation.taskIdentifier.flatMap(session.taskOrEnding) { return .task(resent) } // sent again after a reconnect
             // Refused before any record is made, so a giant URL is not kept (in memory or on disk).
             if let oversized = TransferLimits.refusal(of: creation.request) { throw oversized }
+            try checkTaskQuota(of: session.record.owner, in: session)
             let journal = JournalContents.path(inSession: session.directory)
             if let failure = daemon.commits.failure { throw JournalReserve.cannotRecord(failure, writing: journal) }
             // A new task leaves the reserve to the lines that end the tasks already accepted.
@@ -330,6 +331,17 @@ final class RequestHandler {
         throw TransferFailure(code: TransferFailure.requestRefused,
                               message: "\(owner) already has \(count) background sessions, the most one app may have (\(Self.sessionsPerApp)); session \(identifier) is not created (a session is kept once made: reuse identifiers)",
                               subject: identifier.rawValue)
+    }
+
+    /// Unfinished tasks are what the daemon holds in memory and schedules: one app's are
+    /// bounded (`Options.maximumTasksPerApp`) so that it cannot take the daemon from the others.
+    private func checkTaskQuota(of owner: BundleIdentifier, in session: DaemonSession) throws {
+        let cap = daemon.options.maximumTasksPerApp
+        let count = daemon.sessions.values.reduce(0) { $0 + ($1.record.owner == owner ? $1.tasks.count : 0) }
+        guard count >= cap else { return }
+        throw TransferFailure(code: TransferFailure.requestRefused,
+                              message: "\(owner) already has \(count) unfinished tasks, the most one app may have (\(cap)); no task is created in session \(session.key.identifier)",
+                              subject: session.key.identifier.rawValue)
     }
 
     private func heldSession(_ identifier: SessionIdentifier, _ connection: ClientConnection) throws -> DaemonSession {
