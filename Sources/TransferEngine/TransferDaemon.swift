@@ -191,11 +191,23 @@ public final class TransferDaemon {
     /// server, record or request can keep the container's daemon down.
     private func guardAgainstCrashLoops() {
         let path = layout.daemonDirectory.appendingPathComponent("crashed-on").path
-        let crashed = CrashGuard.takeCrash(at: path)
-        do { try CrashGuard.install(path: path) } catch { log.error("daemon", "cannot install the crash guard: \(error)") }
-        guard let key = crashed else { return }
-        guard let session = sessions[key.session], var task = session.tasks[key.task] else {
-            log.error("daemon", "the last transferd crashed while working on task \(key.task) of \(key.session), which has ended since")
+        let runPath = layout.daemonDirectory.appendingPathComponent("transferd.run").path
+        let mark = CrashGuard.takeCrash(at: path, lastRun: DaemonRun.recorded(at: runPath))
+        if let run = DaemonRun.current() {
+            do {
+                try run.record(at: runPath)
+                try CrashGuard.install(path: path, run: run)
+            } catch { log.error("daemon", "cannot install the crash guard: \(error)") }
+        } else {
+            log.error("daemon", "cannot install the crash guard: /proc does not say which process this is")
+        }
+        guard let mark else { return }
+        guard case .crashed(let key) = mark else {
+            if case .notCounted(let why) = mark { log.error("daemon", "a crash mark in \(path) is not counted: \(why)") }
+            return
+        }
+        guard let session = sessions[key.session], var task = session.tasks[key.task], task.state == .running else {
+            log.error("daemon", "the last transferd crashed while working on task \(key.task) of \(key.session), which is not running now")
             return
         }
         let crashes = min(task.daemonCrashes ?? 0, CheckedNumbers.counters.upperBound - 1) + 1
