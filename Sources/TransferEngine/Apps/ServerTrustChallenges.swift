@@ -48,7 +48,8 @@ final class ServerTrustChallenges {
             return
         }
         deviceRoots = CertificatePEM.certificates(in: text)
-        daemon.log.info("trust", "\(deviceRoots.count) root certificates installed on the device (\(path))")
+        // At notice: any program of the user can write the file, so the user should see what it holds.
+        daemon.log.notice("trust", "\(deviceRoots.count) root certificates installed on the device (\(path))")
     }
 
     /// How a transfer of `task` judges its server: the system store and the device's roots,
