@@ -14,19 +14,7 @@ package final class SilentPeer: @unchecked Sendable {
     private var running = true
 
     package init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw PeerProcess.Failure(description: "silent peer socket: errno \(errno)") }
-        var address = PeerProcess.loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0, listen(fd, 1024) == 0 else {
-            let code = errno
-            close(fd)
-            throw PeerProcess.Failure(description: "silent peer bind/listen on 127.0.0.1: errno \(code)")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try PeerProcess.listenOnLoopback(backlog: 1024, what: "silent peer")
         let thread = Thread { [self] in acceptLoop() }
         thread.name = "SilentPeer accept :\(port)"
         thread.start()
