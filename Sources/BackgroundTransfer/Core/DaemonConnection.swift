@@ -200,8 +200,12 @@ final class DaemonConnection: @unchecked Sendable {
         do {
             try UnixSocket.sendAll(fd, frame)
         } catch {
-            _ = state.withLock { $0.waiters.removeValue(forKey: id) }
-            throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "cannot send to the transfer daemon: \(error)")
+            // The connection is broken. Its reader answers every waiter when it reaches the
+            // end, with the daemon's refusal if it sent one before closing (`refusal`): the
+            // daemon's reason, not this write's error. A peer still there is cut off so that
+            // the reader does reach the end.
+            if error.code != EPIPE && error.code != ECONNRESET { shutdown(fd.rawValue, Int32(SHUT_RDWR)) }
+            log.error("connection", "cannot send to the transfer daemon: \(error)")
         }
         return id
     }
