@@ -23,10 +23,6 @@ final class ServerTrustChallenges {
     /// (libcurl's own limit counts within one exchange).
     private var originMoves: [TaskKey: Int] = [:]
     static let maximumOriginMoves = 16
-    /// How many times each task's transfer failed trust while the probe then verified the
-    /// chain, for the daemon's life: counted and backed off by the retry policy, so a server
-    /// that answers each connection differently does not spin the daemon.
-    private var disagreements: [TaskKey: Int] = [:]
 
     /// A session's view of one server: what an accepted key covers.
     struct Origin: Hashable {
@@ -126,11 +122,13 @@ final class ServerTrustChallenges {
     /// The transfer's chain failed but the probe's verified (servers behind one name that
     /// differ): tried again with the backoff of network trouble, and -1202 after the bound.
     private func retryAfterDisagreement(_ task: TaskRecord, about record: ServerTrustRecord, in session: DaemonSession) {
-        let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        disagreements[key, default: 0] += 1
-        let count = disagreements[key, default: 0]
+        // Counted in the task's record (made durable with the retry), so that a restarted
+        // daemon goes on counting: a server that answers each connection differently must not
+        // spin the daemon, nor get a fresh bound at every restart.
+        let count = min(task.trustDisagreements ?? 0, CheckedNumbers.counters.upperBound - 1) + 1
         let reason = "the chain of \(record.host):\(record.port) failed the transfer but verifies in a probe (\(count) times)"
         var task = task
+        task.trustDisagreements = count
         task.retryCount += 1
         task.lastError = reason
         let decision = daemon.retryPolicy.afterTrustDisagreement(count, createdAt: task.createdAt,
@@ -206,7 +204,6 @@ final class ServerTrustChallenges {
     func forget(_ key: TaskKey) {
         for origin in probing.keys { probing[origin]?.remove(key) }
         originMoves[key] = nil
-        disagreements[key] = nil
     }
 
     private func origin(of url: String, in session: DaemonSession) -> Origin? {
