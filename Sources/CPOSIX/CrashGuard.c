@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 static char guard_path[4096];
+static char guard_prefix[256];
+static size_t guard_prefix_length;
 static char guard_note[1024];
 static volatile size_t guard_note_length;
 static struct sigaction previous[NSIG];
@@ -16,6 +18,12 @@ static void crash_guard_handler(int signal) {
     if (length > 0) {
         int fd = open(guard_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd >= 0) {
+            size_t written = 0;
+            while (written < guard_prefix_length) {
+                ssize_t n = write(fd, guard_prefix + written, guard_prefix_length - written);
+                if (n <= 0) break;
+                written += (size_t)n;
+            }
             size_t done = 0;
             while (done < length) {
                 ssize_t n = write(fd, guard_note + done, length - done);
@@ -32,10 +40,13 @@ static void crash_guard_handler(int signal) {
     raise(signal);
 }
 
-int cposix_crash_guard_install(const char *path) {
+int cposix_crash_guard_install(const char *path, const char *prefix) {
     size_t length = strlen(path);
-    if (length >= sizeof guard_path) { errno = ENAMETOOLONG; return -1; }
+    size_t prefix_length = strlen(prefix);
+    if (length >= sizeof guard_path || prefix_length >= sizeof guard_prefix) { errno = ENAMETOOLONG; return -1; }
     memcpy(guard_path, path, length + 1);
+    memcpy(guard_prefix, prefix, prefix_length + 1);
+    guard_prefix_length = prefix_length;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = crash_guard_handler;

@@ -46,19 +46,7 @@ package final class ForwardProxy: @unchecked Sendable {
     package init(requiring credential: (user: String, password: String)? = nil, balancing backends: [Int] = []) throws {
         self.credential = credential
         self.backends = backends
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw PeerProcess.Failure(description: "proxy socket: errno \(errno)") }
-        var address = PeerProcess.loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0, listen(fd, 64) == 0 else {
-            let code = errno
-            close(fd)
-            throw PeerProcess.Failure(description: "proxy bind/listen on 127.0.0.1: errno \(code)")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try PeerProcess.listenOnLoopback(backlog: 64, what: "proxy")
         startThread(name: "ForwardProxy accept :\(port)") { [self] in acceptLoop() }
     }
 

@@ -56,6 +56,23 @@ package enum PeerProcess {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
+    /// A listening TCP socket on a free 127.0.0.1 port (close-on-exec), and the port; `what`
+    /// names the peer in errors.
+    static func listenOnLoopback(backlog: Int32, what: String) throws -> (fd: Int32, port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "\(what) socket: errno \(errno)") }
+        var address = loopback(port: 0)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0, listen(fd, backlog) == 0 else {
+            let code = errno
+            close(fd)
+            throw Failure(description: "\(what) bind/listen on 127.0.0.1: errno \(code)")
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
     /// Whether something accepts connections on 127.0.0.1:`port` now.
     package static func accepts(port: Int) -> Bool {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

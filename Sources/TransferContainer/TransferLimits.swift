@@ -14,6 +14,11 @@ public enum TransferLimits {
     /// Lines in one response's header block.
     public static let responseHeaderLines = 1_000
 
+    /// Unfinished tasks one app may have, all its sessions together (`transferd
+    /// --max-tasks-per-app` changes it): twice the 100,000 a session is shown to hold, so an
+    /// app's queue fits, while one app cannot fill the daemon's memory for the others.
+    public static let tasksPerApp = 200_000
+
     /// Why `request` is refused at task creation: -1000 for a URL past `urlBytes`, -1103 for
     /// headers past theirs; nil within bounds.
     public static func refusal(of request: RequestRecord) -> TransferFailure? {

@@ -20,6 +20,9 @@ public final class TransferDaemon {
         public var backgroundBudget: TimeInterval = 30
         /// Transfers running at once in the whole daemon (`transferd --max-transfers`).
         public var maximumConcurrentTransfers = 32
+        /// Unfinished tasks one app (bundle identifier) may have across its sessions
+        /// (`transferd --max-tasks-per-app`): past it a new task is refused with -1011.
+        public var maximumTasksPerApp = TransferLimits.tasksPerApp
         /// Bytes a download leaves free on the container's file system: one that would take
         /// them stops with -3002 and resume data instead of filling the disk. A new task that
         /// would take them is refused with -3002 (`JournalReserve`): they are kept for the
@@ -188,11 +191,23 @@ public final class TransferDaemon {
     /// server, record or request can keep the container's daemon down.
     private func guardAgainstCrashLoops() {
         let path = layout.daemonDirectory.appendingPathComponent("crashed-on").path
-        let crashed = CrashGuard.takeCrash(at: path)
-        do { try CrashGuard.install(path: path) } catch { log.error("daemon", "cannot install the crash guard: \(error)") }
-        guard let key = crashed else { return }
-        guard let session = sessions[key.session], var task = session.tasks[key.task] else {
-            log.error("daemon", "the last transferd crashed while working on task \(key.task) of \(key.session), which has ended since")
+        let runPath = layout.daemonDirectory.appendingPathComponent("transferd.run").path
+        let mark = CrashGuard.takeCrash(at: path, lastRun: DaemonRun.recorded(at: runPath))
+        if let run = DaemonRun.current() {
+            do {
+                try run.record(at: runPath)
+                try CrashGuard.install(path: path, run: run)
+            } catch { log.error("daemon", "cannot install the crash guard: \(error)") }
+        } else {
+            log.error("daemon", "cannot install the crash guard: /proc does not say which process this is")
+        }
+        guard let mark else { return }
+        guard case .crashed(let key) = mark else {
+            if case .notCounted(let why) = mark { log.error("daemon", "a crash mark in \(path) is not counted: \(why)") }
+            return
+        }
+        guard let session = sessions[key.session], var task = session.tasks[key.task], task.state == .running else {
+            log.error("daemon", "the last transferd crashed while working on task \(key.task) of \(key.session), which is not running now")
             return
         }
         let crashes = min(task.daemonCrashes ?? 0, CheckedNumbers.counters.upperBound - 1) + 1

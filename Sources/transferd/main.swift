@@ -3,20 +3,21 @@ import TransferContainer
 import TransferEngine
 
 // transferd: the transfer daemon. `transferd [--container PATH] [--exit-when-idle SECONDS]
-// [--relaunch-delay SECONDS] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]`. Runs in the
+// [--relaunch-delay SECONDS] [--max-tasks-per-app N] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]`. Runs in the
 // foreground until SIGTERM/SIGINT. Its settings come from this command line; from the
 // environment only what a service manager sets (systemd's LISTEN_*, NOTIFY_SOCKET,
 // JOURNAL_STREAM) and BGTRANSFER_LOG_LEVEL when --log-level is not given, which a unit may set
 // (Environment=): a daemon started on demand by a client gets a minimal environment
 // (DaemonEndpoint.daemonEnvironment), so no client's setting reaches it.
 
-let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]"], details: """
+let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--max-tasks-per-app N] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]"], details: """
     The transfer daemon of one container, in the foreground until SIGTERM or SIGINT (clients
     start it on demand with --exit-when-idle).
       --exit-when-idle SECONDS      exit after this long with nothing to do
       --relaunch-delay SECONDS      the resume rate limiter's first delay (default 60)
       --background-budget SECONDS   how long an app launched for events may run (default 30)
       --max-transfers N             transfers at once in the whole daemon (default 32)
+      --max-tasks-per-app N         unfinished tasks one app may have, all its sessions together (default 200000)
       --free-space-reserve MIB      what downloads and new tasks leave free on the container's file system (default 64)
       --log-level LEVEL             the quietest level logged: debug, info, notice, error or fault (default:
                                     $BGTRANSFER_LOG_LEVEL of whoever ran transferd, else notice)
@@ -53,6 +54,13 @@ if budget >= 0 { options.backgroundBudget = budget }
 if let index = arguments.firstIndex(of: "--max-transfers") {
     guard index + 1 < arguments.count, let limit = Int(arguments[index + 1]), limit > 0 else { usage.usageError("--max-transfers needs a positive number") }
     options.maximumConcurrentTransfers = limit
+    arguments.removeSubrange(index...(index + 1))
+}
+if let index = arguments.firstIndex(of: "--max-tasks-per-app") {
+    guard index + 1 < arguments.count, let cap = Int(arguments[index + 1]), (1...100_000_000).contains(cap) else {
+        usage.usageError("--max-tasks-per-app needs a number from 1 to 100000000")
+    }
+    options.maximumTasksPerApp = cap
     arguments.removeSubrange(index...(index + 1))
 }
 if let index = arguments.firstIndex(of: "--free-space-reserve") {

@@ -3,6 +3,7 @@ import TestPeers
 import Testing
 import BackgroundTransfer
 import TransferContainer
+import ContainerInspection
 
 /// A balancer in front of two backends, one presenting a chain nobody trusts and one a chain of
 /// the device's installed CA: every transfer meets the first and every trust probe the second.
@@ -14,6 +15,7 @@ final class ServerTrustDisagreementTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
     let nginx: Nginx
     let balancer: ForwardProxy
+    var daemon: DaemonUnderTest?
 
     required init() throws {
         let certificates = try TestCertificates.shared.get()
@@ -23,7 +25,7 @@ final class ServerTrustDisagreementTests: InProcessSuite, @unchecked Sendable {
         balancer = try ForwardProxy(balancing: [nginx.port("otherCA"), nginx.port("trusted")])
         try super.init()
         try FileManager.default.copyItem(at: certificates.caFile, to: container.layout.deviceTrustedRoots)
-        _ = try DaemonUnderTest.start(container)
+        daemon = try DaemonUnderTest.start(container)
     }
 
     deinit {
@@ -50,6 +52,32 @@ final class ServerTrustDisagreementTests: InProcessSuite, @unchecked Sendable {
         #expect(outcome?.error?.failingURL?.absoluteString == url)
         #expect(delegate.trusts.isEmpty, "the probe's chain verifies: the app is not asked")
         #expect(connections <= 20, "\(connections) connections in \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+    }
+
+    @Test("The bound on disagreements holds across a daemon restart: killed after four, the restarted daemon fails the task with -1202 after one more")
+    func disagreementsSurviveRestart() throws {
+        let delegate = ServerTrustTests.TrustDelegate { _ in .cancelAuthenticationChallenge }
+        let configuration = URLSessionConfiguration.background(withIdentifier: "trust.disagreement.restart")
+        configuration.sharedContainerIdentifier = InProcess.group.rawValue
+        configuration.sessionSendsLaunchEvents = false
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        defer { session.invalidateAndCancel() }
+        let url = "https://127.0.0.1:\(balancer.port)/file.bin"
+        let task = session.downloadTask(with: try #require(URL(string: url)))
+        task.resume()
+        // Each disagreement is two connections: the transfer's (untrusted) and the probe's,
+        // and one retry in the task's record; killed while the fourth's backoff (2 s) runs.
+        let retries = { ContainerSnapshot.read(self.container.layout).sessions.flatMap(\.tasks).first { $0.taskIdentifier == task.taskIdentifier }?.retryCount ?? 0 }
+        try #require(waitUntil(timeout: 30) { retries() >= 4 }, "four disagreements (\(retries()) retries, \(balancer.events.count) connections)")
+        let before = balancer.events.count
+        let killed = try #require(daemon)
+        killed.process.kill()
+        _ = killed.process.wait(timeout: 10)
+        daemon = try DaemonUnderTest.start(container)
+        let outcome = delegate.outcome(of: task.taskIdentifier, timeout: 40)
+        let after = balancer.events.count - before
+        #expect(outcome?.error?.errorCode == -1202, "\(String(describing: outcome?.error))")
+        #expect(after <= 4, "\(after) connections after the restart (one more disagreement is two)")
     }
 }
 }

@@ -28,6 +28,9 @@ final class DaemonConnection: @unchecked Sendable {
         var generation = 0
         /// One reconnect loop at a time.
         var reconnecting = false
+        /// Why the daemon is closing the connection (a failure with reply number 0, which
+        /// answers no request): what the requests still waiting fail with when it closes.
+        var refusal: TransferFailure?
     }
 
     /// Who waits for a request's reply: a blocked caller, or a callback (`send`, `request(_:onReply:)`).
@@ -197,8 +200,12 @@ final class DaemonConnection: @unchecked Sendable {
         do {
             try UnixSocket.sendAll(fd, frame)
         } catch {
-            _ = state.withLock { $0.waiters.removeValue(forKey: id) }
-            throw TransferFailure(code: TransferFailure.networkConnectionLost, message: "cannot send to the transfer daemon: \(error)")
+            // The connection is broken. Its reader answers every waiter when it reaches the
+            // end, with the daemon's refusal if it sent one before closing (`refusal`): the
+            // daemon's reason, not this write's error. A peer still there is cut off so that
+            // the reader does reach the end.
+            if error.code != EPIPE && error.code != ECONNRESET { shutdown(fd.rawValue, Int32(SHUT_RDWR)) }
+            log.error("connection", "cannot send to the transfer daemon: \(error)")
         }
         return id
     }
@@ -235,6 +242,9 @@ final class DaemonConnection: @unchecked Sendable {
 
     private func dispatch(_ frame: DaemonFrame) {
         switch frame {
+        case .reply(0, .failure(let failure)):
+            log.error("connection", "the transfer daemon refused this connection: \(failure.message)")
+            state.withLock { $0.refusal = failure }
         case .reply(let id, let reply):
             state.withLock { $0.waiters.removeValue(forKey: id) }?.answer(reply)
         case .push(let push):
@@ -246,17 +256,19 @@ final class DaemonConnection: @unchecked Sendable {
 
     /// The daemon went away (killed, restarted): fail waiting requests, reconnect, reopen sessions.
     private func connectionLost(_ fd: FileDescriptor, generation: Int) {
-        let (waiters, subscribers, shouldReconnect) = state.withLock { state -> ([Waiter], [Subscriber], Bool) in
-            guard state.generation == generation else { return ([], [], false) }
+        let (waiters, subscribers, shouldReconnect, refusal) = state.withLock { state -> ([Waiter], [Subscriber], Bool, TransferFailure?) in
+            guard state.generation == generation else { return ([], [], false, nil) }
             state.descriptor = nil
+            let refusal = state.refusal
+            state.refusal = nil
             let waiters = state.waiters.sorted { $0.key < $1.key }.map(\.value) // failed in the order they were sent
             state.waiters.removeAll()
             let reconnect = !state.subscribers.isEmpty && !state.reconnecting
             if reconnect { state.reconnecting = true }
-            return (waiters, Array(state.subscribers.values), reconnect)
+            return (waiters, Array(state.subscribers.values), reconnect, refusal)
         }
         fd.close()
-        waiters.forEach { $0.answer(nil) }
+        waiters.forEach { $0.answer(refusal.map(DaemonReply.failure)) }
         guard shouldReconnect else { return }
         log.notice("connection", "lost the transfer daemon; reconnecting")
         defer { state.withLock { $0.reconnecting = false } }

@@ -7,9 +7,10 @@
 #include <stddef.h>
 
 /// Installs the handler for SIGILL, SIGTRAP, SIGABRT, SIGSEGV, SIGBUS and SIGFPE; on such a
-/// signal, a non-empty note is written to `path` (copied), then the signal's previous action
-/// runs. Returns 0, or -1 (errno set).
-int cposix_crash_guard_install(const char *path);
+/// signal, a non-empty note is written to `path` (copied) after `prefix` (copied; at most 255
+/// bytes: which process wrote it), then the signal's previous action runs. Returns 0, or -1
+/// (errno set).
+int cposix_crash_guard_install(const char *path, const char *prefix);
 /// Sets the note (truncated to 1023 bytes); length 0 clears it. Not thread-safe: the loop
 /// thread alone sets it.
 void cposix_crash_guard_note(const char *text, size_t length);

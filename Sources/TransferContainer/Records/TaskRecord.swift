@@ -187,6 +187,10 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     /// Daemons that crashed while working on this task (`CrashGuard`); nil for none. The
     /// second crash fails the task instead of trying it again.
     public var daemonCrashes: Int?
+    /// Times this task's transfer failed server trust while the probe then verified the
+    /// chain (servers behind one name that disagree); nil for none. Kept in the record so
+    /// that the bound on them holds across daemon restarts.
+    public var trustDisagreements: Int?
     /// The protocol of the last response (ALPN's names: "h2", "http/1.1"; Apple's
     /// `URLSessionTaskTransactionMetrics.networkProtocolName`); nil before one arrived and in
     /// records written before it existed.
@@ -244,6 +248,7 @@ extension TaskRecord {
         task.retryCount = CheckedNumbers.clamp(task.retryCount, to: CheckedNumbers.counters)
         task.authenticationFailures = CheckedNumbers.clamp(task.authenticationFailures, to: CheckedNumbers.counters)
         task.daemonCrashes = task.daemonCrashes.map { CheckedNumbers.clamp($0, to: CheckedNumbers.counters) }
+        task.trustDisagreements = task.trustDisagreements.map { CheckedNumbers.clamp($0, to: CheckedNumbers.counters) }
         if let failures = task.pendingChallenge?.previousFailureCount {
             task.pendingChallenge?.previousFailureCount = CheckedNumbers.clamp(failures, to: CheckedNumbers.counters)
         }

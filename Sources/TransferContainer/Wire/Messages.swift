@@ -136,6 +136,12 @@ public struct RequestFrame: Codable, Sendable {
     }
 }
 
+/// The number of a request whose body cannot be read as a whole (`RequestFrame`), for
+/// answering it under that number.
+public struct RequestNumber: Decodable, Sendable {
+    public var id: UInt64
+}
+
 /// Daemon → client, the answer to one request.
 public enum DaemonReply: Codable, Sendable {
     /// Task records per reply when a session is opened, and per `getTasks` the client sends

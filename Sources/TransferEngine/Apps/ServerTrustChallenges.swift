@@ -7,27 +7,22 @@ import TransferTransport
 /// app with a server-trust challenge, attached or relaunched for it as for a `401`; an app
 /// that accepts it with `URLCredential(trust:)` has that server's key, and no other, trusted
 /// for its session from then on, across daemon restarts (`session.json`). No request is sent
-/// to a server nobody trusts: the chain is learnt by a handshake-only probe, on a thread of
-/// its own. Owned by the daemon's loop thread.
+/// to a server nobody trusts: the chain is learnt by a handshake-only probe (`TrustProbes`:
+/// one per server, on a thread of its own, with a deadline). Owned by the daemon's loop thread.
 final class ServerTrustChallenges {
     unowned let daemon: TransferDaemon
     /// Root certificates installed on the simulated device (`Daemon/trusted-roots.pem`),
     /// trusted besides the system store for every app, as a profile's CA is on iOS.
     private(set) var deviceRoots: [Data] = []
-    /// The tasks waiting for a probe of their server's chain, by origin: one probe per origin
-    /// at a time, however many of its tasks failed together.
-    private var probing: [Origin: Set<TaskKey>] = [:]
+    /// The tasks waiting for a probe of their server's chain, by server: one probe per server
+    /// at a time, however many tasks (of any session) failed together.
+    private var probing: [TrustProbes.Target: Set<TaskKey>] = [:]
+    private lazy var probes = TrustProbes(waker: daemon.loop.multi.waker)
     /// How many times each task was moved on to another origin by a redirect (`trustFailed`),
     /// for the daemon's life: servers that send a task back and forth are not followed forever
     /// (libcurl's own limit counts within one exchange).
     private var originMoves: [TaskKey: Int] = [:]
     static let maximumOriginMoves = 16
-    /// How many times each task's transfer failed trust while the probe then verified the
-    /// chain, for the daemon's life: counted and backed off by the retry policy, so a server
-    /// that answers each connection differently does not spin the daemon.
-    private var disagreements: [TaskKey: Int] = [:]
-    /// Probe results, handed from the probing threads to the loop (`deliverProbeResults`).
-    private let results = Locked<[ProbeResult]>([])
 
     /// A session's view of one server: what an accepted key covers.
     struct Origin: Hashable {
@@ -35,12 +30,6 @@ final class ServerTrustChallenges {
         var scheme: String
         var host: String
         var port: Int
-    }
-
-    /// What a probe learnt for a task whose transfer failed server trust.
-    struct ProbeResult: Sendable {
-        var origin: Origin
-        var outcome: Result<ServerTrustRecord, CurlError>
     }
 
     init(daemon: TransferDaemon) {
@@ -55,7 +44,8 @@ final class ServerTrustChallenges {
             return
         }
         deviceRoots = CertificatePEM.certificates(in: text)
-        daemon.log.info("trust", "\(deviceRoots.count) root certificates installed on the device (\(path))")
+        // At notice: any program of the user can write the file, so the user should see what it holds.
+        daemon.log.notice("trust", "\(deviceRoots.count) root certificates installed on the device (\(path))")
     }
 
     /// How a transfer of `task` judges its server: the system store and the device's roots,
@@ -98,35 +88,20 @@ final class ServerTrustChallenges {
             return
         }
         daemon.log.notice("trust", "\(error); looking at the server's chain", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-        guard probing[origin] == nil else {
-            probing[origin]?.insert(key)
-            return
-        }
-        probing[origin] = [key]
         let url = task.requestToSend.url
-        let policy = TLSPolicy(extraAnchors: deviceRoots)
-        let proxy = session.record.configuration.proxy(for: url)
+        let target = TrustProbes.Target(scheme: origin.scheme, host: origin.host, port: origin.port, proxy: session.record.configuration.proxy(for: url))
+        probing[target, default: []].insert(key)
         // A handshake, not a transfer: no need to wait as long as a request may idle.
-        let timeout = min(session.record.configuration.timeoutIntervalForRequest, 60)
-        let results = self.results
-        let waker = daemon.loop.multi.waker
-        DispatchQueue.global().async {
-            let outcome = ServerChainProbe.evaluate(url: url, policy: policy, proxy: proxy, timeout: timeout)
-            results.withLock { $0.append(ProbeResult(origin: origin, outcome: outcome)) }
-            waker.wakeup()
-        }
+        let deadline = min(session.record.configuration.timeoutIntervalForRequest, TrustProbes.longestDeadline)
+        probes.probe(TrustProbes.Probe(target: target, url: url, policy: TLSPolicy(extraAnchors: deviceRoots), deadline: deadline))
     }
 
     /// Called every turn: acts on the probes that finished.
     func deliverProbeResults() {
-        let finished = results.withLock { results -> [ProbeResult] in
-            defer { results.removeAll() }
-            return results
-        }
-        for result in finished {
-            for key in probing.removeValue(forKey: result.origin) ?? [] {
+        for (target, outcome) in probes.takeFinished() {
+            for key in probing.removeValue(forKey: target) ?? [] {
                 guard let session = daemon.sessions[key.session], let task = session.tasks[key.task] else { continue }
-                act(on: result.outcome, for: task, in: session)
+                act(on: outcome, for: task, in: session)
             }
         }
     }
@@ -147,9 +122,12 @@ final class ServerTrustChallenges {
     /// The transfer's chain failed but the probe's verified (servers behind one name that
     /// differ): tried again with the backoff of network trouble, and -1202 after the bound.
     private func retryAfterDisagreement(_ task: TaskRecord, about record: ServerTrustRecord, in session: DaemonSession) {
-        let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        disagreements[key, default: 0] += 1
-        let count = disagreements[key, default: 0]
+        // Counted in the task's record (made durable with the retry), so that a restarted
+        // daemon goes on counting: a server that answers each connection differently must not
+        // spin the daemon, nor get a fresh bound at every restart.
+        let count = min(task.trustDisagreements ?? 0, CheckedNumbers.counters.upperBound - 1) + 1
+        var task = task
+        task.trustDisagreements = count
         daemon.completion.retryOrFail(task, in: session, after: .trustDisagreement(host: record.host, port: record.port, count: count))
     }
 
@@ -214,7 +192,6 @@ final class ServerTrustChallenges {
     func forget(_ key: TaskKey) {
         for origin in probing.keys { probing[origin]?.remove(key) }
         originMoves[key] = nil
-        disagreements[key] = nil
     }
 
     private func origin(of url: String, in session: DaemonSession) -> Origin? {

@@ -195,8 +195,16 @@ final class ClientServer {
         do {
             frame = try Frame.decode(RequestFrame.self, from: body)
         } catch {
-            daemon.log.error("ipc", "\(connection.label) sent an unreadable request: \(error)")
-            answer(connection, .reply(id: 0, .failure(TransferFailure(code: TransferFailure.requestRefused, message: "unreadable request: \(error)"))))
+            // Answered under the request's number when that much can be read, so the client can
+            // match it; else the connection cannot go on (nothing could be matched), and the
+            // peer is told why with number 0 and closed.
+            let failure = TransferFailure(code: TransferFailure.requestRefused, message: "unreadable request: \(error)")
+            guard let id = try? Frame.decode(RequestNumber.self, from: body).id, id != 0 else {
+                refuse(connection, TransferFailure(code: failure.code, message: failure.message + "; not even its number can be read, so the connection is closed"))
+                return
+            }
+            daemon.log.error("ipc", "\(connection.label) sent an unreadable request (number \(id)): \(error)")
+            answer(connection, .reply(id: id, .failure(failure)))
             return
         }
         var afterReply: [() -> Void] = []

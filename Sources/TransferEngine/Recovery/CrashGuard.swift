@@ -6,16 +6,20 @@ import TransferContainer
 /// Remembers across a crash which task the daemon was working on, so that no input can put
 /// the daemon into a crash loop: the loop notes the task before each piece of work for it
 /// (libcurl's callbacks, a transfer's end, a start); a fatal signal (a Swift trap, a fault)
-/// writes the note to `Daemon/crashed-on` before the process dies; the next daemon reads it
-/// and counts the crash in the task's record (`TransferDaemon.guardAgainstCrashLoops`). Owned by the loop thread;
-/// the note itself lives in C, where the signal handler can read it.
+/// writes the note to `Daemon/crashed-on` before the process dies, after the crashing
+/// daemon's run (`DaemonRun`); the next daemon reads it and counts the crash in the task's
+/// record (`TransferDaemon.guardAgainstCrashLoops`) only if it names the daemon that ran
+/// before it (its run record) and that process is gone: a file any program of the user
+/// writes does not count as a crash by itself. Owned by the loop thread; the note itself
+/// lives in C, where the signal handler can read it.
 enum CrashGuard {
     /// Crashes on one task after which it fails instead of being tried again.
     static let crashesBeforeFailing = 2
 
-    /// Installs the signal handler; the note goes to `path` when the daemon crashes.
-    static func install(path: String) throws(Errno) {
-        guard cposix_crash_guard_install(path) == 0 else { throw Errno.current("sigaction", path: path) }
+    /// Installs the signal handler; the note goes to `path`, after `run`'s text and a tab,
+    /// when the daemon crashes.
+    static func install(path: String, run: DaemonRun) throws(Errno) {
+        guard cposix_crash_guard_install(path, run.text + "\t") == 0 else { throw Errno.current("sigaction", path: path) }
     }
 
     /// The note for a task: `family TAB identifier TAB task`.
@@ -35,17 +39,30 @@ enum CrashGuard {
         cposix_crash_guard_note(nil, 0)
     }
 
-    /// The task the last daemon crashed on, from the note at `path`, which is removed; nil if
-    /// it did not crash on a task (or the note cannot be read, which is logged by the caller
-    /// as nothing to do).
-    static func takeCrash(at path: String) -> TaskKey? {
+    /// What a crash mark says.
+    enum Mark: Equatable {
+        /// The last daemon crashed while working on this task.
+        case crashed(on: TaskKey)
+        /// A mark that does not name the last daemon's run, or names one still running: not
+        /// written by the daemon's crash, so not counted (the reason is logged).
+        case notCounted(String)
+    }
+
+    /// The crash mark at `path`, which is removed, checked against the last daemon's run;
+    /// nil when there is none.
+    static func takeCrash(at path: String, lastRun: DaemonRun?) -> Mark? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         unlink(path)
+        guard data.count < 2048 else { return .notCounted("a mark of \(data.count) bytes, more than the daemon writes") }
         let fields = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines).split(separator: "\t", omittingEmptySubsequences: false)
-        guard fields.count == 3,
-              let family = try? BundleIdentifier(String(fields[0])),
-              let identifier = try? SessionIdentifier(String(fields[1])),
-              let task = Int(fields[2]), CheckedNumbers.taskIdentifiers.contains(task) else { return nil }
-        return TaskKey(session: SessionKey(family: family, identifier: identifier), task: task)
+        guard fields.count == 4, let run = DaemonRun(text: fields[0]),
+              let family = try? BundleIdentifier(String(fields[1])),
+              let identifier = try? SessionIdentifier(String(fields[2])),
+              let task = Int(fields[3]), CheckedNumbers.taskIdentifiers.contains(task) else { return .notCounted("not a mark the daemon writes") }
+        guard let lastRun, run == lastRun else {
+            return .notCounted("it names transferd \(run.text), not the last daemon (\(lastRun?.text ?? "none recorded"))")
+        }
+        guard !run.isRunning else { return .notCounted("transferd \(run.pid) it names is still running") }
+        return .crashed(on: TaskKey(session: SessionKey(family: family, identifier: identifier), task: task))
     }
 }

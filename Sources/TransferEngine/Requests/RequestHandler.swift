@@ -5,6 +5,7 @@ import TransferContainer
 /// Owned by the daemon's loop thread.
 final class RequestHandler {
     unowned let daemon: TransferDaemon
+    private lazy var quotas = AppQuotas(daemon: daemon)
 
     init(daemon: TransferDaemon) {
         self.daemon = daemon
@@ -66,6 +67,7 @@ final class RequestHandler {
             if let resent = creation.taskIdentifier.flatMap(session.taskOrEnding) { return .task(resent) } // sent again after a reconnect
             // Refused before any record is made, so a giant URL is not kept (in memory or on disk).
             if let oversized = TransferLimits.refusal(of: creation.request) { throw oversized }
+            try quotas.admitTask(of: session.record.owner, in: session)
             let journal = JournalContents.path(inSession: session.directory)
             if let failure = daemon.commits.failure { throw JournalReserve.cannotRecord(failure, writing: journal) }
             // A new task leaves the reserve to the lines that end the tasks already accepted.
@@ -298,7 +300,7 @@ final class RequestHandler {
             if existing.tasks.isEmpty { try existing.updateConfiguration(configuration) }
             session = existing
         } else {
-            try checkSessionQuota(of: identity.bundleIdentifier, opening: identifier)
+            try quotas.checkSessions(of: identity.bundleIdentifier, opening: identifier)
             let record = SessionRecord(identifier: identifier, owner: identity.bundleIdentifier, family: identity.family, configuration: configuration)
             do {
                 session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
@@ -320,19 +322,6 @@ final class RequestHandler {
         }
         daemon.log.notice("sessions", "\(connection.label) opened the session: \(session.tasks.count) unfinished tasks, \(session.events.count) undelivered events", session: identifier.rawValue)
         return session
-    }
-
-    /// Background sessions one app (bundle identifier) may have, open or not: a session costs
-    /// the daemon memory and a folder, and one app must not take the daemon from the others.
-    /// Room for the 1,000 sessions of one app the `sessions` benchmark opens.
-    static let sessionsPerApp = 1_024
-
-    private func checkSessionQuota(of owner: BundleIdentifier, opening identifier: SessionIdentifier) throws {
-        let count = daemon.sessions.values.reduce(0) { $0 + ($1.record.owner == owner ? 1 : 0) }
-        guard count >= Self.sessionsPerApp else { return }
-        throw TransferFailure(code: TransferFailure.requestRefused,
-                              message: "\(owner) already has \(count) background sessions, the most one app may have (\(Self.sessionsPerApp)); session \(identifier) is not created (a session is kept once made: reuse identifiers)",
-                              subject: identifier.rawValue)
     }
 
     private func heldSession(_ identifier: SessionIdentifier, _ connection: ClientConnection) throws -> DaemonSession {

@@ -11,8 +11,9 @@ import TransferContainer
 /// So a failed evaluation is followed by a second handshake with verification off, kept for
 /// its chain only.
 ///
-/// Blocking (up to `timeout` per handshake): call it from a thread that may wait, never from
-/// the event loop. Each call uses handles of its own; any thread.
+/// Blocking (up to `timeout` in all, its deadline for connecting and both handshakes): call
+/// it from a thread that may wait, never from the event loop. Each call uses handles of its
+/// own; any thread.
 package enum ServerChainProbe {
     /// The chain `url`'s server presents and the default evaluation under `policy`'s extra
     /// anchors; a failure when no handshake could be made at all (refused, timed out, not TLS).
@@ -21,13 +22,16 @@ package enum ServerChainProbe {
             return .failure(CurlError(kind: .badURL, origin: .url, code: 0, message: "no host in \(url)"))
         }
         let anchorsOnly = TLSPolicy(extraAnchors: policy.extraAnchors)
+        let started = Date()
         switch handshake(url: url, verify: true, policy: anchorsOnly, proxy: proxy, timeout: timeout) {
         case .success(let chain):
             return .success(ServerTrustRecord(host: endpoint.host, port: endpoint.port, certificates: chain))
         case .failure(let error):
             guard case .serverTrustFailed(let code) = error.kind else { return .failure(error) }
             // Presented, but not trusted: see it again with verification off, for its chain.
-            let chain = (try? handshake(url: url, verify: false, policy: anchorsOnly, proxy: proxy, timeout: timeout).get()) ?? []
+            // Within the probe's deadline: what the first handshake left of it (a second at least).
+            let left = max(1, timeout - Date().timeIntervalSince(started))
+            let chain = (try? handshake(url: url, verify: false, policy: anchorsOnly, proxy: proxy, timeout: left).get()) ?? []
             return .success(ServerTrustRecord(host: endpoint.host, port: endpoint.port, certificates: chain,
                                               failureCode: code, failureReason: error.message))
         }

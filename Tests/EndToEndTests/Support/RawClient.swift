@@ -39,6 +39,19 @@ final class RawClient {
         }
     }
 
+    /// The next reply of any number, with its number, reading with a deadline; pushes are
+    /// skipped. Nil if the daemon closed the connection or said nothing in time.
+    func nextReply(timeout: TimeInterval = 10) -> (id: UInt64, reply: DaemonReply)? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            while let body = try? decoder.next() {
+                guard case .reply(let number, let reply) = try? Frame.decode(DaemonFrame.self, from: body) else { continue }
+                return (number, reply)
+            }
+            guard readSome(until: deadline) else { return nil }
+        }
+    }
+
     /// Waits until the daemon closes the connection (reading and dropping what it sends).
     func waitUntilClosed(timeout: TimeInterval) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)

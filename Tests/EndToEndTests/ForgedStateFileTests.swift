@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+import TransferContainer
+import ContainerInspection
+
+/// Files in `Daemon/` that any program of the user can write, attacked as such a program
+/// would (README "Who may do what"): a crash mark the daemon did not write fails no task.
+/// Real daemons, restarted by SIGKILL; a real host-app process makes the task.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct ForgedStateFileTests {
+    @Test("A crash mark written by another program before each of two daemon restarts, in the old form or naming a made-up daemon, fails no task: the task is still running and no crash is counted")
+    func forgedCrashMark() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        var daemon = try DaemonUnderTest.start(container)
+        // A task that waits an hour to begin: running, and never transferring in this test.
+        let created = try Executable.hostApp.run(["download", "http://127.0.0.1:9/kept", "--begin-after", "3600"], in: container)
+        try #require(created.status == 0, "\(created.stderr)")
+        let session = try #require(ContainerSnapshot.read(container.layout).sessions.first { $0.tasks.count == 1 })
+        let task = try #require(session.tasks.first)
+        let bootID = try String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let marks = [
+            "\(session.family)\t\(session.identifier)\t\(task.taskIdentifier)\n",             // the mark as the daemon wrote it before
+            "1 \(bootID) 1\t\(session.family)\t\(session.identifier)\t\(task.taskIdentifier)\n", // naming a daemon that never was
+        ]
+        let markPath = container.layout.daemonDirectory.appendingPathComponent("crashed-on").path
+        for mark in marks {
+            for restart in 1...2 {
+                try Data(mark.utf8).write(to: URL(fileURLWithPath: markPath))
+                daemon.process.kill()
+                _ = daemon.process.wait(timeout: 10)
+                daemon = try DaemonUnderTest.start(container)
+                // The new daemon has read (and removed) the mark before it answers.
+                #expect(!FileManager.default.fileExists(atPath: markPath), "restart \(restart): the mark was taken")
+                let now = ContainerSnapshot.read(container.layout).sessions.flatMap(\.tasks).first { $0.taskIdentifier == task.taskIdentifier }
+                #expect(now?.state == .running && now?.daemonCrashes == nil, "restart \(restart) with \(mark.debugDescription): \(String(describing: now?.state)), crashes \(String(describing: now?.daemonCrashes))")
+            }
+        }
+        daemon.process.kill()
+        _ = daemon.process.wait(timeout: 10)
+    }
+}
