@@ -28,6 +28,18 @@ final class ServerTrustDisagreementTests: InProcessSuite, @unchecked Sendable {
         daemon = try DaemonUnderTest.start(container)
     }
 
+    /// A background session of the test app whose delegate cancels any trust question, and a
+    /// download (not resumed) through the balancer.
+    func downloadThroughBalancer(session identifier: String) throws -> (URLSession, ServerTrustTests.TrustDelegate, URLSessionDownloadTask, String) {
+        let delegate = ServerTrustTests.TrustDelegate { _ in .cancelAuthenticationChallenge }
+        let configuration = URLSessionConfiguration.background(withIdentifier: identifier)
+        configuration.sharedContainerIdentifier = InProcess.group.rawValue
+        configuration.sessionSendsLaunchEvents = false
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        let url = "https://127.0.0.1:\(balancer.port)/file.bin"
+        return (session, delegate, session.downloadTask(with: try #require(URL(string: url))), url)
+    }
+
     deinit {
         balancer.stop()
         nginx.stop()
@@ -35,14 +47,8 @@ final class ServerTrustDisagreementTests: InProcessSuite, @unchecked Sendable {
 
     @Test("A server whose transfers fail trust while its probes verify: few handshakes, backed off, and the task ends with -1202 naming the URL")
     func alternatingChain() throws {
-        let delegate = ServerTrustTests.TrustDelegate { _ in .cancelAuthenticationChallenge }
-        let configuration = URLSessionConfiguration.background(withIdentifier: "trust.disagreement")
-        configuration.sharedContainerIdentifier = InProcess.group.rawValue
-        configuration.sessionSendsLaunchEvents = false
-        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        let (session, delegate, task, url) = try downloadThroughBalancer(session: "trust.disagreement")
         defer { session.invalidateAndCancel() }
-        let url = "https://127.0.0.1:\(balancer.port)/file.bin"
-        let task = session.downloadTask(with: try #require(URL(string: url)))
         let started = Date()
         task.resume()
         let outcome = delegate.outcome(of: task.taskIdentifier, timeout: 30)
@@ -56,14 +62,8 @@ final class ServerTrustDisagreementTests: InProcessSuite, @unchecked Sendable {
 
     @Test("The bound on disagreements holds across a daemon restart: killed after four, the restarted daemon fails the task with -1202 after one more")
     func disagreementsSurviveRestart() throws {
-        let delegate = ServerTrustTests.TrustDelegate { _ in .cancelAuthenticationChallenge }
-        let configuration = URLSessionConfiguration.background(withIdentifier: "trust.disagreement.restart")
-        configuration.sharedContainerIdentifier = InProcess.group.rawValue
-        configuration.sessionSendsLaunchEvents = false
-        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        let (session, delegate, task, _) = try downloadThroughBalancer(session: "trust.disagreement.restart")
         defer { session.invalidateAndCancel() }
-        let url = "https://127.0.0.1:\(balancer.port)/file.bin"
-        let task = session.downloadTask(with: try #require(URL(string: url)))
         task.resume()
         // Each disagreement is two connections: the transfer's (untrusted) and the probe's,
         // and one retry in the task's record; killed while the fourth's backoff (2 s) runs.
