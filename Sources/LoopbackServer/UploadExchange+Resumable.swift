@@ -84,7 +84,9 @@ extension UploadExchange {
         case .append(let offset, let complete, let uploadLength):
             return append(path, offset: offset, complete: complete, uploadLength: uploadLength, version: version)
         case .creation:
-            preconditionFailure("creations are only identified on upload routes")
+            // `identify` names creations on upload routes only; should one come here, it is
+            // answered as a request the protocol does not allow, not trapped on.
+            return answerEarly(ResponsePlan(head: Draft.failure(400, version: version)))
         }
     }
 
