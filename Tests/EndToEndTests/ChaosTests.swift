@@ -145,7 +145,7 @@ struct ChaosTests {
         }
         let counts = faults.counts
         // Any process holding a session may take its events: the host, or an extension still running.
-        let completions = container.logEntries(category: "delegate").filter { $0.message.hasPrefix("didCompleteWithError") }
+        let completions = container.logEntries(category: "delegate").filter(\.isDidCompleteWithError)
         let retries = container.logEntries(process: "transferd", category: "transfers").filter { $0.retry != nil }.count
         print("chaos seed \(seed): kills \(kills) (\(kills.values.reduce(0, +)) in all), faults: \(counts.unavailable) × 503, \(counts.dropped) dropped connections, \(retries) retries; bytes served \(server.bytesSent), delivered \(downloads.reduce(0) { $0 + $1.payload.count })")
 

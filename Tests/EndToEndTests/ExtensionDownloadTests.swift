@@ -81,7 +81,7 @@ struct ExtensionDownloadTests {
         let acknowledged = container.waitForCompletionHandler(of: "host-app")
         try #require(acknowledged != nil, "the host was not relaunched after the extension died")
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("slow.bin").path) == SHA256.hexDigest(of: payload))
-        #expect(container.logEntries(process: "host-app", category: "delegate").filter { $0.message.hasPrefix("didCompleteWithError") }.count == 1)
+        #expect(container.logEntries(process: "host-app", category: "delegate").filter(\.isDidCompleteWithError).count == 1)
     }
 
     @Test("Download names from the server cannot leave Downloads/")

@@ -56,7 +56,7 @@ struct PowerCutDeliveryTests {
     /// How many times a delegate of the session completed task 1 (didCompleteWithError).
     private func completions(in container: TestContainer, since: Date) -> Int {
         container.logEntries(category: "delegate").filter {
-            $0.time >= since && $0.session == Self.session && $0.task == 1 && $0.message.hasPrefix("didCompleteWithError")
+            $0.time >= since && $0.session == Self.session && $0.task == 1 && $0.isDidCompleteWithError
         }.count
     }
 

@@ -569,7 +569,7 @@ struct PowerCutLedger {
             if entry.message.hasPrefix("didFinishDownloadingTo"), let range = entry.message.range(of: "moved to Downloads/") {
                 finishedSeen[key] = String(entry.message[range.upperBound...])
             }
-            if entry.message.hasPrefix("didCompleteWithError") {
+            if entry.isDidCompleteWithError {
                 thisRound[key, default: 0] += 1
                 if entry.message.contains("failed:") { failures[key] = entry.message }
             }

@@ -48,10 +48,10 @@ struct ServerTrustRestartTests {
 
     /// Server-trust challenges the stand-ins' delegates received, and those they accepted.
     private func challenges(in container: TestContainer) -> Int {
-        container.logEntries(category: "delegate").filter { $0.message.hasPrefix("didReceive server trust challenge") }.count
+        container.logEntries(category: "delegate").filter(\.isServerTrustChallenge).count
     }
 
     private func acceptedChallenges(in container: TestContainer) -> Int {
-        container.logEntries(category: "delegate").filter { $0.message.hasPrefix("didReceive server trust challenge") && $0.message.hasSuffix("accepted") }.count
+        container.logEntries(category: "delegate").filter(\.isAcceptedServerTrustChallenge).count
     }
 }

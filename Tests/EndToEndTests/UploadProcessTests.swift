@@ -70,7 +70,7 @@ struct UploadProcessTests {
 
         server.acceptUploads(at: "/killed", options: UploadOptions(storage: .countOnly, resumable: [6]))  // full speed now
         _ = try DaemonUnderTest.start(container)
-        let status = container.waitForLog(timeout: 60) { $0.process == "host-app" && $0.message.hasPrefix("didCompleteWithError") }
+        let status = container.waitForLog(timeout: 60) { $0.process == "host-app" && $0.isDidCompleteWithError }
         #expect(status?.message == "didCompleteWithError(nil): task 1, HTTP 201")
         let upload = server.receivedUploads(at: "/killed").first
         #expect(upload?.byteCount == Int64(size))

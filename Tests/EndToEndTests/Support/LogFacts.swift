@@ -21,6 +21,10 @@ extension LogEntry {
     var isDidReceiveData: Bool { category == "delegate" && message.hasPrefix("didReceive: ") }
     /// `host-app fetch` started its data task (S2.2).
     var isStartedDataTask: Bool { message.hasPrefix("started data task") }
+    /// A stand-in's delegate was asked a server-trust question (`StandInDelegate`'s keychain check).
+    var isServerTrustChallenge: Bool { category == "delegate" && message.hasPrefix("didReceive server trust challenge") }
+    /// … and accepted the chain, which ends in a certificate its keychain trusts.
+    var isAcceptedServerTrustChallenge: Bool { isServerTrustChallenge && message.hasSuffix("accepted") }
     /// A stand-in's delegate was called `urlSessionDidFinishEvents(forBackgroundURLSession:)`.
     var isDidFinishEvents: Bool { category == "delegate" && message.hasPrefix("urlSessionDidFinishEvents") }
     /// The daemon held a task for a retry: the attempt that failed and what it met (the
