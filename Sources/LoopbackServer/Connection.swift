@@ -67,9 +67,9 @@ final class Connection {
             return UploadExchange(connection: self, head: head, framing: framing, target: target).run()
         }
 
-        let bodyLength: Int64
+        let body: (length: Int64, kept: Data?)
         do {
-            bodyLength = try readBody(of: head, framing: framing)
+            body = try readBody(of: head, framing: framing)
         } catch is RequestBodyReader.MalformedChunk {
             return refuse(400)
         } catch SocketReader.ReadError.tooLarge {
@@ -78,16 +78,18 @@ final class Connection {
             return false
         }
 
-        record(head, bodyLength: bodyLength)
+        record(head, bodyLength: body.length, body: body.kept)
         return respond(ResponsePlanner(core: core).plan(for: head), to: head)
     }
 
     /// Adds the request to the log (after its body was read, before it is answered).
-    func record(_ head: RequestHead, bodyLength: Int64) {
-        core.record(RecordedRequest(method: head.method, target: head.target, path: head.path,
-                                    query: head.query, httpVersion: head.version.description,
-                                    headers: head.headers, bodyLength: bodyLength,
-                                    connectionID: id, time: Date()))
+    func record(_ head: RequestHead, bodyLength: Int64, body: Data? = nil) {
+        var request = RecordedRequest(method: head.method, target: head.target, path: head.path,
+                                      query: head.query, httpVersion: head.version.description,
+                                      headers: head.headers, bodyLength: bodyLength,
+                                      connectionID: id, time: Date())
+        request.body = body
+        core.record(request)
     }
 
     /// Writes the answer to `head` with the right `Connection` field; returns whether the
@@ -130,11 +132,16 @@ final class Connection {
     }
 
     /// Reads the request body in full, even when nothing uses it, so the next request on
-    /// this connection starts where it should.
-    private func readBody(of head: RequestHead, framing: RequestBodyFraming) throws -> Int64 {
-        guard framing != .none else { return 0 }
+    /// this connection starts where it should; its bytes are kept up to `keptBodyLimit`.
+    private func readBody(of head: RequestHead, framing: RequestBodyFraming) throws -> (length: Int64, kept: Data?) {
+        guard framing != .none else { return (0, Data()) }
         if head.expectsContinue { try writer.writeContinue() }
-        return try RequestBodyReader.read(framing, from: reader)
+        var kept: Data? = Data()
+        let length = try RequestBodyReader.read(framing, from: reader) { piece in
+            guard let sofar = kept?.count else { return }
+            if sofar + piece.count <= RecordedRequest.keptBodyLimit { kept?.append(contentsOf: piece) } else { kept = nil }
+        }
+        return (length, kept)
     }
 
     /// Writes the response; returns whether the connection is still in a usable state.

@@ -18,6 +18,11 @@ public struct RecordedRequest: Sendable {
     /// Decoded length of the request body (0 without one, or when it was not read because
     /// the answer came first).
     public let bodyLength: Int64
+    /// The body's bytes, for a request to a route (not an upload route) whose body was read
+    /// whole and is at most `keptBodyLimit` long; nil otherwise.
+    public var body: Data? = nil
+    /// Longest body `body` keeps.
+    public static let keptBodyLimit = 2 << 20
     /// Which connection carried it: equal IDs mean a reused (keep-alive) connection.
     public let connectionID: Int
     /// When the request had been read.

@@ -33,9 +33,9 @@ struct ResponsePlanner {
 
     func plan(for request: RequestHead) -> ResponsePlan {
         guard let route = core.route(for: request.path) else { return .text(404) }
-        guard request.method == "GET" || request.method == "HEAD" else {
+        guard request.method == "GET" || request.method == "HEAD" || (request.method == "POST" && route.options.answersPOST) else {
             var plan = ResponsePlan.text(405)
-            plan.head.add("Allow", "GET, HEAD")
+            plan.head.add("Allow", route.options.answersPOST ? "GET, HEAD, POST" : "GET, HEAD")
             return plan
         }
         var options = route.options

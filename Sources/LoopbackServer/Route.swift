@@ -54,6 +54,9 @@ public struct RouteOptions: Sendable {
     /// Header fields added to every response of the route, as given: a server that lies
     /// (`Retry-After: 99999999999999999999`, a `Content-Range` nobody asked for).
     public var extraHeaders: [(name: String, value: String)] = []
+    /// Answer POST as GET, ignoring its body (a search API that answers with a file). A
+    /// POST's `Range` is ignored (RFC 9110 §14.2: ranges are defined for GET only).
+    public var answersPOST = false
 
     public init(etag: String? = nil,
                 validators: Validators = .etagAndLastModified,

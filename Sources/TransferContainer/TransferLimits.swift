@@ -13,6 +13,10 @@ public enum TransferLimits {
     public static let responseHeaderBytes = 256 * 1024
     /// Lines in one response's header block.
     public static let responseHeaderLines = 1_000
+    /// Bytes of a background download task's request body (`httpBody`): it travels to the
+    /// daemon in the creation request (4 MiB frames, base64 in JSON) and is read whole for
+    /// each attempt. Larger bodies belong in an upload from a file.
+    public static let requestBodyBytes = 1 << 20
 
     /// Unfinished tasks one app may have, all its sessions together (`transferd
     /// --max-tasks-per-app` changes it): twice the 100,000 a session is shown to hold, so an
@@ -36,5 +40,14 @@ public enum TransferLimits {
                                    subject: String(request.url.prefix(100)))
         }
         return nil
+    }
+
+    /// Why a download task's request body of `count` bytes is refused: -1103 past
+    /// `requestBodyBytes`, naming the bound; nil within it.
+    public static func refusal(ofBodyBytes count: Int, url: String) -> TransferFailure? {
+        guard count > requestBodyBytes else { return nil }
+        return TransferFailure(code: TransferFailure.dataLengthExceedsMaximum,
+                               message: "the request body has \(count) bytes, more than the \(requestBodyBytes) (1 MiB) a background download task may send: upload it from a file (uploadTask(with:fromFile:))",
+                               subject: String(url.prefix(100)))
     }
 }

@@ -100,15 +100,23 @@ extension URLSession {
         return refused
     }
 
-    /// Why a download task cannot be made for `request`: neither this process's transport nor
-    /// the daemon's downloads send a request body yet (Apple's background sessions send
-    /// `httpBody`), and a body must not be dropped quietly.
+    /// Why a download task cannot be made for `request`: this process's transport sends no
+    /// request body, so a default session refuses any; a background session's daemon sends an
+    /// `httpBody` of up to `TransferLimits.requestBodyBytes` (-1103 past it) but no
+    /// `httpBodyStream` (Apple's rule: bodies in background sessions come from a file). A
+    /// body is never dropped quietly.
     func downloadBodyRefusal(_ request: URLRequest) -> TransferFailure? {
         guard request.httpBody != nil || request.httpBodyStream != nil else { return nil }
         let method = request.httpMethod ?? "GET"
-        let message = configuration.identifier == nil
-            ? "a default session's download task sends no request body here: use a data or upload task for \(method) with a body"
-            : "a background session's download task sends no request body yet: use uploadTask(with:fromFile:) for \(method) with a body (its answer comes to didReceive data)"
-        return TransferFailure(code: TransferFailure.unknown, message: message, subject: request.url?.absoluteString)
+        let url = request.url?.absoluteString ?? ""
+        if configuration.identifier == nil {
+            return TransferFailure(code: TransferFailure.unknown,
+                                   message: "a default session's download task sends no request body here: use a data or upload task for \(method) with a body", subject: url)
+        }
+        guard let body = request.httpBody else {
+            return TransferFailure(code: TransferFailure.unknown,
+                                   message: "a background session's download task cannot send an httpBodyStream: background sessions take bodies from a file (uploadTask(with:fromFile:)), or set httpBody (at most \(TransferLimits.requestBodyBytes) bytes)", subject: url)
+        }
+        return TransferLimits.refusal(ofBodyBytes: body.count, url: url)
     }
 }

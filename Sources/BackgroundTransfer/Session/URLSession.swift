@@ -145,13 +145,17 @@ open class URLSession: @unchecked Sendable {
         downloadTask(with: URLRequest(url: url))
     }
 
-    /// A download task for `request` (GET, with its headers and timeout), suspended until
-    /// `resume()`. A request with a body is refused: use a data or upload task.
+    /// A download task for `request` (its method, headers and timeout), suspended until
+    /// `resume()`. In a background session the daemon sends its `httpBody` too (at most
+    /// `TransferLimits.requestBodyBytes`); a body it cannot send (a default session's, a
+    /// stream, a bigger one) fails the task at once, saying so.
     open func downloadTask(with request: URLRequest) -> URLSessionDownloadTask {
+        var creation = TaskCreation(kind: .download, request: record(of: request))
         if let failure = downloadBodyRefusal(request) {
-            return refusedTask(TaskCreation(kind: .download, request: record(of: request)), failure, as: { URLSessionDownloadTask(record: $0, backend: nil) })
+            return refusedTask(creation, failure, as: { URLSessionDownloadTask(record: $0, backend: nil) })
         }
-        return makeTask(TaskCreation(kind: .download, request: record(of: request)), cellular: request.allowsCellularAccess, as: { URLSessionDownloadTask(record: $0, backend: nil) })
+        creation.requestBody = request.httpBody // only a background session's gets here with one
+        return makeTask(creation, cellular: request.allowsCellularAccess, as: { URLSessionDownloadTask(record: $0, backend: nil) })
     }
 
     /// A download that continues from resume data (S6.1); the delegate gets

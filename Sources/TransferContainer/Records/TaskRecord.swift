@@ -150,6 +150,10 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     /// For uploads: the file the body is read from (the daemon's own link to the app's file).
     /// The daemon keeps it relative to the container's root, like `EventRecord.downloadedFile`.
     public var uploadFile: String?
+    /// For a download task whose request has a body: its length. The daemon keeps the bytes
+    /// beside the task (`task-N.body` in the session's cache folder) and sends them with every
+    /// attempt; nil for a request without a body.
+    public var requestBodyLength: Int64?
     /// For uploads to a server that offered resumption: where the upload continues.
     public var uploadResumption: UploadResumption?
     public var createdAt: Date
@@ -212,6 +216,7 @@ extension TaskRecord {
         priority = CheckedNumbers.priority(creation.priority)
         earliestBeginDate = creation.earliestBeginDate
         uploadFile = creation.uploadFile
+        requestBodyLength = creation.kind == .download ? creation.requestBody.map { Int64($0.count) } : nil
         requirements = creation.requirements
         state = .suspended
     }
@@ -219,7 +224,7 @@ extension TaskRecord {
     /// Whether a stopped download can be resumed from `partialBytes` on disk: a GET whose
     /// server sent a strong validator and accepts byte ranges (S6.1).
     public func canResume(partialBytes: Int64) -> Bool {
-        guard kind == .download, originalRequest.httpMethod.uppercased() == "GET",
+        guard kind == .download, originalRequest.httpMethod.uppercased() == "GET", requestBodyLength == nil,
               validator?.ifRangeValue != nil,
               let ranges = response?.header("Accept-Ranges"), ranges.lowercased().contains("bytes") else { return false }
         return partialBytes > 0

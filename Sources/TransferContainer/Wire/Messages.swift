@@ -27,6 +27,9 @@ public struct TaskCreation: Codable, Sendable {
     public var priority: Float
     public var earliestBeginDate: Date?
     public var uploadFile: String?
+    /// For a download task: the request's `httpBody` (at most `TransferLimits.requestBodyBytes`),
+    /// which the daemon keeps beside the task and sends with every attempt.
+    public var requestBody: Data?
     /// For `downloadTask(withResumeData:)`: the blob as the app handed it back.
     public var resumeData: Data?
     /// From the creating process's configuration and request; the daemon makes every task

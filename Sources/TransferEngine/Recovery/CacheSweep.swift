@@ -4,7 +4,7 @@ import TransferContainer
 
 /// At start-up, once the journals are read: removes from the sessions' cache folders the
 /// files the daemon makes for tasks (partial data and its error page, an upload's body and
-/// the server's answer, a finished download) that no unfinished task and no undelivered
+/// the server's answer, a download's request body, a finished download) that no unfinished task and no undelivered
 /// event names. Power cuts leave them: an unlink after an acknowledgement that the cut undid
 /// is done again by nobody, and a task whose creation the cut took leaves its partial data.
 /// Runs once, on the daemon's loop thread, before the daemon listens.
@@ -47,9 +47,9 @@ enum CacheSweep {
     }
 
     /// The task a file the daemon makes is named after (`task-N.partial`, `task-N.partial.response`,
-    /// `task-N.upload`, `task-N.upload-response`, `CFNetworkDownload_N.tmp`); nil for any other name.
+    /// `task-N.upload`, `task-N.upload-response`, `task-N.body`, `CFNetworkDownload_N.tmp`); nil for any other name.
     static func taskIdentifier(inDaemonFile name: String) -> Int? {
-        let forms: [(prefix: String, suffixes: [String])] = [("task-", [".partial", ".partial.response", ".upload", ".upload-response"]), ("CFNetworkDownload_", [".tmp"])]
+        let forms: [(prefix: String, suffixes: [String])] = [("task-", [".partial", ".partial.response", ".upload", ".upload-response", ".body"]), ("CFNetworkDownload_", [".tmp"])]
         for form in forms where name.hasPrefix(form.prefix) {
             for suffix in form.suffixes where name.hasSuffix(suffix) && name.count > form.prefix.count + suffix.count {
                 let digits = name.dropFirst(form.prefix.count).dropLast(suffix.count)

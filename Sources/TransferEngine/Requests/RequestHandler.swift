@@ -66,7 +66,7 @@ final class RequestHandler {
             }
             if let resent = creation.taskIdentifier.flatMap(session.taskOrEnding) { return .task(resent) } // sent again after a reconnect
             // Refused before any record is made, so a giant URL is not kept (in memory or on disk).
-            if let oversized = TransferLimits.refusal(of: creation.request) { throw oversized }
+            if let oversized = TransferLimits.refusal(of: creation.request) ?? creation.requestBody.flatMap({ TransferLimits.refusal(ofBodyBytes: $0.count, url: creation.request.url) }) { throw oversized }
             try quotas.admitTask(of: session.record.owner, in: session)
             let journal = JournalContents.path(inSession: session.directory)
             if let failure = daemon.commits.failure { throw JournalReserve.cannotRecord(failure, writing: journal) }
@@ -90,6 +90,11 @@ final class RequestHandler {
             } else if task.kind == .upload && refusal == nil {
                 refusal = daemon.uploads.takeUploadBody(creation.uploadFile, into: &task, in: session, for: hello.identity)
                 task.pendingFailure = refusal
+                session.update(task)
+            } else if let body = creation.requestBody, task.requestBodyLength != nil, refusal == nil,
+                      let failure = daemon.downloads.keepRequestBody(body, of: task, in: session) {
+                refusal = failure
+                task.pendingFailure = failure
                 session.update(task)
             }
             daemon.log.info("tasks", "created \(task.kind.rawValue) task \(task.taskIdentifier) for \(task.originalRequest.url)", session: identifier.rawValue, task: task.taskIdentifier)

@@ -19,7 +19,7 @@ final class Coalescing {
     /// What makes two downloads the same fetch: nil for tasks that are never coalesced.
     func coalescingKey(_ task: TaskRecord, in session: DaemonSession) -> String? {
         guard session.record.configuration.coalescesIdenticalDownloads, task.kind == .download,
-              !task.reportsResumeOffset else { return nil }
+              !task.reportsResumeOffset, task.requestBodyLength == nil else { return nil }
         let request = task.requestToSend
         guard request.httpMethod.uppercased() == "GET" else { return nil }
         let headers = request.headers.map { "\($0.name.lowercased()): \($0.value)" }.sorted()

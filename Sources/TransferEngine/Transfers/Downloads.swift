@@ -51,7 +51,8 @@ final class Downloads {
                 ?? folder.openBeneath((partial as NSString).lastPathComponent, O_WRONLY | O_CREAT)
             let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, file: file, configuration: session.record.configuration,
                                                 credentials: daemon.challenges.credentials(for: task, in: session), freeSpaceReserve: daemon.options.freeSpaceReserve,
-                                                tls: daemon.serverTrust.tlsPolicy(for: task, in: session), cookies: daemon.cookieJar(for: session))
+                                                tls: daemon.serverTrust.tlsPolicy(for: task, in: session), cookies: daemon.cookieJar(for: session),
+                                                requestBody: requestBody(of: task, in: session))
             transfer.onResponse = { [unowned self, unowned session] task in
                 if let name = daemon.options.crashOnResponseHeader, task.response?.header(name) != nil {
                     fatalError("transferd: the response carries \(name) (--fault-crash-on-response-header)")
@@ -68,7 +69,8 @@ final class Downloads {
             try daemon.transfers.attach(transfer, for: key)
             daemon.log.info("transfers", "started at offset \(transfer.bytesOnDisk)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         } catch {
-            let failure = TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath(for: task, in: session))
+            let failure = error as? TransferFailure // a request body that cannot be read says so itself
+                ?? TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath(for: task, in: session))
             daemon.completion.fail(task, in: session, failure)
         }
     }

@@ -24,6 +24,7 @@ final class RunningTransfers {
     func removeTransferFiles(of task: TaskRecord, in session: DaemonSession) {
         let partial = daemon.downloads.partialPath(for: task, in: session)
         var files = [partial, DownloadTransfer.errorBodyPath(partialPath: partial)]
+        if task.requestBodyLength != nil { files.append(daemon.downloads.requestBodyPath(for: task, in: session)) }
         if task.kind == .upload {
             files += [daemon.uploads.uploadBodyPath(for: task, in: session), daemon.uploads.uploadResponsePath(for: task, in: session)]
         }

@@ -81,8 +81,9 @@ package final class DownloadTransfer: Transfer {
     private let cookies: CookieJar?
     private let cookieSettings: CookieSettings?
 
+    /// `requestBody`: the request's body (a POST that answers with a file), sent with each attempt.
     package init(session: SessionKey, task: TaskRecord, partialPath: String, file: FileDescriptor? = nil, configuration: SessionConfiguration,
-         credentials: TransferCredentials, freeSpaceReserve: Int64 = 0, tls: TLSPolicy = .systemDefault, cookies: CookieJar? = nil) throws {
+         credentials: TransferCredentials, freeSpaceReserve: Int64 = 0, tls: TLSPolicy = .systemDefault, cookies: CookieJar? = nil, requestBody: Data? = nil) throws {
         self.session = session
         self.cookies = cookies
         self.cookieSettings = configuration.cookies
@@ -100,6 +101,7 @@ package final class DownloadTransfer: Transfer {
             self.easy = try CurlEasy()
             try easy.setURL(task.requestToSend.url)
             easy.setMethod(task.requestToSend.httpMethod)
+            if let requestBody { easy.setBody(requestBody) }
             var resumeHeaders: [String] = []
             if onDisk > 0, let ifRange = task.validator?.ifRangeValue {
                 easy.setRange(from: onDisk)

@@ -1,4 +1,5 @@
 internal import CCurl
+import Foundation
 import TransferContainer
 
 /// The request a `CurlEasy` sends: URL, method, headers, range, credentials, proxy, redirects,
@@ -92,6 +93,27 @@ extension CurlEasy {
     /// The request body's length; nil (the default) means unknown, sent chunked.
     package func setUploadSize(_ size: Int64?) {
         uploadSize = size.map { max(0, $0) }
+    }
+
+    /// Sends `body` (held in memory) as the request body, with its length as Content-Length;
+    /// libcurl may rewind it to send it again (a 307/308 redirect, a reused connection found dead).
+    package func setBody(_ body: Data) {
+        var offset = 0 // shared by both closures: where the next read starts
+        setUploadSize(Int64(body.count))
+        onUploadRead = { buffer in
+            let count = min(buffer.count, body.count - offset)
+            guard count > 0 else { return .bytes(0) }
+            body.withUnsafeBytes { bytes in
+                UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]).copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)]))
+            }
+            offset += count
+            return .bytes(count)
+        }
+        onUploadSeek = { position in
+            guard position >= 0, position <= Int64(body.count) else { return false }
+            offset = Int(position)
+            return true
+        }
     }
 
     /// nil leaves libcurl's default (no low-speed check; 300 s to connect).
