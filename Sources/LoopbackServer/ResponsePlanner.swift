@@ -51,6 +51,7 @@ struct ResponsePlanner {
             var plan = ResponsePlan.text(302)
             let absolute = destination.contains("://") ? destination : core.url(for: destination).absoluteString
             plan.head.add("Location", absolute)
+            for field in options.extraHeaders { plan.head.add(field.name, field.value) }
             return plan
         }
         var plan: ResponsePlan

@@ -51,7 +51,7 @@ public struct RouteOptions: Sendable {
     public var faults: FaultInjector?
     /// Fault: the content changes after the first response, and `If-Range` is ignored.
     public var versionChange: VersionChange?
-    /// Header fields added to every response of the route, as given: a server that lies
+    /// Header fields added to every response of the route (its redirect too), as given: a server that lies
     /// (`Retry-After: 99999999999999999999`, a `Content-Range` nobody asked for).
     public var extraHeaders: [(name: String, value: String)] = []
     /// Answer POST as GET, ignoring its body (a search API that answers with a file). A

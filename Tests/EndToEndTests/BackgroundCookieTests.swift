@@ -93,6 +93,51 @@ final class BackgroundCookieTests: InProcessSuite, @unchecked Sendable {
         foreground.invalidateAndCancel()
     }
 
+    @Test("A cookie set on a 302 is stored and sent to the redirect target on the same host, and with the next task; not to a redirect target on another host")
+    func cookieFromRedirect() throws {
+        var hop = RouteOptions(redirectTo: "/landing")
+        hop.extraHeaders = [("Set-Cookie", "hop=from302; Path=/")]
+        server.serve("/hop", data: Data(), options: hop)
+        server.serve("/landing", data: Data("landed".utf8))
+        server.serve("/next", data: Data("next".utf8))
+        var away = RouteOptions(redirectTo: "http://localhost:\(server.port)/landing")
+        away.extraHeaders = [("Set-Cookie", "away=fromOtherHost; Path=/")]
+        server.serve("/away", data: Data(), options: away)
+        let delegate = RecordingDelegate()
+        let session = groupSession("cookies-redirect", delegate: delegate)
+        defer { session.invalidateAndCancel() }
+        _ = download("/hop", in: session, delegate: delegate)
+        #expect(cookieSent(to: "/hop") == nil)
+        #expect(cookieSent(to: "/landing") == "hop=from302", "sent to the redirect target: \(server.requests.map { "\($0.path) \($0.headers["Cookie"] ?? "-")" })")
+        _ = download("/next", in: session, delegate: delegate)
+        #expect(cookieSent(to: "/next") == "hop=from302", "kept in the store")
+
+        _ = download("/away", in: session, delegate: delegate)
+        let landing = server.requests.last { $0.path == "/landing" }
+        #expect(landing?.header("Host")?.hasPrefix("localhost") == true)
+        #expect(landing?.header("Cookie") == nil, "127.0.0.1's cookies do not go to localhost: \(landing?.header("Cookie") ?? "-")")
+    }
+
+    @Test("A cookie the server deletes (Max-Age=0, or an expiry in the past) is removed from the store and no longer sent",
+          arguments: ["Max-Age=0", "Expires=Thu, 01 Jan 1970 00:00:00 GMT"])
+    func cookieDeletedByServer(_ deletion: String) throws {
+        serveCookieRoutes()
+        var logout = RouteOptions()
+        logout.extraHeaders = [("Set-Cookie", "token=gone; Path=/; \(deletion)")]
+        server.serve("/logout", data: Data("bye".utf8), options: logout)
+        let delegate = RecordingDelegate()
+        let session = groupSession("cookies-deleted", delegate: delegate)
+        defer { session.invalidateAndCancel() }
+        _ = download("/login", in: session, delegate: delegate)
+        _ = download("/next", in: session, delegate: delegate)
+        #expect(cookieSent(to: "/next") == "token=abc123")
+        _ = download("/logout", in: session, delegate: delegate)
+        _ = download("/next", in: session, delegate: delegate)
+        #expect(cookieSent(to: "/next") == nil, "deleted: \(cookieSent(to: "/next") ?? "-")")
+        let stored = (try? String(contentsOf: groupJar, encoding: .utf8)) ?? ""
+        #expect(!stored.contains("token"), "removed from the store: \(stored)")
+    }
+
     @Test("httpShouldSetCookies = false: a stored cookie is not sent")
     func shouldSetCookiesFalse() throws {
         serveCookieRoutes()

@@ -45,14 +45,20 @@ package struct CookieJar: Sendable {
 
     /// Keeps the cookies the `Set-Cookie` field values set, for the response from `url`.
     package func store(_ setCookieValues: [String], from url: URL) {
-        store(setCookieValues.flatMap { HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": $0], for: url) }, from: url)
+        store(parsed: setCookieValues.flatMap { value in
+            HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": value], for: url).map { Stored($0).applyingMaxAge(of: value) }
+        }, from: url)
     }
 
     /// Keeps `cookies`, which came with the response from `url`: each replaces a stored one
     /// of the same name, domain and path; one already expired removes it. Cookies for a
     /// domain `url` is not in are ignored, as Apple's are.
     package func store(_ cookies: [HTTPCookie], from url: URL) {
-        let parsed = cookies.map(Stored.init).filter { Self.matchesDomain($0.domain, host: url.host ?? "") }
+        store(parsed: cookies.map(Stored.init), from: url)
+    }
+
+    private func store(parsed: [Stored], from url: URL) {
+        let parsed = parsed.filter { Self.matchesDomain($0.domain, host: url.host ?? "") }
         guard !parsed.isEmpty else { return }
         do {
             try DurableFile.makeDirectory((path as NSString).deletingLastPathComponent)
@@ -115,6 +121,26 @@ extension CookieJar.Stored {
 
     var expired: Bool { expires.map { $0 <= Date() } ?? false }
 
+    /// The cookie with the `Max-Age` of the `Set-Cookie` value it came from, which wins over
+    /// `Expires` (RFC 6265 §5.2.2; 0 or less deletes it): Foundation's parser leaves it out.
+    func applyingMaxAge(of setCookie: String, now: Date = Date()) -> Self {
+        let attributes = setCookie.split(separator: ";").dropFirst().map { $0.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) } }
+        guard let maxAge = attributes.last(where: { $0.count == 2 && $0[0].lowercased() == "max-age" }), let seconds = Int(maxAge[1]) else { return self }
+        var cookie = self
+        cookie.expires = seconds <= 0 ? .distantPast : now.addingTimeInterval(Double(seconds))
+        return cookie
+    }
+
+    /// The line that loads it into libcurl's cookie engine (Netscape's format: domain, whether
+    /// subdomains match, path, secure, expiry, name, value); nil for one no line can carry.
+    var engineLine: String? {
+        let fields = [domain, path, name, value]
+        guard !expired, fields.allSatisfy({ !$0.contains(where: { $0 == "\t" || $0 == "\n" || $0 == "\r" }) }) else { return nil }
+        // 0 would mean a session cookie: an expiry is at least 1, and at most the year 9999.
+        let expiry = expires.map { String(min(max(1, CheckedNumbers.wholeSeconds($0.timeIntervalSince1970)), 253_402_300_799)) } ?? "0"
+        return [(httpOnly ? "#HttpOnly_" : "") + domain, domain.hasPrefix(".") ? "TRUE" : "FALSE", path, secure ? "TRUE" : "FALSE", expiry, name, value].joined(separator: "\t")
+    }
+
     /// Foundation's cookie, for making the `Cookie` field.
     var cookie: HTTPCookie? {
         var properties: [HTTPCookiePropertyKey: Any] = [.name: name, .value: value, .domain: domain, .path: path]
@@ -125,13 +151,28 @@ extension CookieJar.Stored {
 }
 
 extension CookieJar {
-    /// The `Cookie` field a transfer of `request` sends, as `settings` say (none when the
-    /// session does not send cookies, or the request sets its own `Cookie` field).
-    package static func requestFields(_ jar: CookieJar?, _ settings: CookieSettings?, for request: RequestRecord) -> [String] {
-        guard let jar, settings?.sendsCookies == true, let url = URL(string: request.url),
-              !request.headers.contains(where: { $0.name.isSameHTTPFieldName(as: "Cookie") }),
-              let value = jar.requestHeader(for: url) else { return [] }
-        return ["Cookie: \(value)"]
+    /// How a transfer of `request` on `easy` sends cookies, as `settings` say: none when the
+    /// session sends none, or the request sets its own `Cookie` field. A session that also
+    /// keeps cookies loads the stored ones into libcurl's cookie engine for this transfer:
+    /// each request, redirects too, then carries those that match it, and a redirect's
+    /// `Set-Cookie` goes with the request it leads to, as Apple's do. One that keeps none
+    /// (`.never`) sends the stored ones that match the first request, as a `Cookie` field:
+    /// the returned header lines.
+    package static func requestFields(_ jar: CookieJar?, _ settings: CookieSettings?, for request: RequestRecord, on easy: CurlEasy) -> [String] {
+        guard let jar, let settings, settings.sendsCookies, let url = URL(string: request.url),
+              !request.headers.contains(where: { $0.name.isSameHTTPFieldName(as: "Cookie") }) else { return [] }
+        if settings.storesCookies {
+            easy.loadCookieEngine(jar.stored().compactMap(\.engineLine))
+            return []
+        }
+        return jar.requestHeader(for: url).map { ["Cookie: \($0)"] } ?? []
+    }
+
+    /// Called with each response header line: at the end of a redirect's head, keeps its
+    /// `Set-Cookie`s for `url`, the request that got it (the final response's go through `keep`).
+    package static func keepRedirect(_ jar: CookieJar?, _ settings: CookieSettings?, _ head: HTTPResponseHead, after line: String, from url: String?) {
+        guard line.isEmpty, head.isComplete, (300..<400).contains(head.statusCode), let url else { return }
+        keep(jar, settings, head, from: url)
     }
 
     /// Keeps the cookies the final response's `Set-Cookie` fields set, as `settings` say.

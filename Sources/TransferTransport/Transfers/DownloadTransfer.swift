@@ -108,14 +108,17 @@ package final class DownloadTransfer: Transfer {
                 resumeHeaders.append("If-Range: \(ifRange)")
             }
             try easy.apply(task.requestToSend, in: configuration, credentials: credentials, tls: tls,
-                           extraHeaders: resumeHeaders + CookieJar.requestFields(cookies, configuration.cookies, for: task.requestToSend))
+                           extraHeaders: resumeHeaders + CookieJar.requestFields(cookies, configuration.cookies, for: task.requestToSend, on: easy))
         } catch {
             fd.close()
             throw error
         }
         easy.setBufferSize(512 * 1024)
 
-        easy.onHeaderLine = { [unowned self] line in self.head.consume(line) }
+        easy.onHeaderLine = { [unowned self] line in
+            self.head.consume(line)
+            CookieJar.keepRedirect(self.cookies, self.cookieSettings, self.head, after: line, from: self.easy.effectiveURL)
+        }
         easy.onBody = { [unowned self] bytes in self.receive(bytes) }
     }
 

@@ -123,7 +123,7 @@ package final class UploadTransfer: Transfer {
         // The app's Content-Type describes the whole body: it goes with the creation only.
         try easy.apply(task.requestToSend, in: configuration, credentials: credentials, tls: tls,
                        excluding: step == .create ? Self.protocolHeaders : Self.protocolHeaders.union(["content-type"]),
-                       extraHeaders: extraHeaders + CookieJar.requestFields(cookies, configuration.cookies, for: task.requestToSend))
+                       extraHeaders: extraHeaders + CookieJar.requestFields(cookies, configuration.cookies, for: task.requestToSend, on: easy))
         easy.setBufferSize(2 << 20)
         _ = try body.seek(to: startOffset)
         self.task.countOfBytesSent = startOffset
@@ -158,6 +158,7 @@ package final class UploadTransfer: Transfer {
 
     private func headerLine(_ line: String) {
         head.consume(line)
+        CookieJar.keepRedirect(cookies, cookieSettings, head, after: line, from: easy.effectiveURL)
         guard head.isComplete, head.statusCode == 104, step == .create, !offeredResumption else { return }
         offeredResumption = true
         let version = head.value("Upload-Draft-Interop-Version").flatMap { Int($0) } ?? Self.requestedVersion(task.requestToSend)

@@ -116,6 +116,14 @@ extension CurlEasy {
         }
     }
 
+    /// Turns on libcurl's cookie engine for this handle, holding `lines` (Netscape's cookie
+    /// file format): each request, redirects too, sends the cookies that match it, and the
+    /// `Set-Cookie`s of responses on the way join them. Nothing is written to a file.
+    package func loadCookieEngine(_ lines: [String]) {
+        _ = ccurl_easy_setopt_string(handle, CURLOPT_COOKIEFILE, "")
+        for line in lines { _ = ccurl_easy_setopt_string(handle, CURLOPT_COOKIELIST, line) }
+    }
+
     /// nil leaves libcurl's default (no low-speed check; 300 s to connect).
     /// The low-speed check ends a transfer that moved fewer than `bytesPerSecond` for
     /// `lowSpeedTime` seconds; libcurl does not count time while receiving is paused.
