@@ -2,6 +2,9 @@
 import Glibc
 #endif
 import Foundation
+import TransferCoding
+import TransferContainer
+import TransferPOSIX
 
 /// How much a log line matters. `debug` and `info` are written only when asked for
 /// (`BGTRANSFER_LOG_LEVEL=debug|info`), as with os_log.

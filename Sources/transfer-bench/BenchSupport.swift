@@ -2,6 +2,8 @@ import Foundation
 import LoopbackServer
 import TransferContainer
 import ContainerInspection
+import TransferLogging
+import TransferPOSIX
 
 /// A scratch container, a loopback server, and the built executables beside this one.
 struct BenchContainer {

@@ -1,7 +1,8 @@
 import Foundation
 import LoopbackServer
-import TransferContainer
 import ContainerInspection
+import TransferLogging
+import TransferPOSIX
 
 /// From the last task of a session finishing, with no process attached, to the relaunched
 /// host app having acknowledged its events: `fetch-extension download URL` starts a download

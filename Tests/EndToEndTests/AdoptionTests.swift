@@ -5,6 +5,9 @@ import TransferContainer
 import LoopbackServer
 import StandInSupport
 import ContainerInspection
+import Digests
+import TransferLogging
+import TransferPOSIX
 
 /// What an adopter's app meets first (issue 18): a daemon that cannot be found, calls the
 /// backend refuses, long bundle identifiers, the request's own settings. Nothing an app

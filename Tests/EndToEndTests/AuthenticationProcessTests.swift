@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import LoopbackServer
 import TransferContainer
+import Digests
 
 /// A challenge with no process attached: the daemon launches the containing app for the
 /// session, as for events, and the transfer goes on with its answer (S3.1, S1.6).

@@ -2,7 +2,9 @@ import Foundation
 import TestPeers
 import Testing
 import LoopbackServer
-import TransferContainer
+import Digests
+import TransferPOSIX
+import TransferCoding
 
 /// Everything dies at random moments while 30 downloads run against a faulty server; at
 /// the end every file is delivered whole, each completion reached a delegate exactly once,

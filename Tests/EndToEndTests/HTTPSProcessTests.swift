@@ -1,7 +1,7 @@
 import Foundation
 import TestPeers
 import Testing
-import TransferContainer
+import TransferPOSIX
 
 /// HTTPS through the daemon, as an extension runs it (S2.6, S3.6): a chain from a private CA
 /// that nobody trusts fails with -1202 and no file is delivered; the app accepts it from its

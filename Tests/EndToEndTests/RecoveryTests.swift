@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import LoopbackServer
 import TransferContainer
+import Digests
+import TransferCoding
 
 /// Hostile records: a session whose record cannot be read, and containers moved elsewhere.
 @Suite(.timeLimit(.minutes(5)))

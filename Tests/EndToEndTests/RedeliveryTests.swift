@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
+import Digests
 
 /// Whatever dies, no event is lost and none reaches a delegate twice (S3.4, S4.1).
 @Suite(.timeLimit(.minutes(5)))

@@ -4,6 +4,7 @@ import BackgroundTransfer
 import LoopbackServer
 import TransferContainer
 import ContainerInspection
+import Digests
 
 /// Behaviours a deliberate-bug check found unguarded: each test here fails when its
 /// behaviour is broken (what breaks it is named in each test's comment).

@@ -4,6 +4,7 @@ import Testing
 import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
+import Digests
 
 /// Links that stall (issue 20, S6.4): `timeoutIntervalForRequest` is the idle time between
 /// bytes, as Apple has it. A server that sends its head and then nothing, or stops part-way

@@ -4,6 +4,7 @@ import Testing
 import TransferContainer
 import LoopbackServer
 import TestPeers
+import TransferPOSIX
 
 /// `getAllTasks` against a real daemon: the daemon answers with a summary of each task, and
 /// the library asks for the records themselves only of tasks it has not seen as they are.

@@ -4,6 +4,7 @@ import LoopbackServer
 import TransferContainer
 import ContainerInspection
 import BackgroundTransferTesting
+import Digests
 
 /// Force quit versus termination by the system (S4.1, S4.2), and the background budget.
 @Suite(.timeLimit(.minutes(5)))

@@ -3,8 +3,9 @@ import Glibc
 #endif
 import Foundation
 import Testing
-import TransferContainer
 import ContainerInspection
+import TransferCoding
+import TransferLogging
 
 /// Appends raw bytes to a file (as another writer would).
 func appendRaw(_ bytes: Data, to path: String) throws {

@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// The identifiers this process was launched to handle events for, and what happens when
 /// the app calls the completion handler it was given. Thread-safe.

@@ -1,6 +1,8 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferLogging
+import TransferPOSIX
 
 /// One background session open in this process: its attachment to the daemon, its task
 /// objects, and the in-order, exactly-once delivery of its events to the delegate.

@@ -1,6 +1,7 @@
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferPOSIX
 
 /// The daemon's socket: accepts clients, reads their frames within each one's share of a
 /// turn, hands each request to `RequestHandler`, queues the replies, and drops peers that do

@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// Relaunching containing apps when events wait (S3.1, S1.6): which session wants its app,
 /// the resume rate limiter (S6.5), the background budget, giving up on relaunches that fail

@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// What the daemon does for each request a client sends: who may ask what, and the answer.
 /// Owned by the daemon's loop thread.

@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferLogging
 
 /// The log lines the library and the stand-ins write at the moments the end-to-end tests wait
 /// for, named once: a change of wording breaks this file, not every test that waits for it.
