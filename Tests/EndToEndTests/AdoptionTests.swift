@@ -373,7 +373,7 @@ struct AdoptionProcessTests {
         #expect(waitUntil(timeout: 60) { !daemon.process.isRunning && !FileLock.isHeld(container.layout.daemonLock.path) }, "the daemon did not go idle")
         let refusals = TransferLog.entries(layout: container.layout).filter { $0.message.contains("is not open in this process") }
         #expect(refusals.isEmpty, "\(refusals.map(\.message))")
-        let relaunches = container.logEntries(process: "transferd", category: "relaunch").filter { $0.message.hasPrefix("launched") }
+        let relaunches = container.logEntries(process: "transferd").filter { $0.launched() != nil }
         #expect(relaunches.isEmpty, "relaunched for nothing: \(relaunches.map(\.message))")
         let host = ContainerSnapshot.read(container.layout).apps.first { $0.bundleIdentifier == "com.example.host" }
         #expect(host?.relaunchDelay == nil, "the rate limiter did not start")

@@ -190,10 +190,7 @@ struct ChaosTests {
     }
 
     private func launchedHosts(_ container: TestContainer) -> [Int32] {
-        container.logEntries(process: "transferd", category: "relaunch").compactMap { entry in
-            guard entry.message.hasPrefix("launched "), let range = entry.message.range(of: #"\(pid (\d+)\)"#, options: .regularExpression) else { return nil }
-            return Int32(entry.message[range].dropFirst(5).dropLast())
-        }
+        container.logEntries(process: "transferd").compactMap { $0.launched() }
     }
 
     private func pendingEvents(_ container: TestContainer) -> Int {

@@ -153,7 +153,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         do {
             try open(on: connection)
             resendUnanswered(on: connection)
-            log.notice("session", "reattached after the daemon restarted", session: identifier.rawValue)
+            log.notice("session", "reattached after the daemon restarted", session: identifier.rawValue, event: LogEvent(.reattached))
         } catch {
             log.error("session", "cannot reattach: \(error)", session: identifier.rawValue)
         }
