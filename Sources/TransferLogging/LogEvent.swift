@@ -22,16 +22,22 @@ public struct LogEvent: Codable, Sendable, Equatable {
         case launchedForEvents
         /// The library reopened the line's session in a daemon that had restarted.
         case reattached
+        /// A request to the daemon failed with `code` (a `TransferFailure` code): logged by the
+        /// library that asked, and by the daemon when it refuses one (with the asker's `pid`).
+        case requestFailed
     }
 
     public var kind: Kind
     /// The app's bundle family, or the executable for `launchFailed`.
     public var app: String?
     public var pid: Int32?
+    /// The failure's code, for `requestFailed`.
+    public var code: Int?
 
-    public init(_ kind: Kind, app: String? = nil, pid: Int32? = nil) {
+    public init(_ kind: Kind, app: String? = nil, pid: Int32? = nil, code: Int? = nil) {
         self.kind = kind
         self.app = app
         self.pid = pid
+        self.code = code
     }
 }

@@ -371,7 +371,7 @@ struct AdoptionProcessTests {
         #expect(waitUntil(timeout: 5) { container.pendingEvents(session).isEmpty }, "events left: \(container.pendingEvents(session))")
         // Whichever daemon serves the container (one started on demand exits after 30 s idle).
         #expect(waitUntil(timeout: 60) { !daemon.process.isRunning && !FileLock.isHeld(container.layout.daemonLock.path) }, "the daemon did not go idle")
-        let refusals = TransferLog.entries(layout: container.layout).filter { $0.message.contains("is not open in this process") }
+        let refusals = TransferLog.entries(layout: container.layout).filter { $0.failedRequestCode == TransferFailure.requestRefused }
         #expect(refusals.isEmpty, "\(refusals.map(\.message))")
         let relaunches = container.logEntries(process: "transferd").filter { $0.launched() != nil }
         #expect(relaunches.isEmpty, "relaunched for nothing: \(relaunches.map(\.message))")

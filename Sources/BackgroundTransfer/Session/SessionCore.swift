@@ -244,7 +244,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
             let reply = try self.request(.cancelTask(session: identifier, task: task.taskIdentifier, produceResumeData: produceResumeData))
             if case .cancelled(let data) = reply { return data }
         } catch {
-            log.error("session", "cancel failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier)
+            log.error("session", "cancel failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier, event: LogEvent(.requestFailed, code: error.code))
         }
         return nil
     }
@@ -267,7 +267,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         do {
             _ = try request(.invalidate(session: identifier, cancelTasks: cancelTasks))
         } catch {
-            log.error("session", "invalidate failed: \(error)", session: identifier.rawValue)
+            log.error("session", "invalidate failed: \(error)", session: identifier.rawValue, event: LogEvent(.requestFailed, code: error.code))
             deliveryQueue.async { self.finishInvalidation(nil) }
         }
     }

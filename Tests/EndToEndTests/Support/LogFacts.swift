@@ -29,6 +29,8 @@ extension LogEntry {
     func isSessionOpened(by pid: Int32) -> Bool { event?.kind == .sessionOpened && event?.pid == pid }
     /// The library reopened its session in a restarted daemon.
     var isReattached: Bool { event?.kind == .reattached }
+    /// The code of a request of the library's that the daemon refused or could not carry out; nil for other lines.
+    var failedRequestCode: Int? { event?.kind == .requestFailed ? event?.code : nil }
     /// A stand-in's delegate was called `didFinishDownloadingTo` for `task`.
     func isDidFinishDownloading(task: Int) -> Bool { category == "delegate" && self.task == task && message.hasPrefix("didFinishDownloadingTo") }
     /// A stand-in's delegate was called `didCompleteWithError` (for `task`).
