@@ -1,5 +1,5 @@
 import TestPeers
-import TransferContainer
+import TransferPOSIX
 
 /// A process a test started on a `SimulatedDevice` (an app, an extension, a plain program or
 /// the daemon), with its output captured to files. One thread of its own waits for its exit;

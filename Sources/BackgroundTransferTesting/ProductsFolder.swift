@@ -1,4 +1,4 @@
-import TransferContainer
+import TransferPOSIX
 
 /// Where a package's built executables are: SwiftPM builds every product of a package, the
 /// test bundle among them, into one folder (`.build/debug`). A namespace; no state.

@@ -1,4 +1,5 @@
 import TransferContainer
+import TransferPOSIX
 
 /// What iOS does to an app, one call each: kills, force quit, the daemon's death and
 /// restart, device conditions. Called from any thread (the device's daemon is behind a lock).

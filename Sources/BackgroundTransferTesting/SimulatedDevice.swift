@@ -1,4 +1,5 @@
 import TransferContainer
+import TransferPOSIX
 
 /// One test's device: a private container in a temporary folder (removed by `shutDown()`),
 /// its own `transferd`, and the adopter's executables launched on it as the daemon launches

@@ -1,5 +1,5 @@
 import TestPeers
-import TransferContainer
+import TransferPOSIX
 
 /// An HTTPS server for a test: Debian's nginx on a free 127.0.0.1 port, TLS with HTTP/2
 /// offered by ALPN, its certificate made by `openssl` at test time from a private test CA

@@ -1,4 +1,5 @@
 import TransferContainer
+import TransferPOSIX
 
 /// Who a test says it is when it asks the daemon for what only the system does (device
 /// conditions, force quit): a developer tool, as `bgtransfer` is. The daemon reads this very

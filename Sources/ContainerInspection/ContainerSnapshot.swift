@@ -1,5 +1,7 @@
 import Foundation
 import TransferContainer
+import TransferCoding
+import TransferPOSIX
 
 /// What `bgtransfer inspect` shows, read from the container alone (the daemon may be
 /// stopped): the daemon, the apps, the sessions with their tasks and pending events, and the

@@ -1,5 +1,7 @@
 import Foundation
 import TransferContainer
+import TransferCoding
+import TransferLogging
 
 /// Reads the container's log as it grows: each call to `next()` returns the complete lines
 /// written since the last call. Owned by one thread.

@@ -1,4 +1,4 @@
-import TransferContainer
+import HTTPFormats
 /// What to send in answer to a GET's `Range` and `If-Range` headers (RFC 9110 §14),
 /// decided from the headers and the representation's size and validators. A pure value
 /// computed on the connection thread.

@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import Digests
 
 /// An `Authorization` or `Proxy-Authorization` value taken apart (RFC 9110 §11.4): the
 /// scheme, then what follows it (a token68 for Basic, auth-params for Digest). A value built

@@ -1,6 +1,6 @@
 import Foundation
-import TransferContainer
 import Glibc
+import HTTPFormats
 
 /// A response's status line and header fields. A value built on the connection thread.
 struct ResponseHead {

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import TransferContainer
+import TransferPOSIX
 
 /// A small HTTP/1.1 server on 127.0.0.1 for end-to-end tests, the demo and the benchmark.
 ///

@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import HTTPFormats
 
 /// A decided response: its head, what body to send (if any) and how to write it.
 /// Built and consumed on the connection thread.

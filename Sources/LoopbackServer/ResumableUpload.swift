@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import Digests
 
 /// One resumable upload, from its creation request until it is cancelled (completed ones
 /// stay, so late requests learn it is complete). Lives in `UploadRegistry` under the server

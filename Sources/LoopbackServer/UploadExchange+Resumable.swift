@@ -1,5 +1,4 @@
 import Foundation
-import TransferContainer
 
 /// The resumable-upload half of `UploadExchange` (draft-ietf-httpbis-resumable-upload):
 /// creation, offset queries, appends and cancellation of an upload resource.

@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import Digests
 
 /// Serves one request for the upload machinery: a plain upload, a resumable upload's
 /// creation, offset query, append or cancellation, OPTIONS, or 405, with the route's faults

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import TransferContainer
+import Digests
 
 /// Where one request's upload body goes as it arrives: counted, hashed and/or written to
 /// the upload's file at the right offset. Created for one request and used only on that

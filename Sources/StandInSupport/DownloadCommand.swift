@@ -1,5 +1,5 @@
 import BackgroundTransfer
-import TransferContainer
+import CommandLineTools
 
 /// `download URL [--description TEXT] [--session ID] [--wait]` and the scheduling options:
 /// the command line shared by the host app and the extensions.

@@ -1,5 +1,5 @@
 import BackgroundTransfer
-import TransferContainer
+import TransferPOSIX
 
 /// The host app's queue of downloads to start later, one each time the system launches it
 /// in the background (as a podcast app fetches the next episode when one finishes): a text

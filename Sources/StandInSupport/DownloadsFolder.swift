@@ -1,5 +1,5 @@
 import BackgroundTransfer
-import TransferContainer
+import TransferPOSIX
 
 /// `<root>/AppGroups/group.com.example.transfers/Downloads/`: where the host keeps finished
 /// downloads. Names come from the server or the URL and are never allowed to leave the folder.

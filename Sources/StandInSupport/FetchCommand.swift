@@ -1,5 +1,4 @@
 import BackgroundTransfer
-import TransferContainer
 
 /// `host-app fetch URL`: a data task in the host's background session (S2.2). It runs in this
 /// process, while it lives: the command waits for it, keeps the body `didReceive data` handed

@@ -1,5 +1,7 @@
 import BackgroundTransfer
 import TransferContainer
+import CommandLineTools
+import TransferPOSIX
 
 /// The containing app: relaunched for a session's events, launched by the user, or told to
 /// start a download.

@@ -1,5 +1,7 @@
 import BackgroundTransfer
 import TransferContainer
+import TransferCoding
+import TransferPOSIX
 
 /// The host app's stand-in for a keychain: passwords by realm, in its private container
 /// (`Apps/com.example.host/Library/keychain.json`, 0600), written by

@@ -1,5 +1,4 @@
 import BackgroundTransfer
-import TransferContainer
 
 /// `[--discretionary] [--no-cellular] [--no-expensive] [--no-constrained]
 /// [--begin-after SECONDS] [--priority 0…1] [--request-timeout SECONDS]`: how the stand-ins'

@@ -1,5 +1,5 @@
 import BackgroundTransfer
-import TransferContainer
+import TransferPOSIX
 
 /// The session delegate of the stand-in app and extensions: moves finished downloads into
 /// the app group's `Downloads/`, logs every delegate call (and the server's answer to an upload),

@@ -1,5 +1,4 @@
 import BackgroundTransfer
-import TransferContainer
 
 /// `upload FILE URL [--method PUT|POST] [--description TEXT] [--session ID] [--wait]` and
 /// the scheduling options: the upload command line of the stand-in extensions.

@@ -1,6 +1,6 @@
 import BackgroundTransfer
-import TransferContainer
 import ProgressDisplay
+import TransferPOSIX
 
 /// The progress bar a stand-in draws on stderr for the task it waits for (`--wait`), from
 /// its delegate's `didWriteData` / `didSendBodyData`: one line redrawn in place, at most ten

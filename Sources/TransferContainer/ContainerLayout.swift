@@ -1,4 +1,5 @@
 import Foundation
+import TransferPOSIX
 
 /// Where everything lives inside one shared container root (the stand-in for a device's
 /// file system). Every path the project uses is built here, from checked identifiers only,

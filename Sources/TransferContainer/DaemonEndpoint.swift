@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import TransferPOSIX
 
 /// How a process reaches the container's daemon: connect to its socket, and if nobody
 /// answers, start `transferd` (as launchd would) and wait for it. Stateless.
@@ -58,8 +59,9 @@ public enum DaemonEndpoint {
 
     /// Connects to the daemon, starting it on demand (found as `environment` says, see
     /// `daemonExecutable`, and started with `daemonEnvironment`); an on-demand daemon exits
-    /// after 30 idle seconds.
-    public static func connect(_ layout: ContainerLayout, log: TransferLog?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(TransferFailure) -> FileDescriptor {
+    /// after 30 idle seconds. `started` hears of a daemon started here (its executable and
+    /// pid), for the caller's log: this module has none.
+    public static func connect(_ layout: ContainerLayout, started: ((_ daemon: String, _ pid: Int32) -> Void)? = nil, environment: [String: String] = ProcessInfo.processInfo.environment) throws(TransferFailure) -> FileDescriptor {
         let path = layout.daemonSocket.path
         if let fd = try? UnixSocket.connect(to: path) { return fd }
         // A container that is gone (deleted under us) gets no daemon: starting one would
@@ -70,7 +72,7 @@ public enum DaemonEndpoint {
         let daemon = try daemonExecutable(environment: environment)
         do {
             let pid = try ProcessSpawner.spawn(daemon, arguments: ["--container", layout.root.path, "--exit-when-idle", "30"], environment: daemonEnvironment(client: environment), newSession: true, outputPath: layout.logsDirectory.appendingPathComponent("transferd.out").path)
-            log?.notice("connection", "no daemon answered; started \(daemon) (pid \(pid))")
+            started?(daemon, pid)
         } catch {
             throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "cannot start the transfer daemon \(daemon): \(error)", subject: daemon)
         }
@@ -88,7 +90,7 @@ public enum DaemonEndpoint {
     /// library), after `hello` if given: the daemon answers a ping from anyone, everything
     /// else only after a hello it has verified.
     public static func request(_ request: DaemonRequest, as hello: ClientHello? = nil, layout: ContainerLayout, timeout: TimeInterval = 30) throws(TransferFailure) -> DaemonReply {
-        let fd = try connect(layout, log: nil)
+        let fd = try connect(layout)
         defer { fd.close() }
         let id = try sayHello(hello, on: fd, timeout: timeout)
         try send(request, id: id, on: fd)

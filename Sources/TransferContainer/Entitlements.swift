@@ -1,5 +1,6 @@
 import Foundation
 import CPOSIX
+import TransferPOSIX
 
 /// What an executable is entitled to: the bundles it may act as, each with its kind,
 /// containing app and app groups (an Info.plist and entitlements, in effect).

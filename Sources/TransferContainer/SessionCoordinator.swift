@@ -1,4 +1,5 @@
 import Foundation
+import TransferPOSIX
 
 /// One process per background session, one session object per identifier inside a process.
 ///

@@ -2,6 +2,8 @@ internal import Glibc
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferLogging
+import TransferPOSIX
 
 /// The transfer daemon (the stand-in for nsurlsessiond): owns every background task of one
 /// container, performs the HTTP work, keeps task state durable, delivers events to the

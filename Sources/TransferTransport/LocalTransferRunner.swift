@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// Downloads carried out inside the app's own process, for default (foreground) sessions:
 /// the same `DownloadTransfer` and libcurl loop the daemon uses, on a thread of their own.

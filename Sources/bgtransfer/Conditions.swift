@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// `bgtransfer conditions [--network wifi|cellular|offline] [--expensive on|off]
 /// [--constrained on|off] [--power charging|battery] [--low-power on|off]`: changes the

@@ -1,6 +1,7 @@
 import Foundation
 import TransferContainer
 import ContainerInspection
+import TransferPOSIX
 
 /// What only the running daemon knows of waiting tasks — that a ready task waits for a
 /// transfer slot, and behind whom (`TaskHold.waitingForSlot`) — laid over a snapshot read

@@ -3,6 +3,9 @@ import LoopbackServer
 import TransferContainer
 import ProgressDisplay
 import ContainerInspection
+import Digests
+import TransferLogging
+import TransferPOSIX
 
 /// `bgtransfer demo`: the story of a background download from an extension, told as a
 /// timeline read from the container's log, checked by SHA-256 at the end.

@@ -2,6 +2,7 @@ import Foundation
 import TransferContainer
 import ProgressDisplay
 import ContainerInspection
+import TransferCoding
 
 /// `bgtransfer inspect [--json] [--session ID]`: the container as a person (or a script) reads it.
 enum Inspect {

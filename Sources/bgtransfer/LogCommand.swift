@@ -1,6 +1,8 @@
 import Foundation
 import TransferContainer
 import ContainerInspection
+import TransferLogging
+import TransferCoding
 
 /// `bgtransfer log [--follow] [--session ID] [--level debug|info|notice|error]`: the container's
 /// log as a person reads it, one line per entry, from every process.

@@ -2,6 +2,8 @@ import Foundation
 import TransferContainer
 import ProgressDisplay
 import ContainerInspection
+import TransferCoding
+import TransferLogging
 
 /// Builds a `Timeline` from log entries, the sessions' journals and a snapshot of the
 /// container: processes from the entries' process and pid, task facts from `TimelineFact`,

@@ -1,6 +1,7 @@
 import Foundation
 import TransferContainer
 import ContainerInspection
+import TransferLogging
 
 /// `bgtransfer timeline [--session ID] [--output FILE]`: the container's story as one
 /// self-contained HTML page (see `TimelineBuilder` for what is drawn from where, and

@@ -1,5 +1,4 @@
 import Foundation
-import TransferContainer
 
 /// The event list under the picture: every mark and wait of the timeline in words, in
 /// order of time. Made on the thread that renders the page.

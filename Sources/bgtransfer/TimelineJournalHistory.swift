@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferCoding
 
 extension TimelineBuilder {
     /// What the sessions' journals still hold, line by line (a journal keeps every change

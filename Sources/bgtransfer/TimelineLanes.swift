@@ -1,7 +1,7 @@
 import Foundation
-import TransferContainer
 import ProgressDisplay
 import ContainerInspection
+import TransferLogging
 
 /// How the timeline finds its lanes: one per process the log names. Runs on the main thread, as the builder does.
 extension TimelineBuilder {

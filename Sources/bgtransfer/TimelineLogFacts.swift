@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferLogging
 
 /// What one log line says, for the timeline. Lines about a waiting task carry their typed
 /// fact (`LogEntry.hold`: a retry and its cause, a pause, a wait for a slot), read as it is.

@@ -1,5 +1,4 @@
 import Foundation
-import TransferContainer
 
 /// How the timeline looks: the colours, names and glyphs of lanes, waits and marks, and the
 /// legend that explains them. Pure functions of the kinds; any thread.

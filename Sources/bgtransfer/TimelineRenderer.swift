@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import TransferCoding
 
 /// Draws a `Timeline` as one self-contained HTML page: an inline SVG (processes above, tasks
 /// below, one time axis), a legend, the findings, and the event list; no network, no external

@@ -2,6 +2,7 @@ import Foundation
 import TransferContainer
 import ProgressDisplay
 import ContainerInspection
+import TransferLogging
 
 /// How the timeline tells one task's story: its bar, marks and waits. Runs on the main thread, as the builder does.
 extension TimelineBuilder {

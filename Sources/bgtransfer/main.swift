@@ -1,6 +1,8 @@
 import Foundation
 import TransferContainer
 import ContainerInspection
+import CommandLineTools
+import TransferPOSIX
 
 // bgtransfer: the developer's tool around the daemon.
 //   bgtransfer [--container PATH] inspect [--json] [--session ID]

@@ -1,5 +1,5 @@
 import BackgroundTransfer
-import TransferContainer
+import TransferPOSIX
 
 /// This process as an app (`com.example.bench`, declared in main.swift) with one background
 /// session in a scratch container: for the figures a client sees from the inside.

@@ -2,6 +2,8 @@ import Foundation
 import LoopbackServer
 import TransferContainer
 import ContainerInspection
+import TransferLogging
+import TransferPOSIX
 
 /// A scratch container, a loopback server, and the built executables beside this one.
 struct BenchContainer {
@@ -77,8 +79,8 @@ struct BenchContainer {
         let family = layout.sessionsDirectory.appendingPathComponent("com.example.host")
         var launched: [Int32] = []
         let settled = poll(timeout: timeout) {
-            for entry in follower.next() where entry.process == "transferd" && entry.category == "relaunch" && entry.message.hasPrefix("launched com.example.host (pid ") {
-                if let pid = Int32(entry.message.dropFirst("launched com.example.host (pid ".count).prefix { $0.isNumber }) { launched.append(pid) }
+            for entry in follower.next() where entry.process == "transferd" {
+                if let event = entry.event, event.kind == .launched, event.app == "com.example.host", let pid = event.pid { launched.append(pid) }
             }
             let sessions = (try? FileManager.default.contentsOfDirectory(atPath: family.path)) ?? []
             let undelivered = sessions.contains { JournalContents.hasUndeliveredEvents(session: family.appendingPathComponent($0)) }

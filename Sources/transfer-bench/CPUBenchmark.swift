@@ -1,6 +1,6 @@
 import BackgroundTransfer
 import Foundation
-import TransferContainer
+import Digests
 
 /// CPU time per GiB downloaded from Debian's nginx, the daemon against curl, runs alternating:
 /// the daemon's user + system time (`/proc/PID/stat`, every thread, before and after each

@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import TransferPOSIX
 
 /// A command run to its end as a child of this process, with what the kernel counted for it:
 /// wall time, and user and system CPU time from `wait4`'s rusage (the child and nothing else,

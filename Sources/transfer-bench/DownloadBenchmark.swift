@@ -1,6 +1,5 @@
 import Foundation
 import LoopbackServer
-import TransferContainer
 import ContainerInspection
 
 /// A download through the daemon into a file (`fetch-extension download URL --wait`,

@@ -1,6 +1,7 @@
 import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
+import TransferLogging
 
 /// From a task's end in the daemon to `didCompleteWithError` in an attached client: the
 /// daemon's log line for the end of the task (`finished: …`, written when the transfer has

@@ -1,6 +1,5 @@
 import BackgroundTransfer
 import LoopbackServer
-import TransferContainer
 
 /// This library's default session, as the same client (`ForegroundClients.swift` holds
 /// corelibs' one). Owned by the benchmark's thread.

@@ -1,6 +1,6 @@
 import BackgroundTransfer
 import Foundation
-import TransferContainer
+import Digests
 
 /// Downloads over TLS from Debian's nginx, through the daemon (the benchmark's own background
 /// session, `BenchApp`) against curl with the test CA, runs alternating:

@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferCoding
 
 /// `transfer-bench hand-written`: each piece the project wrote by hand where Foundation or the
 /// system has one, timed against that one in the same run: the compact JSON coder against

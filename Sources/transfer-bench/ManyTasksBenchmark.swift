@@ -1,6 +1,9 @@
 import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
+import TransferCoding
+import TransferLogging
+import TransferPOSIX
 
 /// Many queued tasks in one session: how fast they are created (from the first
 /// `downloadTask(with:)` until the daemon has made the last one durable), how long `getAllTasks` takes with all of them, and the

@@ -1,6 +1,5 @@
 import Foundation
 import LoopbackServer
-import TransferContainer
 
 /// How much a SIGKILL of `transferd` costs: a download of `size` bytes, the daemon killed at
 /// 50 %, restarted; the bytes the server sent beyond the file's size were fetched twice.

@@ -1,7 +1,8 @@
 import Foundation
 import LoopbackServer
-import TransferContainer
 import ContainerInspection
+import TransferLogging
+import TransferPOSIX
 
 /// From the last task of a session finishing, with no process attached, to the relaunched
 /// host app having acknowledged its events: `fetch-extension download URL` starts a download
@@ -80,11 +81,11 @@ struct RelaunchBenchmark {
                 switch (entry.process, entry.category) {
                 case ("transferd", "transfers") where entry.message.hasPrefix("finished:"):
                     finished = time
-                case ("transferd", "relaunch") where entry.message.hasPrefix("launched ") && !entry.message.hasPrefix("launched app"):
+                case ("transferd", _) where entry.event?.kind == .launched:
                     spawned = time
-                    pid = entry.message.split(separator: "(").dropFirst().first.flatMap { Int32($0.dropFirst("pid ".count).prefix { $0.isNumber }) }
+                    pid = entry.event?.pid
                     if let pid { launched.append(pid) }
-                case ("host-app", "application") where entry.message.hasPrefix("launched to handle events"):
+                case ("host-app", _) where entry.event?.kind == .launchedForEvents:
                     appStarted = time
                 case ("transferd", "events") where entry.message.hasPrefix("events through"):
                     guard let finished, let spawned, let appStarted, let pid else {
@@ -115,7 +116,7 @@ struct RelaunchBenchmark {
 
     /// The daemon's line saying that the app it launched as `pid` exited.
     private static func isExit(of pid: Int32, _ entry: LogEntry) -> Bool {
-        entry.process == "transferd" && entry.message.hasPrefix("launched app") && entry.message.contains("(pid \(pid)) exited")
+        entry.process == "transferd" && entry.event?.kind == .launchedAppExited && entry.event?.pid == pid
     }
 
     /// Ends relaunched apps still running (the daemon started them for this benchmark).

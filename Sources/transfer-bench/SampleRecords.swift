@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferCoding
 
 /// The records and frames the coding figures encode and decode, as the daemon and the library
 /// make them: a download under way as journalled, a `createTask` request and the task it

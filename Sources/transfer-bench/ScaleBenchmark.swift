@@ -1,6 +1,8 @@
 import BackgroundTransfer
 import Foundation
 import TransferContainer
+import TransferCoding
+import TransferPOSIX
 
 /// The daemon at scale, each figure against the floor it cannot go below, measured in the
 /// same run:

@@ -1,6 +1,6 @@
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
+import TransferPOSIX
 
 /// Many small downloads in one session (each URL its own 16 KiB file), from the first
 /// `downloadTask(with:)` to the last `didCompleteWithError`, every file moved into a folder,

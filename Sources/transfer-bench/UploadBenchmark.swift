@@ -1,7 +1,7 @@
 import Foundation
 import LoopbackServer
-import TransferContainer
 import ContainerInspection
+import TransferPOSIX
 
 /// What an upload through the daemon costs against `curl -T` of the same file to the same
 /// server, runs alternating; then the bytes sent again after a SIGKILL of `transferd` at 50 %.

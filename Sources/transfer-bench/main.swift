@@ -1,5 +1,4 @@
 import Foundation
-import TransferContainer
 
 // What this executable is entitled to: it acts as an app of its own for the figures a client
 // sees from the inside (its own bundle and app group, never the stand-ins'). The daemon reads

@@ -1,6 +1,8 @@
 import Foundation
 import TransferContainer
 import TransferEngine
+import CommandLineTools
+import TransferLogging
 
 // transferd: the transfer daemon. `transferd [--container PATH] [--exit-when-idle SECONDS]
 // [--relaunch-delay SECONDS] [--max-tasks-per-app N] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]`. Runs in the

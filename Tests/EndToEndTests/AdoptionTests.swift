@@ -5,6 +5,9 @@ import TransferContainer
 import LoopbackServer
 import StandInSupport
 import ContainerInspection
+import Digests
+import TransferLogging
+import TransferPOSIX
 
 /// What an adopter's app meets first (issue 18): a daemon that cannot be found, calls the
 /// backend refuses, long bundle identifiers, the request's own settings. Nothing an app
@@ -368,9 +371,9 @@ struct AdoptionProcessTests {
         #expect(waitUntil(timeout: 5) { container.pendingEvents(session).isEmpty }, "events left: \(container.pendingEvents(session))")
         // Whichever daemon serves the container (one started on demand exits after 30 s idle).
         #expect(waitUntil(timeout: 60) { !daemon.process.isRunning && !FileLock.isHeld(container.layout.daemonLock.path) }, "the daemon did not go idle")
-        let refusals = TransferLog.entries(layout: container.layout).filter { $0.message.contains("is not open in this process") }
+        let refusals = TransferLog.entries(layout: container.layout).filter { $0.failedRequestCode == TransferFailure.requestRefused }
         #expect(refusals.isEmpty, "\(refusals.map(\.message))")
-        let relaunches = container.logEntries(process: "transferd", category: "relaunch").filter { $0.message.hasPrefix("launched") }
+        let relaunches = container.logEntries(process: "transferd").filter { $0.launched() != nil }
         #expect(relaunches.isEmpty, "relaunched for nothing: \(relaunches.map(\.message))")
         let host = ContainerSnapshot.read(container.layout).apps.first { $0.bundleIdentifier == "com.example.host" }
         #expect(host?.relaunchDelay == nil, "the rate limiter did not start")

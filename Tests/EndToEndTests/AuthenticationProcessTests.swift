@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import LoopbackServer
 import TransferContainer
+import Digests
 
 /// A challenge with no process attached: the daemon launches the containing app for the
 /// session, as for events, and the transfer goes on with its answer (S3.1, S1.6).
@@ -27,7 +28,7 @@ struct AuthenticationProcessTests {
 
         let answered = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("didReceive challenge: task 1, Basic realm \"vault\" at 127.0.0.1:\(server.port), previous failures 0: answered with the keychain's password for alice") }
         #expect(answered?.session == Self.fetchSession, "the host was launched for the extension's session to answer")
-        let delivered = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("didCompleteWithError(nil): task 1, HTTP 200") }
+        let delivered = container.waitForLog { $0.process == "host-app" && $0.isDidCompleteWithoutError(task: 1, status: 200) }
         #expect(delivered != nil, "the download finished and the host was launched again for its events")
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("report.bin").path) == SHA256.hexDigest(of: payload))
         #expect(server.authenticationCounts(at: "/vault/report.bin").acceptedUsers == ["alice"])

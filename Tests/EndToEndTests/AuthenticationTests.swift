@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
+import Digests
 
 /// Authentication challenges answered by an attached app, credentials by persistence, the
 /// proxy's 407, request headers and their redaction, refreshed headers before a retry.

@@ -3,6 +3,7 @@ import Testing
 import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
+import TransferPOSIX
 
 extension InProcess {
 /// S9.4 in background sessions: the daemon sends cookies from, and keeps `Set-Cookie` in,

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
 
 extension InProcess {

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
 
 /// S2.2 with real processes: a data task of a background session runs in the process that
 /// made it, over loopback, and when that process is killed mid-body the next process that

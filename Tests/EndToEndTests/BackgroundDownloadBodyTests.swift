@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
 
 /// A background session's download task whose request has a body (a POST to a search API

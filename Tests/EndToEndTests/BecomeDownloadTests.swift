@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
+import Digests
+import TransferPOSIX
 
 /// `.becomeDownload` in a default session (S9.2): a data task whose delegate answers it to
 /// `didReceive response` goes on as a download task, whose file comes to

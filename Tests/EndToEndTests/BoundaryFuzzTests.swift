@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import TransferContainer
 import ContainerInspection
+import TransferCoding
+import TransferPOSIX
 
 /// Boundary numbers in every number of every record on disk and every request on the wire
 /// (issue "hostile servers, hostile peers, hostile records"): each number of a real sample is

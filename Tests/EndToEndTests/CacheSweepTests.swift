@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
 
 /// At start-up the daemon removes the files in its sessions' caches that no unfinished task
 /// and no undelivered event names (what power cuts and kills leave behind), and nothing else.

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
+import Digests
+import HTTPFormats
 
 /// A resource that changes while it is downloaded, on a server that ignores `If-Range`: the
 /// resume is answered `206` with the new version's tail. The bytes on disk are of the old

@@ -2,7 +2,9 @@ import Foundation
 import TestPeers
 import Testing
 import LoopbackServer
-import TransferContainer
+import Digests
+import TransferPOSIX
+import TransferCoding
 
 /// Everything dies at random moments while 30 downloads run against a faulty server; at
 /// the end every file is delivered whole, each completion reached a delegate exactly once,
@@ -188,10 +190,7 @@ struct ChaosTests {
     }
 
     private func launchedHosts(_ container: TestContainer) -> [Int32] {
-        container.logEntries(process: "transferd", category: "relaunch").compactMap { entry in
-            guard entry.message.hasPrefix("launched "), let range = entry.message.range(of: #"\(pid (\d+)\)"#, options: .regularExpression) else { return nil }
-            return Int32(entry.message[range].dropFirst(5).dropLast())
-        }
+        container.logEntries(process: "transferd").compactMap { $0.launched() }
     }
 
     private func pendingEvents(_ container: TestContainer) -> Int {

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
 
 /// The daemon writes a download only inside the session's own cache folder: a symlink a

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
 
 /// One process per session (S1.5), and identifiers that are refused before they touch the disk (S1.1).
 @Suite(.timeLimit(.minutes(5)))

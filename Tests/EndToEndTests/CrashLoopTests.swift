@@ -4,6 +4,9 @@ import BackgroundTransfer
 import LoopbackServer
 import TransferContainer
 import ContainerInspection
+import TransferCoding
+import TransferLogging
+import TransferPOSIX
 
 /// No input puts the container's daemon into a crash loop, and no download fills its disk
 /// (issue "hostile servers, hostile peers, hostile records").

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
+import Digests
 
 /// The daemon that serves every app takes no orders from the client that happened to start it
 /// (issue 26, item 4): an on-demand daemon gets a minimal environment, its test hooks come

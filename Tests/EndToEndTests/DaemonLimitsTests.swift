@@ -4,6 +4,9 @@ import LoopbackServer
 import TransferContainer
 import StandInSupport
 import TestPeers
+import TransferCoding
+import TransferLogging
+import TransferPOSIX
 
 /// One app must not take the daemon from the others (issue 28, items 1–3): descriptors held
 /// per session, a session too big to open, partial frames after a hello. Real daemon under a

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
 import ContainerInspection
 
@@ -30,7 +29,7 @@ final class DurabilityTests: InProcessSuite, @unchecked Sendable {
         _ = daemon.process.wait(timeout: 10)
         let requestsBefore = server.requests.count
         _ = try DaemonUnderTest.start(container)
-        #expect(container.waitForLog { $0.message.hasPrefix("reattached after the daemon restarted") } != nil, "the library reopened its session in the new daemon")
+        #expect(container.waitForLog { $0.isReattached } != nil, "the library reopened its session in the new daemon")
 
         let tasks = try #require(allTasks(session))
         #expect(tasks.map(\.taskIdentifier).sorted() == [never.taskIdentifier, paused.taskIdentifier])
@@ -58,7 +57,7 @@ final class DurabilityTests: InProcessSuite, @unchecked Sendable {
         daemon.process.kill() // most likely with creations still in flight
         _ = daemon.process.wait(timeout: 10)
         _ = try DaemonUnderTest.start(container)
-        #expect(container.waitForLog { $0.message.hasPrefix("reattached after the daemon restarted") } != nil)
+        #expect(container.waitForLog { $0.isReattached } != nil)
 
         let flushed = DispatchSemaphore(value: 0)
         session.flush { flushed.signal() }

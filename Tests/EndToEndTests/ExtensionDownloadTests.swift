@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
 import ContainerInspection
+import Digests
+import TransferCoding
 
 /// The spine, end to end with real processes: an extension starts a background download
 /// and exits; the daemon finishes it and relaunches the host with the extension's

@@ -4,6 +4,7 @@ import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
 import ContainerInspection
+import TransferCoding
 
 /// Fair shares of the daemon's transfer slots between apps (issue 28 item 5), with a real
 /// daemon, real trickling servers and a second app as its own process.

@@ -1,7 +1,6 @@
 import Foundation
 import TestPeers
 import Testing
-import TransferContainer
 
 /// S3.2 with held challenges: an app relaunched for tasks held on server-trust challenges
 /// answers them, and the tasks it ends that way are events of the same launch:

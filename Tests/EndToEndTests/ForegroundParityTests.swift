@@ -1,6 +1,5 @@
 import Foundation
 import Testing
-import TransferContainer
 import LoopbackServer
 import TestPeers
 

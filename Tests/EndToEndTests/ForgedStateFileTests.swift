@@ -1,6 +1,5 @@
 import Foundation
 import Testing
-import TransferContainer
 import ContainerInspection
 
 /// Files in `Daemon/` that any program of the user can write, attacked as such a program

@@ -3,6 +3,7 @@ import Testing
 import BackgroundTransfer
 import LoopbackServer
 import TransferContainer
+import Digests
 
 /// A full disk (issue 26, item 2): the daemon goes on answering, refuses at once what it
 /// cannot write down, and loses nothing it accepted. The container sits on a 20 MiB tmpfs

@@ -1,7 +1,7 @@
 import Foundation
 import TestPeers
 import Testing
-import TransferContainer
+import TransferPOSIX
 
 /// HTTPS through the daemon, as an extension runs it (S2.6, S3.6): a chain from a private CA
 /// that nobody trusts fails with -1202 and no file is delivered; the app accepts it from its
@@ -47,7 +47,7 @@ struct HTTPSProcessTests {
             #expect(stage.delivered == stage.payload)
             let requests = stage.nginx.requests
             #expect(requests.count == 1 && requests.first?.status == 200 && requests.first?.protocolName == "HTTP/2.0", "\(requests)")
-            #expect(stage.container.logEntries(process: "fetch-extension").contains { $0.message.contains("server trust challenge") && $0.message.hasSuffix("accepted") })
+            #expect(stage.container.logEntries(process: "fetch-extension").contains { $0.isAcceptedServerTrustChallenge })
         }
     }
 
@@ -60,7 +60,7 @@ struct HTTPSProcessTests {
             let started = try Executable.fetchExtension.run(["download", stage.url], in: stage.container, timeout: 60)
             #expect(started.status == 0, "\(started.stderr)")
             #expect(waitUntil(timeout: 60) { stage.delivered == stage.payload }, "\(stage.container.logEntries().suffix(30).map(\.message))")
-            #expect(stage.container.logEntries(process: "host-app").contains { $0.message.contains("server trust challenge") && $0.message.hasSuffix("accepted") })
+            #expect(stage.container.logEntries(process: "host-app").contains { $0.isAcceptedServerTrustChallenge })
             #expect(stage.nginx.requests.map(\.status) == [200])
         }
     }
@@ -94,7 +94,7 @@ struct HTTPSProcessTests {
             }
             let small = stage.nginx.requests
             #expect(small.count == 4 && Set(small.map(\.connection)).count == 1 && small.allSatisfy { $0.protocolName == "HTTP/2.0" }, "\(small)")
-            #expect(!stage.container.logEntries().contains { $0.message.contains("server trust challenge") }, "no challenge for a root the device trusts")
+            #expect(!stage.container.logEntries().contains { $0.isServerTrustChallenge }, "no challenge for a root the device trusts")
 
             // A large one, cut by a SIGKILL of the daemon part-way.
             #expect(try Executable.hostApp.run(["download", stage.url], in: stage.container, timeout: 60).status == 0)

@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import TransferContainer
 import ContainerInspection
+import TransferCoding
+import TransferPOSIX
 
 /// Garbage on the daemon's socket does no harm (issue "hostile input"): the daemon keeps
 /// serving, and every task it had accepted stays intact.

@@ -3,6 +3,8 @@ import Testing
 import BackgroundTransfer
 import LoopbackServer
 import TransferContainer
+import TransferCoding
+import TransferPOSIX
 
 /// Servers that lie and apps that pass boundary numbers (issue "hostile servers, hostile
 /// peers, hostile records"): the daemon neither crashes nor fills the disk, and each bad

@@ -1,6 +1,5 @@
 import Foundation
 import Testing
-import TransferContainer
 
 /// transferd's stderr as systemd's journal reads it (issue 30): with `JOURNAL_STREAM` naming
 /// its stderr, each line starts with its syslog priority, so that `journalctl -p` filters;

@@ -1,6 +1,5 @@
 import Foundation
 import Testing
-import TransferContainer
 import BackgroundTransfer
 
 /// A request the daemon cannot read is answered so that the client can tell which one it was:

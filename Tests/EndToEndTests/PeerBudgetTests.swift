@@ -4,6 +4,7 @@ import LoopbackServer
 import TransferContainer
 import StandInSupport
 import ContainerInspection
+import TransferPOSIX
 
 /// One peer gets its share of the daemon and no more: what it may ask before a verified
 /// hello, how much it may make the daemon hold for it (input and output), how much of the

@@ -3,6 +3,9 @@ import TestPeers
 import Testing
 import LoopbackServer
 import TransferContainer
+import Digests
+import TransferLogging
+import TransferPOSIX
 
 /// Power cuts, not just SIGKILL: a SIGKILL keeps the page cache, a power cut does not. The
 /// container lies on `powercutfs` (Tests/PowerCut/powercutfs.c), which passes everything

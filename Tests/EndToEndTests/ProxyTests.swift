@@ -2,8 +2,8 @@ import Foundation
 import TestPeers
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
+import Digests
 
 /// Proxies from `connectionProxyDictionary` (issue 20): https URLs go through the HTTPS proxy
 /// in a `CONNECT` tunnel, http URLs through the HTTP proxy as forwarded requests; a `407` to

@@ -3,6 +3,8 @@ import TestPeers
 import Testing
 import LoopbackServer
 import TransferContainer
+import Digests
+import TransferLogging
 
 /// `Examples/Reader`, a package of its own that uses the library as an adopter would: built
 /// with `swift build --package-path Examples/Reader`, then run end to end (issue 18).

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
 
 /// Every command line the README's "Command lines" lists is run here with its exit code, or
 /// names the test that runs it (issue "command lines a developer trusts"). A line added to

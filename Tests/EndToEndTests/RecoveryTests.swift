@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import LoopbackServer
 import TransferContainer
+import Digests
+import TransferCoding
 
 /// Hostile records: a session whose record cannot be read, and containers moved elsewhere.
 @Suite(.timeLimit(.minutes(5)))
@@ -39,7 +41,7 @@ struct RecoveryTests {
         // The old file reached the opener's delegate, with its content; the new one too.
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("old.bin").path) == SHA256.hexDigest(of: old))
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("new.bin").path) == SHA256.hexDigest(of: new))
-        let finished = container.logEntries(process: "fetch-extension", category: "delegate").filter { $0.message.hasPrefix("didFinishDownloadingTo: task") }
+        let finished = container.logEntries(process: "fetch-extension", category: "delegate").filter { $0.category == "delegate" && $0.message.hasPrefix("didFinishDownloadingTo") }
         #expect(finished.compactMap(\.task).sorted() == [1, 2], "each download once: \(finished.map(\.message))")
 
         // On disk: a readable record owned by the opener, the old one kept aside, numbers that went on.

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
+import Digests
 
 /// Whatever dies, no event is lost and none reaches a delegate twice (S3.4, S4.1).
 @Suite(.timeLimit(.minutes(5)))
@@ -109,7 +109,7 @@ struct RedeliveryTests {
         try #require(container.waitForCompletionHandler(of: "host-app", timeout: 40) != nil)
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("whole.bin").path) == SHA256.hexDigest(of: payload))
         #expect(server.requests.last { $0.path == "/whole.bin" }?.header("Range") == "bytes=\(payload.count)-")
-        #expect(container.logEntries(process: "host-app", category: "delegate").contains { $0.message.hasPrefix("didCompleteWithError(nil): task 1, HTTP 200") })
+        #expect(container.logEntries(process: "host-app", category: "delegate").contains { $0.isDidCompleteWithoutError(task: 1, status: 200) })
     }
 
     @Test("A resource without any validator is fetched again from zero after a kill, never spliced")

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
+import Digests
 
 /// Relaunches that can never succeed (issue 26, item 5): an app whose executable is gone, or
 /// is a program that does not handle `--handle-events-for-background-session`, is tried a

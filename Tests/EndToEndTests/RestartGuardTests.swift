@@ -4,6 +4,7 @@ import BackgroundTransfer
 import LoopbackServer
 import TransferContainer
 import ContainerInspection
+import Digests
 
 /// Behaviours a deliberate-bug check found unguarded: each test here fails when its
 /// behaviour is broken (what breaks it is named in each test's comment).
@@ -32,8 +33,8 @@ struct RestartGuardTests {
         #expect(try Executable.fetchExtension.run(["download", server.url(for: "/after.bin").absoluteString], in: container).status == 0)
         #expect(waitUntil { container.pendingEvents(Self.fetchSession) == [1] }, "the extension's task finished")
         // A relaunch would follow at once (the first one is not delayed): a bounded look.
-        #expect(container.waitForLog(timeout: 2) { $0.process == "transferd" && $0.message.hasPrefix("launched com.example.host") } == nil, "the host was relaunched although force-quit")
-        #expect(!container.logEntries(process: "host-app").contains { $0.message.hasPrefix("launched to handle events") }, "no host was launched for events")
+        #expect(container.waitForLog(timeout: 2) { $0.process == "transferd" && $0.launched("com.example.host") != nil } == nil, "the host was relaunched although force-quit")
+        #expect(!container.logEntries(process: "host-app").contains { $0.isLaunchedForEvents }, "no host was launched for events")
         #expect(container.pendingEvents(Self.fetchSession) == [1], "the event waits for the user")
 
         #expect(ContainerSnapshot.read(container.layout).apps.contains { $0.bundleIdentifier == "com.example.host.fetch" && $0.forceQuit }, "inspection shows the family force-quit")
@@ -44,7 +45,7 @@ struct RestartGuardTests {
         // user-launched one then finds that session held, -996: a race of its own.)
         _ = try Executable.hostApp.run([], in: container)
         #expect(waitUntil { container.pendingEvents(Self.fetchSession).isEmpty })
-        #expect(container.logEntries(process: "host-app", category: "delegate").contains { $0.session == Self.fetchSession && $0.message.hasPrefix("didFinishDownloadingTo: task 1") })
+        #expect(container.logEntries(process: "host-app", category: "delegate").contains { $0.session == Self.fetchSession && $0.isDidFinishDownloading(task: 1) })
         #expect(ContainerSnapshot.read(container.layout).apps.allSatisfy { !$0.forceQuit })
     }
 
@@ -83,7 +84,7 @@ struct RestartGuardTests {
         #expect(outcome.stderr.contains("pid \(holder.pid)"), "names the holder: \(outcome.stderr)")
         #expect(outcome.stderr.contains("-996"), "\(outcome.stderr)")
         // The daemon never opened the session for the second process, nor took its task.
-        #expect(!container.logEntries(process: "transferd", category: "sessions").contains { $0.message.contains("pid \(second.pid)") && $0.message.contains("opened the session") })
+        #expect(!container.logEntries(process: "transferd").contains { $0.isSessionOpened(by: second.pid) })
         let tasks = try JournalContents.read(session: container.sessionDirectory(Self.fetchSession)).tasks.values
         #expect(!tasks.contains { $0.originalRequest.url.hasSuffix("/other") }, "\(tasks.map(\.originalRequest.url))")
     }

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
+import Digests
+import TransferPOSIX
 
 /// cancel(byProducingResumeData:) and downloadTask(withResumeData:) (S6.1–S6.3).
 extension InProcess {

@@ -59,7 +59,7 @@ struct SchedulingProcessTests {
 
         /// The host's relaunches so far, as the daemon logged them.
         func hostRelaunches() -> Int {
-            container.logEntries(process: "transferd", category: "relaunch").filter { $0.message.hasPrefix("launched com.example.host ") }.count
+            container.logEntries(process: "transferd").filter { $0.launched("com.example.host") != nil }.count
         }
 
         func completionHandlerCalls(of process: String) -> Int {

@@ -4,6 +4,7 @@ import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
 import ContainerInspection
+import Digests
 
 /// Device conditions, discretionary work, delayed requests, priorities and coalescing, with
 /// the conditions changed by the real `bgtransfer conditions` against the running daemon (S5).

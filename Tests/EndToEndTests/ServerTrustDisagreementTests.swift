@@ -2,7 +2,6 @@ import Foundation
 import TestPeers
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import ContainerInspection
 
 /// A balancer in front of two backends, one presenting a chain nobody trusts and one a chain of

@@ -1,7 +1,6 @@
 import Foundation
 import TestPeers
 import Testing
-import TransferContainer
 
 /// A server key the app accepted (S3.6) outlives the daemon: after transferd is SIGKILLed and
 /// started again, the task goes on from its bytes on disk under the same acceptance, without

@@ -2,7 +2,6 @@ import Foundation
 import TestPeers
 import Testing
 import BackgroundTransfer
-import TransferContainer
 
 /// What an accepted server key covers in a background session (S3.6): the origin it was
 /// accepted for (scheme, host and port), not another origin of the same session, even one that

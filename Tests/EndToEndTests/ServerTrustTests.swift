@@ -2,7 +2,7 @@ import Foundation
 import TestPeers
 import Testing
 import BackgroundTransfer
-import TransferContainer
+import TransferPOSIX
 
 /// Server trust in a default (in-process) session against nginx with certificates from a
 /// private CA (S2.6, S3.6): Apple's codes with the failing URL and the peer's chain in

@@ -1,6 +1,5 @@
 import Foundation
 import Testing
-import TransferContainer
 
 /// Examples/service/install.sh and uninstall.sh, and what they install (issue 30): the user
 /// units pass `systemd-analyze verify`, the bash completion loads, the man pages render

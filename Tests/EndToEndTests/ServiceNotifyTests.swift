@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
+import TransferPOSIX
 
 /// transferd speaks systemd's notify protocol when `NOTIFY_SOCKET` is set (issue 30): ready
 /// once its socket serves, a status counting sessions and running tasks, the watchdog's

@@ -4,6 +4,7 @@ import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
 import ContainerInspection
+import TransferPOSIX
 
 /// Tests that use the client library inside this test process. The process has one identity
 /// (`AppEnvironment`) at a time, so all of them run one after another, under this suite.

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
+import Digests
+import TransferPOSIX
 
 /// transferd as a socket-activated service (issue 30): it serves the listening socket systemd
 /// passes, leaves that socket in place when it exits, and a connection that waits while no

@@ -4,6 +4,7 @@ import Testing
 import BackgroundTransfer
 import TransferContainer
 import LoopbackServer
+import Digests
 
 /// Links that stall (issue 20, S6.4): `timeoutIntervalForRequest` is the idle time between
 /// bytes, as Apple has it. A server that sends its head and then nothing, or stops part-way
@@ -70,7 +71,6 @@ final class StallTests: InProcessSuite, @unchecked Sendable {
             #expect(delegate.wait(timeout: 30) { if case .completed(task.taskIdentifier, nil, 200) = $0 { return true } else { return false } }, "\(delegate.calls)")
             #expect(delegate.calls.contains(.finishedDownloading(task: task.taskIdentifier, existedDuringCall: true, size: Int64(payload.count))))
             #expect(server.requests.filter { $0.path == "/trickle" }.count == 1, "one request, never retried")
-            #expect(container.logEntries(process: "transferd").allSatisfy { !$0.message.contains("no data for") })
             session.invalidateAndCancel()
         }
     }

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
+import Digests
 
 /// The stand-ins as apps that check what they get (issue "command lines a developer
 /// trusts"): an error page never replaces a good file, and `--wait` shows its own task.

@@ -4,6 +4,7 @@ import Testing
 import TransferContainer
 import LoopbackServer
 import TestPeers
+import TransferPOSIX
 
 /// `getAllTasks` against a real daemon: the daemon answers with a summary of each task, and
 /// the library asks for the records themselves only of tasks it has not seen as they are.
@@ -93,7 +94,7 @@ final class TaskListingTests: InProcessSuite, @unchecked Sendable {
         daemon.process.kill()
         _ = daemon.process.wait(timeout: 10)
         _ = try startDaemon()
-        #expect(container.waitForLog { $0.message.hasPrefix("reattached after the daemon restarted") } != nil, "the library reopened its session in the new daemon")
+        #expect(container.waitForLog { $0.isReattached } != nil, "the library reopened its session in the new daemon")
 
         let tasks = try #require(allTasks(session))
         #expect(tasks.map(\.taskIdentifier) == [queued.taskIdentifier, paused.taskIdentifier])

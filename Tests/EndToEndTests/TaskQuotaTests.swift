@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import BackgroundTransfer
-import TransferContainer
 
 /// One app's unfinished tasks are bounded, all its sessions together: past the cap a new task
 /// is refused with -1011 naming the app and the cap, and a task that ends makes room again.

@@ -4,6 +4,7 @@ import LoopbackServer
 import TransferContainer
 import ContainerInspection
 import BackgroundTransferTesting
+import Digests
 
 /// Force quit versus termination by the system (S4.1, S4.2), and the background budget.
 @Suite(.timeLimit(.minutes(5)))
@@ -69,11 +70,11 @@ struct TerminationTests {
         _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.1", "--background-budget", "1"], environment: ["HOST_APP_MISBEHAVE_ONCE": "hang:" + marker])
 
         #expect(try Executable.fetchExtension.run(["download", server.url(for: "/b.bin").absoluteString], in: container).status == 0)
-        let killed = container.waitForLog { $0.process == "transferd" && $0.message.contains("background budget") }
+        let killed = container.waitForLog { $0.process == "transferd" && $0.isBudgetExpired }
         #expect(killed != nil, "the hung app was terminated")
         let acknowledged = container.waitForCompletionHandler(of: "host-app")
         #expect(acknowledged != nil, "a second launch took the events")
-        let finished = container.logEntries(process: "host-app", category: "delegate").filter { $0.message.hasPrefix("didFinishDownloadingTo: task 1") }
+        let finished = container.logEntries(process: "host-app", category: "delegate").filter { $0.isDidFinishDownloading(task: 1) }
         #expect(finished.count == 1, "seen once: \(finished.map(\.message))")
     }
 }

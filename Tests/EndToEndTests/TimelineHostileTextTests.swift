@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
 @testable import bgtransfer
+import TransferLogging
 
 /// The timeline shows text that other processes of the container wrote: an app's task
 /// descriptions and URLs, process names and messages in the shared log. A page made from a

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
+import Digests
 
 /// `bgtransfer timeline`, drawn from a real run (an extension's download answered 503, retried,
 /// its daemon killed mid-transfer and restarted, the host relaunched for the event) and

@@ -3,6 +3,7 @@ import Testing
 import TransferContainer
 import ContainerInspection
 @testable import bgtransfer
+import TransferLogging
 
 /// The timeline draws a task's waits from the typed fact its log lines carry
 /// (`LogEntry.hold`), whatever the lines' words say.

@@ -2,7 +2,6 @@ import Foundation
 import TestPeers
 import Testing
 import BackgroundTransfer
-import TransferContainer
 
 /// Trust probes are bounded per server and each has its own deadline: 40 servers whose
 /// transfers fail trust and whose probes then stall in the handshake (a peer that never reads)

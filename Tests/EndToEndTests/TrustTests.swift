@@ -5,6 +5,7 @@ import TransferContainer
 import LoopbackServer
 import StandInSupport
 import ContainerInspection
+import TransferPOSIX
 
 /// The daemon believes a process only as far as the executable behind its pid declares
 /// (`Entitlements`, read from `/proc/<pid>/exe`), and lets it open only its own bundle's sessions.

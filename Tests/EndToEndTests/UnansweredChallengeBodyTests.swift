@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
+import TransferPOSIX
 
 /// A default session's 401 that no credential answers ends the task with that response and
 /// no error (S9.3); its completion handler, and the async form, get the 401's body with it,

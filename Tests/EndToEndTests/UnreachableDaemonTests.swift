@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
+import TransferPOSIX
 
 /// A daemon nobody can reach again stops (issue 26): clients find it by its socket's path
 /// only, so once that file is gone (its container deleted) or another has its name, it would

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
+import Digests
+import TransferLogging
 
 /// Uploads across real processes: the share extension hands an upload over and exits, the
 /// daemon is killed mid-upload, and the host is relaunched with the answer (S1.6, S3.1, S6.6).

@@ -2,7 +2,6 @@ import Foundation
 import Glibc
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
 
 /// Which files a background upload may start from (S2.1, "the file belongs to the app").

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
+import Digests
+import TransferPOSIX
 
 /// Background uploads from a file through the daemon to the loopback server (S2.1, S6.6):
 /// the bytes the server received are checked by their SHA-256.

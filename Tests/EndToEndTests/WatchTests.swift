@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
 
 /// `bgtransfer watch`, end to end: the daemon's watch pushes reach the tool, which stays
 /// quiet (plain lines, no escapes) when its stdout is a pipe.

@@ -1,7 +1,7 @@
 import Foundation
-import TransferContainer
 import Testing
 @testable import LoopbackServer
+import HTTPFormats
 
 /// Range and If-Range handling.
 // The limit catches a hang; it also counts time spent waiting for one of the cooperative

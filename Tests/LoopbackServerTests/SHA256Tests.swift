@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 import LoopbackServer
-import TransferContainer
+import Digests
+import TransferPOSIX
 
 @Suite("SHA256")
 struct SHA256Tests {

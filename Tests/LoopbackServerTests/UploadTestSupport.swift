@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
-import TransferContainer
 @testable import LoopbackServer
+import Digests
 
 /// A directory of its own for one test, removed by `remove()`.
 struct TempDirectory {

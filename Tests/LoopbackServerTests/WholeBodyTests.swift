@@ -1,8 +1,8 @@
 import Foundation
-import TransferContainer
 import FoundationNetworking
 import Testing
 @testable import LoopbackServer
+import HTTPFormats
 
 /// Whole-body GET and HEAD, headers, validators and the request log.
 // The limit catches a hang; it also counts time spent waiting for one of the cooperative

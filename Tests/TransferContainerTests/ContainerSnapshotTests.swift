@@ -5,6 +5,8 @@ import Foundation
 import Testing
 import TransferContainer
 import ContainerInspection
+import TransferCoding
+import TransferPOSIX
 
 @Suite("ContainerSnapshot")
 struct ContainerSnapshotTests {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TransferContainer
+import TransferCoding
 
 /// An event encoded once must read back, from its journal line and from its push, exactly
 /// as the event encoded the usual way does: the daemon splices the same bytes into both.

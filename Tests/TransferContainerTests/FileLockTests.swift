@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Testing
-import TransferContainer
+import TransferPOSIX
 
 /// The lock in an attempt, if it was acquired.
 func acquiredLock(_ attempt: FileLock.Attempt) -> FileLock? {

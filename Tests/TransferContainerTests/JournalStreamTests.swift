@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Testing
-import TransferContainer
+import TransferLogging
 
 /// stderr lines for systemd's journal: `<N>` priorities only when stderr is the stream
 /// `JOURNAL_STREAM` names.

@@ -1,6 +1,5 @@
 import Foundation
 import Testing
-import TransferContainer
 import ProgressDisplay
 
 @Suite("ProgressFormat: bytes, rates, time left")

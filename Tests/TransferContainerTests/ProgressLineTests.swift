@@ -1,6 +1,5 @@
 import Foundation
 import Testing
-import TransferContainer
 import ProgressDisplay
 
 @Suite("ProgressLine: a bar fitted to the terminal")

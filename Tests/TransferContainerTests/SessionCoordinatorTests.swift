@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Testing
 import TransferContainer
+import TransferPOSIX
 
 /// What the coordinator caches: any class.
 final class FakeSession {

@@ -4,6 +4,8 @@ import Glibc
 import Foundation
 import Testing
 import TransferContainer
+import TransferCoding
+import TransferPOSIX
 
 @Suite("SessionJournal")
 struct SessionJournalTests {

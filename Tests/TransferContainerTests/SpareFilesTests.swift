@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import TransferContainer
+@testable import TransferPOSIX
 
 /// Spare files: made ahead on their own thread with no name, named into place when taken,
 /// never over a file that exists, and leaving nothing behind.

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TransferContainer
+import TransferCoding
 
 @Suite("TaskSummaries")
 struct TaskSummariesTests {

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Testing
 import TransferContainer
+import TransferPOSIX
 
 /// A fresh directory under /tmp for one test; the test removes it with `remove()` (in a `defer`).
 struct TemporaryDirectory {

@@ -3,8 +3,9 @@ import Glibc
 #endif
 import Foundation
 import Testing
-import TransferContainer
 import ContainerInspection
+import TransferCoding
+import TransferLogging
 
 /// Appends raw bytes to a file (as another writer would).
 func appendRaw(_ bytes: Data, to path: String) throws {
@@ -18,6 +19,27 @@ func appendRaw(_ bytes: Data, to path: String) throws {
 @Suite("TransferLog and LogFollower")
 struct TransferLogTests {
     static var defaultLevel: Bool { ProcessInfo.processInfo.environment["BGTRANSFER_LOG_LEVEL"] == nil }
+
+    @Test("a line's typed event (kind, app, pid, code) is written as an `event` member and read back; a line without one reads as nil")
+    func eventRoundTrip() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let layout = try directory.preparedLayout()
+        let log = TransferLog(layout: layout, process: "unit-test", subsystem: "com.example.tests")
+        log.notice("relaunch", "launched com.example.host (pid 42)", session: "com.example.s", event: LogEvent(.launched, app: "com.example.host", pid: 42))
+        log.error("session", "cancelTask failed", event: LogEvent(.requestFailed, code: -1011))
+        log.notice("scheduler", "no event here")
+        let entries = TransferLog.entries(layout: layout)
+        try #require(entries.count == 3)
+        #expect(entries[0].event == LogEvent(.launched, app: "com.example.host", pid: 42))
+        #expect(entries[1].event == LogEvent(.requestFailed, code: -1011))
+        #expect(entries[2].event == nil)
+        // What a script reading the file finds: the README names the member and its kinds.
+        let first = try String(contentsOfFile: layout.logFile.path, encoding: .utf8).split(separator: "\n")[0]
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any])
+        let event = try #require(object["event"] as? [String: Any])
+        #expect(event["kind"] as? String == "launched" && event["app"] as? String == "com.example.host" && event["pid"] as? Int == 42)
+    }
 
     @Test("entries written at notice and error are read back with process, pid, category, session and task")
     func writeAndRead() throws {

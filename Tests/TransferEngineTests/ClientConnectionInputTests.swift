@@ -5,6 +5,7 @@ import Foundation
 import Testing
 import TransferContainer
 @testable import TransferEngine
+import TransferPOSIX
 
 /// A client connection's input on its own: who wrote it, how large its frames may be before a
 /// hello, how much all unidentified peers may hold, and how much is read per turn.

@@ -5,6 +5,7 @@ import Foundation
 import Testing
 import TransferContainer
 @testable import TransferEngine
+import TransferPOSIX
 
 /// A client connection's output on its own: replies and pushes leave only once the commit
 /// that covers them is on disk, in the order they were queued.

@@ -2,6 +2,7 @@ import Foundation
 import TransferContainer
 import TransferTransport
 @testable import TransferEngine
+import TransferPOSIX
 
 /// A clock a test sets: the daemon's rules read the time from it. Locked, since the
 /// `TimeSource` protocol is `Sendable`.

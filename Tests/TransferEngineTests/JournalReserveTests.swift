@@ -5,6 +5,7 @@ import Foundation
 import Testing
 import TransferContainer
 @testable import TransferEngine
+import TransferPOSIX
 
 /// The free-space rule for the journals on its own: a new task may not eat into the reserve,
 /// and the refusal is Apple's -3002 naming the journal.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TransferContainer
 @testable import TransferEngine
+import TransferLogging
 
 /// The scheduler's ready queue on its own: the order tasks start in, lanes whose host is
 /// full, and tasks passed over, queued or removed while the scheduler looks down the queue.

@@ -3,6 +3,8 @@ import Glibc
 import Testing
 import TransferContainer
 @testable import TransferEngine
+import TransferLogging
+import TransferPOSIX
 
 /// The relaunch decision with a set clock: a session whose events wait and whom nobody holds
 /// gets its app launched, one launch at a time, no sooner than the rate limiter allows, and

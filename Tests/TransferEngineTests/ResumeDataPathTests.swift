@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TransferContainer
 @testable import TransferEngine
+import TransferPOSIX
 
 /// Resume data names its file relative to the container, so that resume data kept in an
 /// event (a force quit's cancellation) still works in a container copied or moved elsewhere.

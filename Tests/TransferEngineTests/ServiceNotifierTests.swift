@@ -1,8 +1,8 @@
 import Foundation
 import Glibc
 import Testing
-import TransferContainer
 @testable import TransferEngine
+import TransferPOSIX
 
 /// The notify protocol's datagram socket and the socket-activation variables, on their own.
 /// The environment is passed in: the test process's own is not changed (other tests' threads

@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import TransferContainer
 @testable import TransferEngine
+import TransferCoding
+import TransferPOSIX
 
 /// Taking up a session whose record cannot be used (`TransferDaemon.takeUpSessionLeftInFolder`):
 /// who may, and what goes on. The daemon is made but not run.

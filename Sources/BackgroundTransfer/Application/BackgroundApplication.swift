@@ -1,5 +1,7 @@
 import Foundation
 import TransferContainer
+import TransferPOSIX
+import TransferLogging
 
 /// The identifiers this process was launched to handle events for, and what happens when
 /// the app calls the completion handler it was given. Thread-safe.
@@ -256,7 +258,7 @@ public final class BackgroundApplication: @unchecked Sendable {
     public func deliverBackgroundLaunch(to delegate: BackgroundApplicationDelegate) {
         guard let name = backgroundSessionIdentifier, let identifier = try? SessionIdentifier(name) else { return }
         BackgroundLaunch.markLaunched(for: identifier)
-        AppEnvironment.log.notice("application", "launched to handle events for background session \(name)", session: name)
+        AppEnvironment.log.notice("application", "launched to handle events for background session \(name)", session: name, event: LogEvent(.launchedForEvents))
         delegate.application(self, handleEventsForBackgroundURLSession: name) { [self] in
             guard !handlerCalled.withLock({ let was = $0; $0 = true; return was }) else { return }
             let core = SessionCoordinator.shared.cachedSession(layout: AppEnvironment.layout, family: AppEnvironment.identity.family, identifier: identifier) as SessionCore?

@@ -1,6 +1,8 @@
 @_exported import Foundation
 @_exported import FoundationNetworking
 import TransferContainer
+import TransferLogging
+import TransferPOSIX
 
 /// Who this process is and which container it lives in: the stand-in for `Bundle.main`, its
 /// entitlements and the device's file system. Set once at start-up by the executable

@@ -4,6 +4,8 @@ import Glibc
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferLogging
+import TransferPOSIX
 
 /// This process's connection to `transferd`: one per process and container, shared by all
 /// sessions. Requests wait for their reply; pushes (events, progress) are routed to the
@@ -97,7 +99,9 @@ final class DaemonConnection: @unchecked Sendable {
     }
 
     private func connect() throws(TransferFailure) {
-        let fd = try DaemonEndpoint.connect(layout, log: log, environment: AppEnvironment.current.environment)
+        let fd = try DaemonEndpoint.connect(layout, started: { [log] daemon, pid in
+            log.notice("connection", "no daemon answered; started \(daemon) (pid \(pid))")
+        }, environment: AppEnvironment.current.environment)
         // Nothing else is written until the hello is answered: the daemon reads nothing past a
         // hello before answering it (what follows may have been written by another executable).
         writeLock.lock()

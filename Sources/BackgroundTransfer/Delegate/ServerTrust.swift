@@ -1,6 +1,7 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferPOSIX
 
 // swift-corelibs-foundation marks Apple's server-trust API unavailable on Linux (it has no
 // Security framework). These declarations take the same names, so that Apple-style code

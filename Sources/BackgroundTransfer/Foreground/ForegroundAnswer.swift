@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import TransferPOSIX
 
 /// Where the app's answer to one question goes: held while the bridge waits for the
 /// delegate call (then given on the bridge's thread, FoundationNetworking's delegate queue),

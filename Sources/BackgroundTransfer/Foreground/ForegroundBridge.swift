@@ -1,6 +1,6 @@
 import Foundation
 import FoundationNetworking
-import TransferContainer
+import TransferPOSIX
 
 // Default sessions: who carries out what.
 //

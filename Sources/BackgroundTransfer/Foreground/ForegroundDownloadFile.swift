@@ -1,6 +1,5 @@
 import Foundation
 import FoundationNetworking
-import TransferContainer
 
 /// A default session's data task whose delegate answered `.becomeDownload`: the download task
 /// that takes its place and the file its body goes to. FoundationNetworking cannot turn a

@@ -1,6 +1,7 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferPOSIX
 
 /// What a default session's data or upload task sends as its body.
 enum ForegroundBody {

@@ -1,6 +1,7 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferPOSIX
 
 // Data tasks of background sessions (S2.2): where they run, and why.
 //

@@ -1,5 +1,7 @@
 import Foundation
 import TransferContainer
+import TransferCoding
+import TransferLogging
 
 /// `Sessions/<family>/<identifier>/data-tasks.json`: the data tasks of a background session
 /// that its process has made and not seen end (S2.2), and the highest identifier it gave one.

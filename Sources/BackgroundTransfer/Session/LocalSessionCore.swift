@@ -1,6 +1,8 @@
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferLogging
+import TransferPOSIX
 
 /// A default session: its downloads run inside this process (on the engine's local
 /// transfer thread) and end with it. Partial files lie in the app's private container, so

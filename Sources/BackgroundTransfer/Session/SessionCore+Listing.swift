@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferLogging
 
 /// `allTasks` of a background session (S7.2), asked of the daemon with no thread waiting for
 /// the answers: the async API runs on Swift's cooperative pool, as many threads as cores, and
@@ -49,7 +50,7 @@ extension SessionCore {
     }
 
     private func listingFailed(_ error: TransferFailure) -> [URLSessionTask] {
-        log.error("session", "getAllTasks failed: \(error)", session: identifier.rawValue)
+        log.error("session", "getAllTasks failed: \(error)", session: identifier.rawValue, event: LogEvent(.requestFailed, code: error.code))
         return knownTasks.values.sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferLogging
 
 /// Requests a background session sends without waiting for their answers (creations,
 /// resumes, property changes), kept in order until the daemon answers and sent again after a
@@ -57,7 +58,8 @@ extension SessionCore {
     /// The daemon refused a pipelined request: a refused creation completes its task.
     private func refused(_ entry: Pipeline.Entry, _ failure: TransferFailure) {
         // The request's name only: its payload may hold a credential or a token.
-        log.error("session", "\(String(describing: entry.request).prefix { $0 != "(" }) failed: \(failure)", session: identifier.rawValue, task: entry.task?.taskIdentifier)
+        log.error("session", "\(String(describing: entry.request).prefix { $0 != "(" }) failed: \(failure)", session: identifier.rawValue, task: entry.task?.taskIdentifier,
+                  event: LogEvent(.requestFailed, code: failure.code))
         guard case .createTask = entry.request, let task = entry.task else { return }
         let error = failure.urlError(failingURL: task.record.originalRequest.url, kind: task.record.kind)
         task.noteRefusedByDaemon()
@@ -106,7 +108,8 @@ extension SessionCore {
             if case .task(let record) = reply { task.update(record) }
         } catch {
             // The request's name only: its payload may hold a credential or a token.
-            log.error("session", "\(String(describing: request).prefix { $0 != "(" }) failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier)
+            log.error("session", "\(String(describing: request).prefix { $0 != "(" }) failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier,
+                      event: LogEvent(.requestFailed, code: error.code))
         }
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferLogging
+import TransferPOSIX
 
 /// One background session open in this process: its attachment to the daemon, its task
 /// objects, and the in-order, exactly-once delivery of its events to the delegate.
@@ -151,7 +153,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         do {
             try open(on: connection)
             resendUnanswered(on: connection)
-            log.notice("session", "reattached after the daemon restarted", session: identifier.rawValue)
+            log.notice("session", "reattached after the daemon restarted", session: identifier.rawValue, event: LogEvent(.reattached))
         } catch {
             log.error("session", "cannot reattach: \(error)", session: identifier.rawValue)
         }
@@ -242,7 +244,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
             let reply = try self.request(.cancelTask(session: identifier, task: task.taskIdentifier, produceResumeData: produceResumeData))
             if case .cancelled(let data) = reply { return data }
         } catch {
-            log.error("session", "cancel failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier)
+            log.error("session", "cancel failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier, event: LogEvent(.requestFailed, code: error.code))
         }
         return nil
     }
@@ -265,7 +267,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         do {
             _ = try request(.invalidate(session: identifier, cancelTasks: cancelTasks))
         } catch {
-            log.error("session", "invalidate failed: \(error)", session: identifier.rawValue)
+            log.error("session", "invalidate failed: \(error)", session: identifier.rawValue, event: LogEvent(.requestFailed, code: error.code))
             deliveryQueue.async { self.finishInvalidation(nil) }
         }
     }

@@ -1,6 +1,5 @@
 import Foundation
 import FoundationNetworking
-import TransferContainer
 
 /// The answers an app gives to the session's questions (Apple's enums and values). Values.
 extension URLSession {

@@ -1,6 +1,7 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferPOSIX
 
 /// A default session's data and upload tasks, which FoundationNetworking carries out behind
 /// this library's objects (`ForegroundSession`, `ForegroundBridge`), with Apple's signatures.

@@ -1,6 +1,7 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferPOSIX
 
 /// A `URLRequest` as the daemon keeps it, and the `User-Agent` sent when the app sets none.
 /// Pure values; any thread.

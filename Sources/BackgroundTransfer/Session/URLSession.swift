@@ -1,6 +1,7 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferPOSIX
 
 /// A background session (Apple's `URLSession` made from a background configuration): the
 /// handle an app holds. The work is done by `transferd`; this object's `SessionCore` is

@@ -1,6 +1,7 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferPOSIX
 
 /// A task of a session (Apple's `URLSessionTask`). In a background session it is a view of
 /// the daemon's task, kept up to date by the session's events and progress; in a default

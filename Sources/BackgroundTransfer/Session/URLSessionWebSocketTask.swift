@@ -1,6 +1,7 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferPOSIX
 
 /// A WebSocket task (Apple's `URLSessionWebSocketTask`), present so that code written for
 /// Apple's API compiles, and failing loudly: FoundationNetworking runs WebSockets on

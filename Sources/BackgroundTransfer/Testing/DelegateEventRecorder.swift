@@ -1,4 +1,4 @@
-import TransferContainer
+import TransferPOSIX
 
 /// Writes the delegate calls a process receives, typed (`DelegateEvent`), for a test to read
 /// back: the app calls it from its own delegate methods, with the same arguments. It writes

@@ -1,4 +1,5 @@
 import Foundation
+import Digests
 
 /// What a server presented in its TLS handshake and what the default evaluation made of it:
 /// the substance of Apple's `SecTrust` for a server-trust challenge

@@ -1,4 +1,5 @@
 import Foundation
+import TransferCoding
 
 /// The simulated state of the device that background transfers depend on: which network
 /// there is, whether it is expensive or constrained (Low Data Mode), power and Low Power

@@ -1,4 +1,5 @@
 import Foundation
+import TransferCoding
 
 /// What a task asks of the device before it may run (S5 table), fixed when the task is
 /// created from the creating process's configuration and request.

@@ -2,6 +2,8 @@
 import Glibc
 #endif
 import Foundation
+import TransferCoding
+import TransferPOSIX
 
 /// One line of a session's journal (`Sessions/<family>/<identifier>/journal.jsonl`): a task
 /// created or changed, an event written (which ends its task), events acknowledged, or the

@@ -1,4 +1,5 @@
 import Foundation
+import TransferCoding
 
 /// An event encoded once, as compact JSON, for both the journal line that makes it durable
 /// and the push that delivers it: the daemon splices the same bytes into both instead of

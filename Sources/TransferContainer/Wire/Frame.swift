@@ -1,4 +1,5 @@
 import Foundation
+import TransferCoding
 
 /// The framing on the daemon's socket: a 4-byte big-endian length, then that many bytes of
 /// JSON. Frames larger than the reader's limit are refused, so a peer cannot make the other

@@ -1,5 +1,7 @@
 import Foundation
 import TransferContainer
+import TransferCoding
+import TransferLogging
 
 /// `Daemon/apps.json`: every bundle that has connected — its executable, containing app and
 /// app groups — so that the daemon can launch a containing app that never ran (its

@@ -1,5 +1,8 @@
 import Foundation
 import TransferContainer
+import TransferCoding
+import TransferLogging
+import TransferPOSIX
 
 /// The credentials apps gave in answer to challenges, by persistence: `.none` for one task,
 /// `.forSession` for a session while the daemon runs (memory only), `.permanent` for every

@@ -1,6 +1,7 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// Tells who a connected process is by the kernel's word, not by its own: the pid from
 /// `SO_PEERCRED`, the executable behind that pid (`/proc/<pid>/exe`), and the bundles that

@@ -1,6 +1,7 @@
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferPOSIX
 
 /// The handshake-only probes of servers whose chain failed a transfer (`ServerChainProbe`),
 /// bounded per server and each with its own deadline: one probe per server (scheme, host, port

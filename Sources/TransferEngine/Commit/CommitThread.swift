@@ -1,6 +1,7 @@
 import Foundation
-import TransferContainer
 import TransferTransport
+import TransferLogging
+import TransferPOSIX
 
 /// The daemon's commit thread: makes the sessions' changes durable while the event loop goes
 /// on moving bytes, so that a slow flush of the disk holds up only the replies and pushes

@@ -1,6 +1,7 @@
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferPOSIX
 
 /// Group commit: each turn's changes of every session go to disk together on the commit
 /// thread, and replies and pushes wait until what they tell is durable. Owned by the daemon's

@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// What the daemon asks of the container's disk before it accepts a change: a new task may
 /// not eat into the free-space reserve (`transferd --free-space-reserve`), so that the lines

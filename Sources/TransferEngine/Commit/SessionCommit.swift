@@ -1,5 +1,7 @@
 import Foundation
 import TransferContainer
+import TransferLogging
+import TransferPOSIX
 
 /// One session's changes since its last commit, as `DaemonSession.takeCommit` hands them to
 /// the commit thread: what `perform` makes durable, in this order, because each step names

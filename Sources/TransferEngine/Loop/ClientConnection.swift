@@ -1,6 +1,7 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// One process connected to the daemon's socket: who the kernel says it is, what it said it
 /// is, the sessions it holds, and its bytes in and out. Owned by the event loop.

@@ -1,6 +1,8 @@
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferPOSIX
+import TransferLogging
 
 /// The daemon's socket: accepts clients, reads their frames within each one's share of a
 /// turn, hands each request to `RequestHandler`, queues the replies, and drops peers that do
@@ -215,7 +217,7 @@ final class ClientServer {
         do {
             reply = try daemon.requests.handle(frame.request, from: connection, afterReply: &afterReply)
         } catch let failure as TransferFailure {
-            daemon.log.error("ipc", "\(connection.label): refused: \(failure.message)")
+            daemon.log.error("ipc", "\(connection.label): refused: \(failure.message)", event: LogEvent(.requestFailed, pid: connection.pid, code: failure.code))
             reply = .failure(failure)
         } catch {
             daemon.log.error("ipc", "\(connection.label): request failed: \(error)")

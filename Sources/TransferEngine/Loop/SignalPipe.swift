@@ -1,5 +1,5 @@
 internal import Glibc
-import TransferContainer
+import TransferPOSIX
 
 /// The write end of the self-pipe; only the signal handler writes to it.
 nonisolated(unsafe) private var signalPipeWriteEnd: Int32 = -1

@@ -1,6 +1,7 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// At start-up, once the journals are read: removes from the sessions' cache folders the
 /// files the daemon makes for tasks (partial data and its error page, an upload's body and

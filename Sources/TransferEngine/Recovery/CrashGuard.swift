@@ -2,6 +2,7 @@ import CPOSIX
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// Remembers across a crash which task the daemon was working on, so that no input can put
 /// the daemon into a crash loop: the loop notes the task before each piece of work for it

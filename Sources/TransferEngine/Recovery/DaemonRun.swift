@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import TransferPOSIX
 
 /// Which process a daemon was: its pid, the boot it ran in and its start time since boot (in
 /// clock ticks, `/proc/<pid>/stat`), together naming one process for good, as a pid alone

@@ -1,5 +1,7 @@
 import Foundation
 import TransferContainer
+import TransferPOSIX
+import TransferLogging
 
 /// Relaunching containing apps when events wait (S3.1, S1.6): which session wants its app,
 /// the resume rate limiter (S6.5), the background budget, giving up on relaunches that fail
@@ -52,9 +54,10 @@ final class Relauncher {
                 let pid = try ProcessSpawner.spawn(executable, arguments: ["--container", daemon.layout.root.path, "--handle-events-for-background-session", session.key.identifier.rawValue], newSession: true, outputPath: daemon.layout.logsDirectory.appendingPathComponent("launched-apps.out").path)
                 launches[family] = Launch(pid: pid, identifier: session.key.identifier, at: now)
                 relaunchLimiter[family] = .afterRelaunch(relaunchLimiter[family], initialDelay: daemon.options.relaunchDelay, at: now)
-                daemon.log.notice("relaunch", "launched \(family) (pid \(pid)) to handle events for background session \(session.key.identifier)", session: session.key.identifier.rawValue)
+                daemon.log.notice("relaunch", "launched \(family) (pid \(pid)) to handle events for background session \(session.key.identifier)", session: session.key.identifier.rawValue,
+                                  event: LogEvent(.launched, app: family.rawValue, pid: pid))
             } catch {
-                daemon.log.error("relaunch", "cannot launch \(executable): \(error)", session: session.key.identifier.rawValue)
+                daemon.log.error("relaunch", "cannot launch \(executable): \(error)", session: session.key.identifier.rawValue, event: LogEvent(.launchFailed, app: executable))
                 relaunchLimiter[family] = .afterRelaunch(relaunchLimiter[family], initialDelay: daemon.options.relaunchDelay, at: now)
                 relaunchFailed(family, session: session.key.identifier, now: now)
             }
@@ -72,7 +75,8 @@ final class Relauncher {
         for (family, launch) in launches where !launch.terminated && now.timeIntervalSince(launch.at) > daemon.options.backgroundBudget {
             kill(launch.pid, SIGKILL)
             launches[family]?.terminated = true
-            daemon.log.error("relaunch", "\(family) (pid \(launch.pid)) did not call its completion handler within its background budget of \(daemon.options.backgroundBudget) s; terminated", session: launch.identifier.rawValue)
+            daemon.log.error("relaunch", "\(family) (pid \(launch.pid)) did not call its completion handler within its background budget of \(daemon.options.backgroundBudget) s; terminated", session: launch.identifier.rawValue,
+                             event: LogEvent(.budgetExpired, app: family.rawValue, pid: launch.pid))
         }
     }
 
@@ -80,7 +84,8 @@ final class Relauncher {
         guard let (family, launch) = launches.first(where: { $0.value.pid == pid }) else { return }
         launches.removeValue(forKey: family)
         let pending = daemon.sessions[SessionKey(family: family, identifier: launch.identifier)]?.events.count ?? 0
-        daemon.log.info("relaunch", "launched app \(family) (pid \(pid)) exited; \(pending) events still undelivered", session: launch.identifier.rawValue)
+        daemon.log.info("relaunch", "launched app \(family) (pid \(pid)) exited; \(pending) events still undelivered", session: launch.identifier.rawValue,
+                        event: LogEvent(.launchedAppExited, app: family.rawValue, pid: pid))
         if !launch.attached { relaunchFailed(family, session: launch.identifier, now: daemon.clock.now) }
     }
 
@@ -104,7 +109,8 @@ final class Relauncher {
         let givesUp = failures.failed(at: now)
         daemon.registry.relaunchFailures[family] = failures
         if givesUp {
-            daemon.log.error("relaunch", "gave up relaunching \(family) after \(failures.failures) failed relaunches in a row (launches that could not start, or apps that exited without opening the session); its events wait for the user to launch it", session: session.rawValue)
+            daemon.log.error("relaunch", "gave up relaunching \(family) after \(failures.failures) failed relaunches in a row (launches that could not start, or apps that exited without opening the session); its events wait for the user to launch it", session: session.rawValue,
+                             event: LogEvent(.relaunchGivenUp, app: family.rawValue))
         }
     }
 

@@ -1,5 +1,7 @@
 import Foundation
 import TransferContainer
+import TransferPOSIX
+import TransferLogging
 
 /// What the daemon does for each request a client sends: who may ask what, and the answer.
 /// Owned by the daemon's loop thread.
@@ -325,7 +327,8 @@ final class RequestHandler {
             daemon.relauncher.launchAttached(key)
             daemon.log.info("relaunch", "relaunched app attached (pid \(launch.pid))", session: identifier.rawValue)
         }
-        daemon.log.notice("sessions", "\(connection.label) opened the session: \(session.tasks.count) unfinished tasks, \(session.events.count) undelivered events", session: identifier.rawValue)
+        daemon.log.notice("sessions", "\(connection.label) opened the session: \(session.tasks.count) unfinished tasks, \(session.events.count) undelivered events", session: identifier.rawValue,
+                          event: LogEvent(.sessionOpened, pid: connection.pid))
         return session
     }
 

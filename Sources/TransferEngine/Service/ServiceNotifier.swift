@@ -1,6 +1,6 @@
 internal import Glibc
 import Foundation
-import TransferContainer
+import TransferPOSIX
 
 /// The daemon's end of systemd's notify protocol (`sd_notify(3)`): datagrams such as
 /// `READY=1` sent to the socket `NOTIFY_SOCKET` names (a path, or an abstract name written

@@ -1,5 +1,4 @@
 import Foundation
-import TransferContainer
 
 /// What the daemon tells its service manager, when one listens (`ServiceNotifier`): ready
 /// once its socket serves, how many sessions and running tasks it has when that changes

@@ -1,6 +1,6 @@
 internal import Glibc
 import Foundation
-import TransferContainer
+import TransferPOSIX
 
 /// The listening socket a service manager handed over (systemd's socket activation, as
 /// `sd_listen_fds(3)` defines it: `LISTEN_PID`, `LISTEN_FDS`, `LISTEN_FDNAMES`, descriptors

@@ -1,5 +1,8 @@
 import Foundation
 import TransferContainer
+import TransferCoding
+import TransferLogging
+import TransferPOSIX
 
 /// One background session as the daemon holds it: its record, its unfinished tasks and its
 /// undelivered events, each change appended to the session's journal. Owned by the event loop.

@@ -1,6 +1,8 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferCoding
+import TransferPOSIX
 
 /// Sessions the daemon does not hold although their folder exists: their record could not be
 /// used when the daemon started (corrupt, written by a newer daemon, naming another session),

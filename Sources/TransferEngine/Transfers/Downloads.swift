@@ -2,6 +2,7 @@ internal import Glibc
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferPOSIX
 
 /// Download tasks in the daemon: where their bytes lie, how a download starts, resumes and
 /// ends (S2, S6). The exchange itself is `DownloadTransfer`'s. Owned by the daemon's loop thread.

@@ -2,6 +2,7 @@ internal import Glibc
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferPOSIX
 
 /// The transfers libcurl runs now, by handle and by task: attached, stopped, ended, and
 /// their progress pushed. What may start when is the `Scheduler`'s; how a task ends is

@@ -1,5 +1,4 @@
 import Foundation
-import TransferContainer
 import TransferTransport
 
 extension TransferDaemon {

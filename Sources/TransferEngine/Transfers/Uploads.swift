@@ -2,6 +2,7 @@ internal import Glibc
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferPOSIX
 
 /// Upload tasks in the daemon: the body taken into the daemon's keeping, each step of a
 /// (resumable) upload started and ended (S2.5, S6.3). The exchange itself is

@@ -1,6 +1,6 @@
 internal import Glibc
 import Foundation
-import TransferContainer
+import TransferPOSIX
 
 /// The daemon's one thread of control: it waits in `curl_multi_poll` on libcurl's sockets
 /// and on the daemon's own descriptors (listener, clients, signal pipe) at once, then lets

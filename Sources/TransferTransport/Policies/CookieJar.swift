@@ -1,6 +1,8 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferCoding
+import TransferPOSIX
 
 /// A cookie store kept in one file of the container (`ContainerLayout.cookieJar`, S9.4),
 /// read and written by the daemon and by every process of its app or app group. The file is

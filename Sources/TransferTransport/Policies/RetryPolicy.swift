@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import HTTPFormats
 
 /// The one answer to "which responses are retried, after how long, until when" (S6.4):
 /// - a `503` or `429` with a usable `Retry-After` (seconds, or an HTTP date) is tried again

@@ -1,5 +1,4 @@
 import Foundation
-import TransferContainer
 
 /// Where the daemon's time-based rules read the time: the wall clock in the daemon, a clock a
 /// test sets in unit tests of those rules (retry backoff, resource deadlines).

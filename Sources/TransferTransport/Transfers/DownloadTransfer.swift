@@ -1,6 +1,7 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// One download in flight: a libcurl exchange streaming the body straight into the task's
 /// partial file, resuming with `Range` + `If-Range` when bytes are already on disk.

@@ -1,6 +1,7 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// One step of an upload in flight: a libcurl exchange streaming the body from the daemon's
 /// link to the app's file, and keeping the server's answer in the task's response file.

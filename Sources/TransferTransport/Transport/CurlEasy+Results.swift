@@ -1,5 +1,4 @@
 internal import CCurl
-import TransferContainer
 
 /// What libcurl knows of a finished (or running) exchange: the `curl_easy_getinfo` values the
 /// engine reads, typed. On the handle's own thread, like the rest of `CurlEasy`.

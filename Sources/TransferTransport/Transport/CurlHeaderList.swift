@@ -1,6 +1,5 @@
 internal import CCurl
 import Foundation
-import TransferContainer
 
 /// The request header lines of one `CurlEasy`, as the `curl_slist` libcurl reads them.
 ///

@@ -1,6 +1,5 @@
 internal import CCurl
 import Foundation
-import TransferContainer
 
 /// The set of transfers the event loop drives: a libcurl multi handle.
 ///

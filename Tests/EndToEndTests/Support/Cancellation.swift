@@ -1,6 +1,6 @@
 import Foundation
 import BackgroundTransfer
-import TransferContainer
+import TransferPOSIX
 
 /// Cancels `task` with `cancel(byProducingResumeData:)` once it has `bytes`: whether the
 /// download got that far, whether the cancellation called back (within 10 s), and the data.

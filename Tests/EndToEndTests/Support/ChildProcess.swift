@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import TransferPOSIX
 
 /// A process a test starts with `posix_spawn` (`ProcessSpawner`), not Foundation's `Process`:
 /// on this toolchain `Process.run` copies whole `d_name` fields while listing /proc/self/fd,

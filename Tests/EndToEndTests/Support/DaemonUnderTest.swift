@@ -1,6 +1,6 @@
 import Foundation
-import TransferContainer
 import TestPeers
+import TransferPOSIX
 
 /// A `transferd` started by a test on its container, ready when its socket answers.
 struct DaemonUnderTest {

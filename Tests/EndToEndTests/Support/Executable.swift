@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import TransferPOSIX
 
 /// A built executable of this package, run as a real process.
 struct Executable {

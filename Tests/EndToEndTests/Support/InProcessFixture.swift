@@ -1,7 +1,7 @@
 import Foundation
 import BackgroundTransfer
-import TransferContainer
 import LoopbackServer
+import TransferPOSIX
 
 /// What every in-process suite needs: its own container, a loopback server, optionally a
 /// daemon, and this process bootstrapped as the test app. Ends them all in `tearDown`.

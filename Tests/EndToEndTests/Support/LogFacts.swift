@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferLogging
 
 /// The log lines the library and the stand-ins write at the moments the end-to-end tests wait
 /// for, named once: a change of wording breaks this file, not every test that waits for it.
@@ -12,11 +13,32 @@ extension LogEntry {
     /// A stand-in started a download task (the daemon accepted it).
     var isStartedDownload: Bool { message.hasPrefix("started download task") }
     /// The daemon could not start an app it launched for events (`posix_spawn` failed).
-    var isFailedRelaunch: Bool { category == "relaunch" && message.hasPrefix("cannot launch ") }
+    var isFailedRelaunch: Bool { event?.kind == .launchFailed }
     /// The daemon gave up relaunching an app until the user launches it (`RelaunchGiveUp`).
-    var isRelaunchGivenUp: Bool { category == "relaunch" && message.hasPrefix("gave up relaunching ") }
+    var isRelaunchGivenUp: Bool { event?.kind == .relaunchGivenUp }
+    /// The daemon launched `app` (any, if nil) for a session's events: the launched pid, else nil.
+    func launched(_ app: String? = nil) -> Int32? {
+        guard let event, event.kind == .launched, app == nil || event.app == app else { return nil }
+        return event.pid
+    }
+    /// The daemon ended an app launched for events that outlived its background budget.
+    var isBudgetExpired: Bool { event?.kind == .budgetExpired }
+    /// The library in an app found it was launched for the line's session's events.
+    var isLaunchedForEvents: Bool { event?.kind == .launchedForEvents }
+    /// The daemon opened the line's session for the process `pid`.
+    func isSessionOpened(by pid: Int32) -> Bool { event?.kind == .sessionOpened && event?.pid == pid }
+    /// The library reopened its session in a restarted daemon.
+    var isReattached: Bool { event?.kind == .reattached }
+    /// The code of a request of the library's that the daemon refused or could not carry out; nil for other lines.
+    var failedRequestCode: Int? { event?.kind == .requestFailed ? event?.code : nil }
+    /// A stand-in's delegate was called `didFinishDownloadingTo` for `task`.
+    func isDidFinishDownloading(task: Int) -> Bool { category == "delegate" && self.task == task && message.hasPrefix("didFinishDownloadingTo") }
     /// A stand-in's delegate was called `didCompleteWithError` (for `task`).
     var isDidCompleteWithError: Bool { category == "delegate" && message.hasPrefix("didCompleteWithError") }
+    /// … with no error, for `task`, after a response with `status`.
+    func isDidCompleteWithoutError(task: Int, status: Int) -> Bool {
+        isDidCompleteWithError && self.task == task && message.hasPrefix("didCompleteWithError(nil)") && message.hasSuffix("HTTP \(status)")
+    }
     /// A stand-in's delegate was handed bytes of a body (`didReceive data`).
     var isDidReceiveData: Bool { category == "delegate" && message.hasPrefix("didReceive: ") }
     /// `host-app fetch` started its data task (S2.2).

@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import TransferPOSIX
 
 /// The service manager's end of the notify protocol, as a test holds it: an AF_UNIX datagram
 /// socket bound at a path, read with deadlines. Used from the test's thread only.

@@ -1,5 +1,4 @@
 import Foundation
-import TransferContainer
 
 /// `Tests/PowerCut/powercutfs.c` mounted over a backing directory: a pass-through FUSE file
 /// system that can cut the power (see the source for its model of what a disk keeps). It is

@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// A connection to the daemon's socket that speaks raw frames, as a hostile peer would: no
 /// client library, nothing sent that the test did not ask for. Every wait has a deadline.

@@ -1,7 +1,7 @@
 import Foundation
 import BackgroundTransfer
 import LoopbackServer
-import TransferContainer
+import Digests
 
 /// A delegate that records every call in order, and lets a test wait for one.
 /// Called on the session's delegate queue; its record is behind a condition lock.

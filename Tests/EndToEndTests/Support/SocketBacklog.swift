@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import TransferPOSIX
 
 /// What a test can learn, without sleeping, about bytes it sent on a socket: whether the
 /// peer has read them. Used to wait for "the daemon has read what is in flight" as an event.

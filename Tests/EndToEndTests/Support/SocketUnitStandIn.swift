@@ -1,5 +1,5 @@
 import Foundation
-import TransferContainer
+import TransferPOSIX
 
 /// What a systemd socket unit does for `transferd`, done by the test: it holds the container's
 /// listening socket across the daemon's deaths, and when a connection waits and no daemon

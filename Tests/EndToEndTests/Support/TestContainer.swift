@@ -1,5 +1,7 @@
 import Foundation
 import TransferContainer
+import TransferLogging
+import TransferPOSIX
 
 /// A fresh container for one test, in a short temporary path (Unix socket paths are short),
 /// removed at the end. Also the place the test's processes are tracked, so that every

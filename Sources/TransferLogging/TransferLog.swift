@@ -2,6 +2,9 @@
 import Glibc
 #endif
 import Foundation
+import TransferCoding
+import TransferContainer
+import TransferPOSIX
 
 /// How much a log line matters. `debug` and `info` are written only when asked for
 /// (`BGTRANSFER_LOG_LEVEL=debug|info`), as with os_log.
@@ -26,8 +29,10 @@ public struct LogEntry: Codable, Sendable {
     /// The typed fact behind a line about a waiting task (a retry, a pause, a wait for a
     /// slot): what the timeline reads, instead of the message's words.
     public var hold: TaskHold?
+    /// The typed fact behind a line about an app's launch or a session's opening (`LogEvent`).
+    public var event: LogEvent?
 
-    public init(time: Date, process: String, pid: Int32, subsystem: String, category: String, level: LogLevel, message: String, session: String?, task: Int?, hold: TaskHold? = nil) {
+    public init(time: Date, process: String, pid: Int32, subsystem: String, category: String, level: LogLevel, message: String, session: String?, task: Int?, hold: TaskHold? = nil, event: LogEvent? = nil) {
         self.time = time
         self.process = process
         self.pid = pid
@@ -38,6 +43,7 @@ public struct LogEntry: Codable, Sendable {
         self.session = session
         self.task = task
         self.hold = hold
+        self.event = event
     }
 
     /// The entry as one line of JSON (sorted keys, ISO 8601 time, no newline), written by
@@ -47,6 +53,10 @@ public struct LogEntry: Codable, Sendable {
         var writer = JSONWriter()
         writer.write("{\"category\":")
         writer.write(string: category)
+        if let event, let encoded = try? RecordCoding.encodeCompact(event) {
+            writer.write(",\"event\":")
+            for byte in encoded { writer.write(byte) }
+        }
         if let hold, let encoded = try? RecordCoding.encodeCompact(hold) {
             writer.write(",\"hold\":")
             for byte in encoded { writer.write(byte) }
@@ -102,26 +112,26 @@ public final class TransferLog: @unchecked Sendable {
         self.minimumLevel = minimumLevel ?? asked ?? .notice
     }
 
-    public func debug(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil) {
-        write(.debug, category, message, session: session, task: task, hold: hold)
+    public func debug(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil, event: LogEvent? = nil) {
+        write(.debug, category, message, session: session, task: task, hold: hold, event: event)
     }
 
-    public func info(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil) {
-        write(.info, category, message, session: session, task: task, hold: hold)
+    public func info(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil, event: LogEvent? = nil) {
+        write(.info, category, message, session: session, task: task, hold: hold, event: event)
     }
 
-    public func notice(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil) {
-        write(.notice, category, message, session: session, task: task, hold: hold)
+    public func notice(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil, event: LogEvent? = nil) {
+        write(.notice, category, message, session: session, task: task, hold: hold, event: event)
     }
 
-    public func error(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil) {
-        write(.error, category, message, session: session, task: task, hold: hold)
+    public func error(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil, event: LogEvent? = nil) {
+        write(.error, category, message, session: session, task: task, hold: hold, event: event)
     }
 
-    private func write(_ level: LogLevel, _ category: String, _ message: () -> String, session: String?, task: Int?, hold: TaskHold?) {
+    private func write(_ level: LogLevel, _ category: String, _ message: () -> String, session: String?, task: Int?, hold: TaskHold?, event: LogEvent?) {
         let echo = echoLevel.map { level >= $0 } ?? false
         guard level >= minimumLevel || echo else { return }
-        let entry = LogEntry(time: Date(), process: process, pid: Self.pid, subsystem: subsystem, category: category, level: level, message: message(), session: session, task: task, hold: hold)
+        let entry = LogEntry(time: Date(), process: process, pid: Self.pid, subsystem: subsystem, category: category, level: level, message: message(), session: session, task: task, hold: hold, event: event)
         if echo {
             FileHandle.standardError.write(Data(JournalStream.line(entry, forJournal: Self.stderrIsJournal).utf8))
         }

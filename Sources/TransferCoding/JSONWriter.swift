@@ -1,19 +1,20 @@
 /// Compact JSON text written into a growing byte buffer: string literals escaped (`"`, `\`
 /// and control characters only; `/` and non-ASCII are written as they are, as UTF-8),
 /// integers and finite floating-point numbers. Knows nothing of structure: the encoding
-/// stream puts the brackets, commas and colons. A value, owned by its `EncodingStream`.
-struct JSONWriter {
-    private(set) var bytes: [UInt8] = []
+/// stream puts the brackets, commas and colons. A value, owned by its `EncodingStream` or by
+/// whoever writes a line by hand (`LogEntry.jsonLine`).
+public struct JSONWriter {
+    public private(set) var bytes: [UInt8] = []
 
-    init() {
+    public init() {
         bytes.reserveCapacity(512)
     }
 
-    mutating func write(_ byte: UInt8) {
+    public mutating func write(_ byte: UInt8) {
         bytes.append(byte)
     }
 
-    mutating func write(_ text: StaticString) {
+    public mutating func write(_ text: StaticString) {
         text.withUTF8Buffer { bytes.append(contentsOf: $0) }
     }
 
@@ -22,7 +23,7 @@ struct JSONWriter {
         bytes.removeSubrange(count...)
     }
 
-    mutating func write(string: String) {
+    public mutating func write(string: String) {
         var string = string
         string.withUTF8 { write(stringLiteral: $0) }
     }
@@ -63,7 +64,7 @@ struct JSONWriter {
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// An integer of at most 64 bits, in decimal.
-    mutating func write<Integer: FixedWidthInteger>(integer value: Integer) {
+    public mutating func write<Integer: FixedWidthInteger>(integer value: Integer) {
         if value < 0 { bytes.append(UInt8(ascii: "-")) }
         var magnitude = UInt64(value.magnitude)
         var digits = 1

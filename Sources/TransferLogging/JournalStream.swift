@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import TransferCoding
 
 /// How a process's stderr lines look to systemd's journal: when systemd connected stderr to
 /// the journal, it says so in `JOURNAL_STREAM` (`<device>:<inode>` of that stream), and each

@@ -1,5 +1,6 @@
 internal import CLibcrypto
 import Foundation
+import TransferPOSIX
 
 /// SHA-256, streaming, by the system's libcrypto: the pin of a server's public key (what an
 /// app accepts in a server-trust challenge), and, for the server, the demo and the tests,

@@ -1,4 +1,5 @@
 import Foundation
+import TransferContainer
 
 /// What is made from a program's `CommandLineUsage` besides `--help`, so that one text is the
 /// source of all: its man page (`--help-man`) and its shell completions (`--completions

@@ -1,4 +1,5 @@
 import Foundation
+import TransferContainer
 
 /// How every executable of the project answers its command line, after swift-argument-parser's
 /// conventions: `--help` or `-h` prints the whole usage (program, subcommands, options,

@@ -2,6 +2,8 @@
 import Glibc
 #endif
 import Foundation
+import TransferCoding
+import TransferPOSIX
 
 /// A small JSON record that is rewritten often, in place: each write is one `pwrite` of the
 /// record padded with spaces to a fixed size, within the file's first page. A reader after

@@ -1,0 +1,43 @@
+/// What a log line reports, as a typed fact beside its words (`LogEntry.event`): the
+/// moments of an app's life around the daemon (launched for events, ended, given up on) and
+/// of a session's (opened, reattached). Written by the one call that logs the moment and read
+/// by whoever looks for it (tests, the benchmark), so that rewording a line changes no
+/// reader. A value; made and read on any thread.
+public struct LogEvent: Codable, Sendable, Equatable {
+    public enum Kind: String, Codable, Sendable {
+        /// The daemon launched `app` (pid `pid`) for a session's events.
+        case launched
+        /// The daemon could not start `app` (an executable) to deliver events.
+        case launchFailed
+        /// `app` (pid `pid`), launched for events, did not call its completion handler within
+        /// its background budget; the daemon ended it.
+        case budgetExpired
+        /// `app` (pid `pid`), launched for events, exited.
+        case launchedAppExited
+        /// The daemon gave up relaunching `app` until the user launches it.
+        case relaunchGivenUp
+        /// The process `pid` opened the line's session in the daemon.
+        case sessionOpened
+        /// The library found its process launched for the line's session's events.
+        case launchedForEvents
+        /// The library reopened the line's session in a daemon that had restarted.
+        case reattached
+        /// A request to the daemon failed with `code` (a `TransferFailure` code): logged by the
+        /// library that asked, and by the daemon when it refuses one (with the asker's `pid`).
+        case requestFailed
+    }
+
+    public var kind: Kind
+    /// The app's bundle family, or the executable for `launchFailed`.
+    public var app: String?
+    public var pid: Int32?
+    /// The failure's code, for `requestFailed`.
+    public var code: Int?
+
+    public init(_ kind: Kind, app: String? = nil, pid: Int32? = nil, code: Int? = nil) {
+        self.kind = kind
+        self.app = app
+        self.pid = pid
+        self.code = code
+    }
+}
