@@ -40,8 +40,8 @@ public final class TransferDaemon {
         /// The quietest log level written (`--log-level`); nil: the daemon's own
         /// `BGTRANSFER_LOG_LEVEL`, else notice.
         public var logLevel: LogLevel?
-        /// What the daemon's rules read the time from (retries, deadlines, the rate limiter,
-        /// the background budget); tests set it. The loop's own timers use the real time.
+        /// What the daemon's rules and the loop's timers read the time from (retries,
+        /// deadlines, the rate limiter, the background budget); tests set it.
         package var clock: any TimeSource = SystemTime()
         /// Which failed attempts are tried again, and when (S6.4).
         package var retryPolicy = RetryPolicy()
@@ -105,7 +105,7 @@ public final class TransferDaemon {
         self.options = options
         self.log = TransferLog(layout: options.layout, process: "transferd", subsystem: "com.example.transferd", echoLevel: options.echoLevel, minimumLevel: options.logLevel)
         try options.layout.prepare()
-        self.loop = try EventLoop()
+        self.loop = try EventLoop(clock: options.clock)
         self.registry = AppRegistry(layout: options.layout, log: log)
         registry.relaunchLimits = [:]  // a restarted daemon starts every app's limiter over
     }
