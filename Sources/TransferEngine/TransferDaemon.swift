@@ -74,6 +74,8 @@ public final class TransferDaemon {
     /// When failed attempts are tried again (S6.4), and the time it decides by.
     var retryPolicy: RetryPolicy { options.retryPolicy }
     var clock: any TimeSource { options.clock }
+    /// The task lifecycle's rules (retries, deadlines, endings, relaunches) with the options' figures.
+    let lifecycle: TaskLifecycle
 
     // The parts, each owning its state (see the README's map of the source).
     private(set) lazy var clients = ClientServer(daemon: self)
@@ -81,7 +83,7 @@ public final class TransferDaemon {
     private(set) lazy var commits = GroupCommit(daemon: self)
     private(set) lazy var scheduler = Scheduler(daemon: self)
     private(set) lazy var delayedRequests = DelayedRequests(daemon: self)
-    private(set) lazy var relauncher = Relauncher(daemon: self)
+    private(set) lazy var relauncher = Relauncher(surroundings: self, registry: registry, lifecycle: lifecycle, layout: layout, log: log, clock: clock)
     private(set) lazy var transfers = RunningTransfers(daemon: self)
     private(set) lazy var completion = TaskCompletion(daemon: self)
     private(set) lazy var downloads = Downloads(daemon: self)
@@ -105,6 +107,7 @@ public final class TransferDaemon {
         self.options = options
         self.log = TransferLog(layout: options.layout, process: "transferd", subsystem: "com.example.transferd", echoLevel: options.echoLevel, minimumLevel: options.logLevel)
         try options.layout.prepare()
+        self.lifecycle = TaskLifecycle(retryPolicy: options.retryPolicy, relaunchDelay: options.relaunchDelay, backgroundBudget: options.backgroundBudget)
         self.loop = try EventLoop(clock: options.clock)
         self.registry = AppRegistry(layout: options.layout, log: log)
         registry.relaunchLimits = [:]  // a restarted daemon starts every app's limiter over
@@ -275,6 +278,12 @@ public final class TransferDaemon {
         } else {
             idleSince = now
         }
+    }
+}
+
+extension TransferDaemon: RelaunchSurroundings {
+    func isAppConnected(_ family: BundleIdentifier) -> Bool {
+        clients.connections.values.contains { $0.hello?.identity.bundleIdentifier == family && $0.hello?.identity.kind == .app }
     }
 }
 

@@ -89,10 +89,8 @@ final class Downloads {
             daemon.scheduler.scheduleTransfers()
             return
         }
-        if var failure = transfer.diskFailure ?? transfer.protocolFailure {
-            // Bytes that could not be written for want of space stay as resume data (S6.2).
-            if failure.code == TransferFailure.cannotWriteToFile { failure.resumeData = daemon.resumeData.makeResumeData(for: task, in: session) }
-            daemon.completion.fail(task, in: session, failure)
+        if let failure = transfer.diskFailure ?? transfer.protocolFailure {
+            daemon.completion.transferEnded(task, .failed(failure), in: session)
             return
         }
         if case .success = result, let wait = transfer.serverWait(now: daemon.clock.now) {
@@ -117,7 +115,7 @@ final class Downloads {
                 daemon.coalescing.completeFollowers(of: transfer, finishedFile: finishedPath(for: task, in: session), in: session)
                 completeDownload(task, in: session)
             } catch {
-                daemon.completion.fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath))
+                daemon.completion.transferEnded(task, .failed(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath)), in: session)
             }
         case .failure(let error):
             daemon.completion.retryOrFail(task, in: session, error)
@@ -126,7 +124,6 @@ final class Downloads {
 
     /// Announces a finished download: durable event, then delivery to the holder.
     func completeDownload(_ task: TaskRecord, in session: DaemonSession) {
-        daemon.completion.end(task, in: session, downloadedFile: finishedPath(for: task, in: session),
-            note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
+        daemon.completion.transferEnded(task, .downloaded(file: finishedPath(for: task, in: session)), in: session)
     }
 }

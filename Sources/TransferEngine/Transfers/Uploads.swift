@@ -154,7 +154,7 @@ final class Uploads {
         var task = transfer.task
         let sessionName = session.key.identifier.rawValue
         if let failure = transfer.diskFailure {
-            daemon.completion.fail(task, in: session, failure)
+            daemon.completion.transferEnded(task, .failed(failure), in: session)
             return
         }
         switch outcome {
@@ -188,8 +188,6 @@ final class Uploads {
     /// Announces a finished upload with the server's answer (`didReceive data`, then
     /// `didCompleteWithError(nil)`); the daemon's copy of the body goes.
     func completeUpload(_ task: TaskRecord, responseBody: Data?, in session: DaemonSession) {
-        if daemon.completion.end(task, in: session, responseBody: responseBody, note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesSent) bytes sent") {
-            daemon.transfers.removeTransferFiles(of: task, in: session)
-        }
+        daemon.completion.transferEnded(task, .uploaded(responseBody: responseBody), in: session)
     }
 }
