@@ -92,11 +92,11 @@ public final class TransferDaemon {
     private(set) lazy var coalescing = Coalescing(daemon: self)
     private(set) lazy var challenges = Challenges(daemon: self)
     private(set) lazy var requests = RequestHandler(daemon: self)
-    private(set) lazy var listing = TaskListing(daemon: self)
+    private(set) lazy var listing = TaskListing(transfers: transfers)
     private(set) lazy var watchers = Watchers(daemon: self)
     private(set) lazy var sessionRecovery = SessionRecovery(daemon: self)
     private(set) lazy var serverTrust = ServerTrustChallenges(daemon: self)
-    private(set) lazy var service = ServiceReports(daemon: self)
+    private(set) lazy var service = ServiceReports(notifier: options.notifier, log: log) { [unowned self] in sessions }
 
     public init(options: Options) throws {
         // Started on demand, the daemon serves an existing container only: a client racing

@@ -5,7 +5,7 @@ import TransferContainer
 /// Owned by the daemon's loop thread.
 final class RequestHandler {
     unowned let daemon: TransferDaemon
-    private lazy var quotas = AppQuotas(daemon: daemon)
+    private lazy var quotas = AppQuotas(maximumTasksPerApp: daemon.options.maximumTasksPerApp) { [unowned daemon] in daemon.sessions }
 
     init(daemon: TransferDaemon) {
         self.daemon = daemon
