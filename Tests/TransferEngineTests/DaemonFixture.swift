@@ -26,7 +26,7 @@ final class DaemonFixture {
         configuration.sessionSendsLaunchEvents = true
         configure(&options, &configuration)
         daemon = try TransferDaemon(options: options)
-        let record = SessionRecord(identifier: try SessionIdentifier("com.example.host.background"), owner: Self.family, family: Self.family, configuration: configuration)
+        let record = SessionRecord(identifier: try SessionIdentifier("com.example.host.background"), owner: Self.family, family: Self.family, configuration: configuration, createdAt: clock.now)
         session = try DaemonSession(layout: options.layout, log: daemon.log, record: record)
         daemon.sessions[session.key] = session
     }

@@ -23,7 +23,7 @@ import TransferContainer
         daemon = try TransferDaemon(options: options)
         var configuration = SessionConfiguration()
         configuration.sharedContainerIdentifier = Self.group
-        let record = SessionRecord(identifier: try SessionIdentifier("com.example.host.background"), owner: Self.family, family: Self.family, configuration: configuration)
+        let record = SessionRecord(identifier: try SessionIdentifier("com.example.host.background"), owner: Self.family, family: Self.family, configuration: configuration, createdAt: Date(timeIntervalSince1970: 1_700_000_000))
         session = try DaemonSession(layout: layout, log: daemon.log, record: record)
     }
 

@@ -301,7 +301,7 @@ final class RequestHandler {
             session = existing
         } else {
             try quotas.checkSessions(of: identity.bundleIdentifier, opening: identifier)
-            let record = SessionRecord(identifier: identifier, owner: identity.bundleIdentifier, family: identity.family, configuration: configuration)
+            let record = SessionRecord(identifier: identifier, owner: identity.bundleIdentifier, family: identity.family, configuration: configuration, createdAt: daemon.clock.now)
             do {
                 session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
             } catch let error as Errno {
