@@ -24,6 +24,12 @@ struct RelaunchNeed: Equatable {
     var wantsRelaunch: Bool {
         !isHeld && sendsLaunchEvents && !waitsForUser && ((hasEvents && !hasTransfersInFlight) || hasPendingChallenge)
     }
+
+    /// Whether events wait for an app that only the user may launch now (force-quit, or its
+    /// relaunches given up on): the daemon says so once, instead of relaunching it.
+    var waitsForUserLaunch: Bool {
+        !isHeld && sendsLaunchEvents && waitsForUser && hasEvents
+    }
 }
 
 /// Whom to relaunch and when: the resume rate limiter (S6.5) and the background budget.

@@ -23,6 +23,8 @@ final class Relauncher {
     private let clock: any TimeSource
     /// The containing apps launched for events, by family.
     var launches: [BundleIdentifier: Launch] = [:]
+    /// Sessions whose events wait for a user launch, as last said in the log (said once a wait).
+    private var saidWaitingForUser: Set<SessionKey> = []
     /// The resume rate limiter per app family, kept in the registry so that inspection sees it.
     var relaunchLimiter: [BundleIdentifier: RelaunchLimiter] {
         get { registry.relaunchLimits }
@@ -60,8 +62,13 @@ final class Relauncher {
     }
 
     func relaunchWhereNeeded(now: Date) {
-        let needs = surroundings.sessions.values.sorted { $0.key.identifier.rawValue < $1.key.identifier.rawValue }
-            .map(need(of:)).filter(\.wantsRelaunch)
+        var needs: [RelaunchNeed] = []
+        var waitingForUser: Set<SessionKey> = []
+        for session in surroundings.sessions.values.sorted(by: { $0.key.identifier.rawValue < $1.key.identifier.rawValue }) {
+            let need = need(of: session)
+            if need.wantsRelaunch { needs.append(need) } else if need.waitsForUserLaunch { waitingForUser.insert(session.key) }
+        }
+        sayWaitingForUser(waitingForUser)
         guard !needs.isEmpty else { return }
         let running = Set(needs.map(\.family).filter { surroundings.isAppConnected($0) })
         for action in lifecycle.relaunches(needs, launching: Set(launches.keys), running: running, limiters: relaunchLimiter, now: now) {
@@ -71,6 +78,16 @@ final class Relauncher {
             default: break
             }
         }
+    }
+
+    /// Logs, once a wait, each session whose events wait for a user launch, and why: the
+    /// decision not to relaunch, which a test can wait for instead of for time to pass.
+    private func sayWaitingForUser(_ waiting: Set<SessionKey>) {
+        for key in waiting.subtracting(saidWaitingForUser).sorted(by: { $0.identifier.rawValue < $1.identifier.rawValue }) {
+            let why = registry.forceQuit.contains(key.family) ? "it was force-quit" : "its relaunches were given up on"
+            log.notice("relaunch", "not relaunching \(key.family) for its events: \(why); they wait for the user to launch it", session: key.identifier.rawValue)
+        }
+        saidWaitingForUser = waiting
     }
 
     private func launch(_ family: BundleIdentifier, for identifier: SessionIdentifier, limiter: RelaunchLimiter, now: Date) {

@@ -15,6 +15,9 @@ extension LogEntry {
     var isFailedRelaunch: Bool { category == "relaunch" && message.hasPrefix("cannot launch ") }
     /// The daemon gave up relaunching an app until the user launches it (`RelaunchGiveUp`).
     var isRelaunchGivenUp: Bool { category == "relaunch" && message.hasPrefix("gave up relaunching ") }
+    /// The daemon decided not to relaunch an app for a session's waiting events: the app was
+    /// force-quit, or its relaunches were given up on (said once a wait).
+    var isRelaunchLeftToUser: Bool { category == "relaunch" && message.hasPrefix("not relaunching ") }
     /// A stand-in's delegate was called `didCompleteWithError` (for `task`).
     var isDidCompleteWithError: Bool { category == "delegate" && message.hasPrefix("didCompleteWithError") }
     /// A stand-in's delegate was handed bytes of a body (`didReceive data`).
