@@ -88,7 +88,7 @@ public final class TransferDaemon {
     private(set) lazy var completion = TaskCompletion(daemon: self)
     private(set) lazy var downloads = Downloads(daemon: self)
     private(set) lazy var uploads = Uploads(daemon: self)
-    private(set) lazy var resumeData = ResumeDataStore(daemon: self)
+    private(set) lazy var resumeData = ResumeDataStore(layout: layout, log: log, registry: registry)
     private(set) lazy var coalescing = Coalescing(daemon: self)
     private(set) lazy var challenges = Challenges(daemon: self)
     private(set) lazy var requests = RequestHandler(daemon: self)

@@ -44,7 +44,7 @@ import TransferContainer
     func relativePartialFile() throws {
         let task = downloadTask(1)
         try DurableFile.makeDirectory(session.downloadsDirectory)
-        try Data("12345".utf8).write(to: URL(fileURLWithPath: daemon.downloads.partialPath(for: task, in: session)))
+        try Data("12345".utf8).write(to: URL(fileURLWithPath: session.partialPath(for: task)))
         let blob = try #require(daemon.resumeData.makeResumeData(for: task, in: session))
         let resume = try ResumeData(decoding: blob)
         #expect(!resume.partialFile.hasPrefix("/") && resume.partialFile.hasPrefix("AppGroups/\(group)/"), "\(resume.partialFile)")
@@ -52,7 +52,7 @@ import TransferContainer
         var resumed = downloadTask(2)
         #expect(daemon.resumeData.adoptResumeData(blob, into: &resumed, in: session, for: identity) == nil)
         #expect(resumed.countOfBytesReceived == 5)
-        #expect(FileManager.default.contents(atPath: daemon.downloads.partialPath(for: resumed, in: session)) == Data("12345".utf8))
+        #expect(FileManager.default.contents(atPath: session.partialPath(for: resumed)) == Data("12345".utf8))
     }
 
     @Test("Resume data whose relative path climbs out of the container is refused as foreign")

@@ -12,27 +12,13 @@ final class Downloads {
         self.daemon = daemon
     }
 
-    func partialPath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsPath("task-\(task.taskIdentifier).partial")
-    }
-
-    /// The finished file handed to `didFinishDownloadingTo`: named after the task, so that a
-    /// restart finds a download that was finished but not yet announced.
-    func finishedPath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsPath(finishedName(for: task))
-    }
-
-    private func finishedName(for task: TaskRecord) -> String {
-        "CFNetworkDownload_\(task.taskIdentifier).tmp"
-    }
-
     /// After a restart: announces downloads finished before the kill; running tasks start again.
     func recoverTasks() {
         for session in daemon.sessions.values {
             // One listing of the folder, not a stat a task: a session may hold 100,000.
             let present = Set((try? FileManager.default.contentsOfDirectory(atPath: session.downloadsDirectory)) ?? [])
             guard !present.isEmpty else { continue }
-            for task in session.unfinishedTasks where present.contains(finishedName(for: task)) {
+            for task in session.unfinishedTasks where present.contains(DaemonSession.finishedName(for: task)) {
                 completeDownload(task, in: session)
             }
         }
@@ -42,7 +28,7 @@ final class Downloads {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
-            let partial = partialPath(for: task, in: session)
+            let partial = session.partialPath(for: task)
             // The folder and the file are opened without following symlinks: a client that
             // plants one cannot have the download written outside its container.
             let folder = try FileDescriptor.openDirectory(session.downloadsDirectory)
@@ -68,7 +54,7 @@ final class Downloads {
             try daemon.transfers.attach(transfer, for: key)
             daemon.log.info("transfers", "started at offset \(transfer.bytesOnDisk)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         } catch {
-            let failure = TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath(for: task, in: session))
+            let failure = TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: session.partialPath(for: task))
             daemon.completion.fail(task, in: session, failure)
         }
     }
@@ -109,10 +95,10 @@ final class Downloads {
                 // Within the folder as opened now: a folder swapped for a symlink meanwhile is refused.
                 let folder = try FileDescriptor.openDirectory(session.downloadsDirectory)
                 defer { folder.close() }
-                guard renameat(folder.rawValue, (transfer.bodyPath as NSString).lastPathComponent, folder.rawValue, finishedName(for: task)) == 0 else {
+                guard renameat(folder.rawValue, (transfer.bodyPath as NSString).lastPathComponent, folder.rawValue, DaemonSession.finishedName(for: task)) == 0 else {
                     throw Errno.current("rename", path: transfer.bodyPath)
                 }
-                daemon.coalescing.completeFollowers(of: transfer, finishedFile: finishedPath(for: task, in: session), in: session)
+                daemon.coalescing.completeFollowers(of: transfer, finishedFile: session.finishedPath(for: task), in: session)
                 completeDownload(task, in: session)
             } catch {
                 daemon.completion.transferEnded(task, .failed(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath)), in: session)
@@ -124,6 +110,6 @@ final class Downloads {
 
     /// Announces a finished download: durable event, then delivery to the holder.
     func completeDownload(_ task: TaskRecord, in session: DaemonSession) {
-        daemon.completion.transferEnded(task, .downloaded(file: finishedPath(for: task, in: session)), in: session)
+        daemon.completion.transferEnded(task, .downloaded(file: session.finishedPath(for: task)), in: session)
     }
 }

@@ -13,17 +13,6 @@ final class Uploads {
         self.daemon = daemon
     }
 
-    /// The daemon's own link to the app's file: the upload finishes even if the process that
-    /// started it has exited and removed its copy.
-    func uploadBodyPath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsPath("task-\(task.taskIdentifier).upload")
-    }
-
-    /// Where the server's answer is kept until it is announced.
-    func uploadResponsePath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsPath("task-\(task.taskIdentifier).upload-response")
-    }
-
     /// At creation: checks the app's file (it must exist, be a regular file the app may read,
     /// inside a container of the app's) and links it where the daemon keeps upload bodies.
     /// Returns why the task will fail instead, with the `URLError` code Apple uses.
@@ -56,7 +45,7 @@ final class Uploads {
             readable.close()
             return refusal
         }
-        let destination = uploadBodyPath(for: task, in: session)
+        let destination = session.uploadBodyPath(for: task)
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
             let folder = try FileDescriptor.openDirectory(session.downloadsDirectory)
@@ -116,7 +105,7 @@ final class Uploads {
     private func ownLinks(to st: stat, in session: DaemonSession) -> Int {
         session.tasks.values.count { task in
             var other = stat()
-            return task.kind == .upload && lstat(uploadBodyPath(for: task, in: session), &other) == 0 && other.st_dev == st.st_dev && other.st_ino == st.st_ino
+            return task.kind == .upload && lstat(session.uploadBodyPath(for: task), &other) == 0 && other.st_dev == st.st_dev && other.st_ino == st.st_ino
         }
     }
 
@@ -125,7 +114,7 @@ final class Uploads {
         let sessionName = session.key.identifier.rawValue
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
-            let transfer = try UploadTransfer(session: session.key, task: task, step: step, bodyPath: task.uploadFile.flatMap(session.resolvedPath), responsePath: uploadResponsePath(for: task, in: session),
+            let transfer = try UploadTransfer(session: session.key, task: task, step: step, bodyPath: task.uploadFile.flatMap(session.resolvedPath), responsePath: session.uploadResponsePath(for: task),
                                               configuration: session.record.configuration, credentials: daemon.challenges.credentials(for: task, in: session), conflicts: conflicts, retryPolicy: daemon.retryPolicy,
                                               tls: daemon.serverTrust.tlsPolicy(for: task, in: session), cookies: daemon.cookieJar(for: session))
             transfer.onResumptionOffered = { [unowned self, unowned session] task in
