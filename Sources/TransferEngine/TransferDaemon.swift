@@ -281,6 +281,7 @@ public final class TransferDaemon {
     }
 }
 
+/// What the relauncher may see of the daemon (on the loop thread): its sessions, and whether an app is connected.
 extension TransferDaemon: RelaunchSurroundings {
     func isAppConnected(_ family: BundleIdentifier) -> Bool {
         clients.connections.values.contains { $0.hello?.identity.bundleIdentifier == family && $0.hello?.identity.kind == .app }

@@ -42,12 +42,10 @@ final class TaskCompletion {
             switch action {
             case .hold(let task, let hold):
                 session.update(task)
-                if case .retry(let attempt, let start, let cause) = hold {
-                    daemon.log.notice("transfers", "\(cause); retry \(attempt) in \(String(format: "%.2f", max(0, start.timeIntervalSince(daemon.clock.now)))) s",
-                                      session: session.key.identifier.rawValue, task: task.taskIdentifier, hold: hold)
-                } else {
-                    daemon.log.info("transfers", "\(hold)", session: session.key.identifier.rawValue, task: task.taskIdentifier, hold: hold)
-                }
+                let wait = if case .retry(let attempt, let start, let cause) = hold {
+                    "\(cause); retry \(attempt) in \(String(format: "%.2f", max(0, start.timeIntervalSince(daemon.clock.now)))) s"
+                } else { "\(hold)" }
+                daemon.log.notice("transfers", wait, session: session.key.identifier.rawValue, task: task.taskIdentifier, hold: hold)
             case .wake(let date):
                 daemon.loop.schedule(at: date) { [unowned self] in daemon.scheduler.scheduleTransfers() }
             case .stopTransfer(let identifier):
