@@ -42,8 +42,8 @@ public final class TransferDaemon {
         /// The quietest log level written (`--log-level`); nil: the daemon's own
         /// `BGTRANSFER_LOG_LEVEL`, else notice.
         public var logLevel: LogLevel?
-        /// What the daemon's rules read the time from (retries, deadlines, the rate limiter,
-        /// the background budget); tests set it. The loop's own timers use the real time.
+        /// What the daemon's rules and the loop's timers read the time from (retries,
+        /// deadlines, the rate limiter, the background budget); tests set it.
         package var clock: any TimeSource = SystemTime()
         /// Which failed attempts are tried again, and when (S6.4).
         package var retryPolicy = RetryPolicy()
@@ -76,6 +76,8 @@ public final class TransferDaemon {
     /// When failed attempts are tried again (S6.4), and the time it decides by.
     var retryPolicy: RetryPolicy { options.retryPolicy }
     var clock: any TimeSource { options.clock }
+    /// The task lifecycle's rules (retries, deadlines, endings, relaunches) with the options' figures.
+    let lifecycle: TaskLifecycle
 
     // The parts, each owning its state (see the README's map of the source).
     private(set) lazy var clients = ClientServer(daemon: self)
@@ -83,20 +85,20 @@ public final class TransferDaemon {
     private(set) lazy var commits = GroupCommit(daemon: self)
     private(set) lazy var scheduler = Scheduler(daemon: self)
     private(set) lazy var delayedRequests = DelayedRequests(daemon: self)
-    private(set) lazy var relauncher = Relauncher(daemon: self)
+    private(set) lazy var relauncher = Relauncher(surroundings: self, registry: registry, lifecycle: lifecycle, layout: layout, log: log, clock: clock)
     private(set) lazy var transfers = RunningTransfers(daemon: self)
     private(set) lazy var completion = TaskCompletion(daemon: self)
     private(set) lazy var downloads = Downloads(daemon: self)
     private(set) lazy var uploads = Uploads(daemon: self)
-    private(set) lazy var resumeData = ResumeDataStore(daemon: self)
+    private(set) lazy var resumeData = ResumeDataStore(layout: layout, log: log, registry: registry)
     private(set) lazy var coalescing = Coalescing(daemon: self)
     private(set) lazy var challenges = Challenges(daemon: self)
     private(set) lazy var requests = RequestHandler(daemon: self)
-    private(set) lazy var listing = TaskListing(daemon: self)
+    private(set) lazy var listing = TaskListing(transfers: transfers)
     private(set) lazy var watchers = Watchers(daemon: self)
     private(set) lazy var sessionRecovery = SessionRecovery(daemon: self)
     private(set) lazy var serverTrust = ServerTrustChallenges(daemon: self)
-    private(set) lazy var service = ServiceReports(daemon: self)
+    private(set) lazy var service = ServiceReports(notifier: options.notifier, log: log) { [unowned self] in sessions }
 
     public init(options: Options) throws {
         // Started on demand, the daemon serves an existing container only: a client racing
@@ -107,7 +109,8 @@ public final class TransferDaemon {
         self.options = options
         self.log = TransferLog(layout: options.layout, process: "transferd", subsystem: "com.example.transferd", echoLevel: options.echoLevel, minimumLevel: options.logLevel)
         try options.layout.prepare()
-        self.loop = try EventLoop()
+        self.lifecycle = TaskLifecycle(retryPolicy: options.retryPolicy, relaunchDelay: options.relaunchDelay, backgroundBudget: options.backgroundBudget)
+        self.loop = try EventLoop(clock: options.clock)
         self.registry = AppRegistry(layout: options.layout, log: log)
         registry.relaunchLimits = [:]  // a restarted daemon starts every app's limiter over
     }
@@ -277,6 +280,13 @@ public final class TransferDaemon {
         } else {
             idleSince = now
         }
+    }
+}
+
+/// What the relauncher may see of the daemon (on the loop thread): its sessions, and whether an app is connected.
+extension TransferDaemon: RelaunchSurroundings {
+    func isAppConnected(_ family: BundleIdentifier) -> Bool {
+        clients.connections.values.contains { $0.hello?.identity.bundleIdentifier == family && $0.hello?.identity.kind == .app }
     }
 }
 

@@ -16,6 +16,9 @@ public struct LogEvent: Codable, Sendable, Equatable {
         case launchedAppExited
         /// The daemon gave up relaunching `app` until the user launches it.
         case relaunchGivenUp
+        /// The daemon will not relaunch `app` for the line's session's events (it was
+        /// force-quit, or its relaunches were given up on); said once a wait.
+        case relaunchLeftToUser
         /// The process `pid` opened the line's session in the daemon.
         case sessionOpened
         /// The library found its process launched for the line's session's events.

@@ -34,7 +34,7 @@ struct SampleRecords {
         configuration.sharedContainerIdentifier = try BundleIdentifier("group.com.example.transfers")
         configuration.httpAdditionalHeaders = ["X-Client": "host-app/1.0"]
         sessionRecord = SessionRecord(identifier: identifier, owner: try BundleIdentifier("com.example.host"),
-                                      family: try BundleIdentifier("com.example.host"), configuration: configuration)
+                                      family: try BundleIdentifier("com.example.host"), configuration: configuration, createdAt: Date())
         let compact = CompactJSONEncoder()
         journalLine = try compact.encode(line)
         request = try compact.encode(requestFrame)

@@ -61,7 +61,7 @@ struct ScaleBenchmark {
         var configuration = SessionConfiguration()
         configuration.sharedContainerIdentifier = try BundleIdentifier(BenchApp.appGroup)
         configuration.sessionSendsLaunchEvents = false
-        try RecordCoding.write(SessionRecord(identifier: identifier, owner: family, family: family, configuration: configuration), to: directory.appendingPathComponent("session.json").path)
+        try RecordCoding.write(SessionRecord(identifier: identifier, owner: family, family: family, configuration: configuration, createdAt: Date()), to: directory.appendingPathComponent("session.json").path)
         let journal = try SessionJournal(path: JournalContents.path(inSession: directory), contents: JournalContents())
         let later = Date().addingTimeInterval(86_400)
         let url = container.server.url(for: "/queued").absoluteString

@@ -23,10 +23,12 @@ struct TerminationTests {
         #expect(server.waitForRequests(count: 2, timeout: 10))
         #expect(try device.forceQuit("com.example.host") == 2)
 
-        // No relaunch while force-quit: the events wait (a bounded look, nothing to await).
-        try await Task.sleep(for: .seconds(1.5))
-        #expect(device.events.of("host-app").isEmpty && device.processes(named: "host-app").isEmpty, "relaunched while force-quit")
+        // No relaunch while force-quit: the daemon decides to leave both sessions' events to
+        // the user, and says so, where it would otherwise have launched the app.
         let layout = ContainerLayout(root: device.root)
+        let leftToUser = { Set(TransferLog.entries(layout: layout).filter { $0.process == "transferd" && $0.isRelaunchLeftToUser }.compactMap(\.session)) }
+        #expect(waitUntil(timeout: 20) { leftToUser() == ["com.example.host.background", "com.example.host.fetch.background"] }, "\(leftToUser())")
+        #expect(device.events.of("host-app").isEmpty && device.processes(named: "host-app").isEmpty, "relaunched while force-quit")
         #expect(ContainerSnapshot.read(layout).apps.filter(\.forceQuit).map(\.bundleIdentifier) == ["com.example.host", "com.example.host.fetch"])
         let inspect = try device.launch("bgtransfer", arguments: ["inspect"])
         try await inspect.succeeds(within: 30)

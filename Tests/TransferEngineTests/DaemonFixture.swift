@@ -4,15 +4,6 @@ import TransferTransport
 @testable import TransferEngine
 import TransferPOSIX
 
-/// A clock a test sets: the daemon's rules read the time from it. Locked, since the
-/// `TimeSource` protocol is `Sendable`.
-final class SetClock: TimeSource, @unchecked Sendable {
-    private let time: Locked<Date>
-    init(_ start: Date) { time = Locked(start) }
-    var now: Date { time.withLock { $0 } }
-    func advance(by seconds: TimeInterval) { time.withLock { $0 = $0.addingTimeInterval(seconds) } }
-}
-
 /// A daemon that is built but not run, over a container of its own, with a set clock and one
 /// session of the stand-in host app: for unit tests of the daemon's parts, which a test calls
 /// directly on its thread. Nothing listens and no loop turns; transfers that start are only
@@ -21,7 +12,7 @@ final class DaemonFixture {
     static let family = (try? BundleIdentifier("com.example.host"))!
     static let group = (try? BundleIdentifier("group.com.example.transfers"))!
     let root: URL
-    let clock = SetClock(Date(timeIntervalSince1970: 1_700_000_000))
+    let clock = ManualClock(Date(timeIntervalSince1970: 1_700_000_000))
     let daemon: TransferDaemon
     let session: DaemonSession
     let identity = AppIdentity(bundleIdentifier: DaemonFixture.family, kind: .app, containingApp: DaemonFixture.family, containingAppExecutable: "host-app", appGroups: [DaemonFixture.group])
@@ -36,7 +27,7 @@ final class DaemonFixture {
         configuration.sessionSendsLaunchEvents = true
         configure(&options, &configuration)
         daemon = try TransferDaemon(options: options)
-        let record = SessionRecord(identifier: try SessionIdentifier("com.example.host.background"), owner: Self.family, family: Self.family, configuration: configuration)
+        let record = SessionRecord(identifier: try SessionIdentifier("com.example.host.background"), owner: Self.family, family: Self.family, configuration: configuration, createdAt: clock.now)
         session = try DaemonSession(layout: options.layout, log: daemon.log, record: record)
         daemon.sessions[session.key] = session
     }

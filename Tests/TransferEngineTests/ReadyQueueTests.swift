@@ -15,7 +15,7 @@ import TransferLogging
         let layout = ContainerLayout(root: root)
         try layout.prepare()
         let record = SessionRecord(identifier: try SessionIdentifier("com.example.queue"), owner: try BundleIdentifier("com.example.app"),
-                                   family: try BundleIdentifier("com.example.app"), configuration: SessionConfiguration())
+                                   family: try BundleIdentifier("com.example.app"), configuration: SessionConfiguration(), createdAt: Date(timeIntervalSince1970: 1_700_000_000))
         session = try DaemonSession(layout: layout, log: TransferLog(layout: layout, process: "test", subsystem: "test", echoLevel: nil), record: record)
     }
 

@@ -24,7 +24,7 @@ import TransferPOSIX
         daemon = try TransferDaemon(options: options)
         var configuration = SessionConfiguration()
         configuration.sharedContainerIdentifier = Self.group
-        let record = SessionRecord(identifier: try SessionIdentifier("com.example.host.background"), owner: Self.family, family: Self.family, configuration: configuration)
+        let record = SessionRecord(identifier: try SessionIdentifier("com.example.host.background"), owner: Self.family, family: Self.family, configuration: configuration, createdAt: Date(timeIntervalSince1970: 1_700_000_000))
         session = try DaemonSession(layout: layout, log: daemon.log, record: record)
     }
 
@@ -45,7 +45,7 @@ import TransferPOSIX
     func relativePartialFile() throws {
         let task = downloadTask(1)
         try DurableFile.makeDirectory(session.downloadsDirectory)
-        try Data("12345".utf8).write(to: URL(fileURLWithPath: daemon.downloads.partialPath(for: task, in: session)))
+        try Data("12345".utf8).write(to: URL(fileURLWithPath: session.partialPath(for: task)))
         let blob = try #require(daemon.resumeData.makeResumeData(for: task, in: session))
         let resume = try ResumeData(decoding: blob)
         #expect(!resume.partialFile.hasPrefix("/") && resume.partialFile.hasPrefix("AppGroups/\(group)/"), "\(resume.partialFile)")
@@ -53,7 +53,7 @@ import TransferPOSIX
         var resumed = downloadTask(2)
         #expect(daemon.resumeData.adoptResumeData(blob, into: &resumed, in: session, for: identity) == nil)
         #expect(resumed.countOfBytesReceived == 5)
-        #expect(FileManager.default.contents(atPath: daemon.downloads.partialPath(for: resumed, in: session)) == Data("12345".utf8))
+        #expect(FileManager.default.contents(atPath: session.partialPath(for: resumed)) == Data("12345".utf8))
     }
 
     @Test("Resume data whose relative path climbs out of the container is refused as foreign")

@@ -3,6 +3,8 @@ import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestPeers
+import TransferContainer
 @testable import TransferTransport
 
 /// Tests of the libcurl layer (CurlEasy, CurlMulti, CurlError) against a tiny HTTP server on
@@ -692,8 +694,11 @@ final class CurlTests: XCTestCase {
         XCTAssertEqual(pipe(&idle), 0)
         defer { fds.forEach { close($0) }; idle.forEach { close($0) } }
         let writeEnd = fds[1]
+        let poller = try Self.currentThreadID()
+        let sawBlocked = Locked(false)
         Thread.detachNewThread {
-            usleep(150_000)
+            // Written once the poll is under way, which is what the test is about.
+            sawBlocked.withLock { $0 = Self.waitUntilBlockedInPoll(thread: poller) }
             var byte: UInt8 = 1
             _ = write(writeEnd, &byte, 1)
         }
@@ -704,11 +709,10 @@ final class CurlTests: XCTestCase {
         while !extra[0].readable && ContinuousClock.now < deadline {
             try multi.poll(extra: &extra, timeout: .seconds(10))
         }
-        let elapsed = ContinuousClock.now - start
+        XCTAssertTrue(sawBlocked.withLock { $0 }, "the write came while the poll was blocked")
         XCTAssertTrue(extra[0].readable)
         XCTAssertFalse(extra[1].readable)
-        XCTAssertGreaterThanOrEqual(elapsed, .milliseconds(100))
-        XCTAssertLessThan(elapsed, .seconds(5))
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(5), "returned for the write, not at the 10 s timeout")
     }
 
     func testPollReportsWritable() throws {
@@ -725,16 +729,17 @@ final class CurlTests: XCTestCase {
     func testWakeupFromAnotherThreadInterruptsALongPoll() throws {
         let multi = try CurlMulti()
         let waker = multi.waker
+        let poller = try Self.currentThreadID()
+        let sawBlocked = Locked(false)
         Thread.detachNewThread {
-            usleep(150_000)
+            sawBlocked.withLock { $0 = Self.waitUntilBlockedInPoll(thread: poller) }
             waker.wakeup()
         }
         var none: [CurlMulti.PollRequest] = []
         let start = ContinuousClock.now
         try multi.poll(extra: &none, timeout: .seconds(20))
-        let elapsed = ContinuousClock.now - start
-        XCTAssertGreaterThanOrEqual(elapsed, .milliseconds(100))
-        XCTAssertLessThan(elapsed, .seconds(5))
+        XCTAssertTrue(sawBlocked.withLock { $0 }, "the wakeup came while the poll was blocked")
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(5), "returned for the wakeup, not at the 20 s timeout")
 
         // A wakeup before the poll makes the next poll return at once.
         multi.wakeup()
@@ -755,6 +760,27 @@ final class CurlTests: XCTestCase {
     }
 
     // MARK: - Helpers
+
+    /// This thread's kernel id, from /proc/thread-self (a link to "<pid>/task/<tid>").
+    static func currentThreadID() throws -> String {
+        let link = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")
+        return String(link.split(separator: "/").last ?? "")
+    }
+
+    /// Waits (with a deadline of 10 s) until thread `tid` of this process is blocked in
+    /// poll(2) or ppoll(2), as the kernel reports it in /proc/self/task/<tid>/syscall.
+    static func waitUntilBlockedInPoll(thread tid: String) -> Bool {
+        #if arch(x86_64)
+        let pollCalls: Set<Substring> = ["7", "271"] // poll, ppoll
+        #else
+        let pollCalls: Set<Substring> = ["73"] // ppoll (aarch64 has no poll)
+        #endif
+        return PeerProcess.wait(until: Date().addingTimeInterval(10)) {
+            guard let text = try? String(contentsOfFile: "/proc/self/task/\(tid)/syscall", encoding: .utf8),
+                  let number = text.split(separator: " ").first else { return false }
+            return pollCalls.contains(number)
+        }
+    }
 
     /// Runs the event loop (perform, completions, poll) until no transfer is left, or fails the
     /// test at the deadline. `eachIteration` runs between perform and poll.

@@ -91,7 +91,7 @@ public enum TaskHold: Codable, Sendable, Equatable, CustomStringConvertible {
 extension TaskRecord {
     /// What holds the task back under `conditions` at `now`, or nil when it may start
     /// (it then runs, or waits only for a free connection).
-    public func hold(under conditions: DeviceConditions, now: Date = Date()) -> TaskHold? {
+    public func hold(under conditions: DeviceConditions, now: Date) -> TaskHold? {
         if state == .suspended { return .suspended }
         if let challenge = pendingChallenge { return .authentication(challenge) }
         if let begin = earliestBeginDate, begin > now { return .earliestBeginDate(begin) }

@@ -84,7 +84,7 @@ public struct SessionRecord: Codable, Sendable, Equatable {
     /// Server keys the session's app accepted (S3.6), oldest first; nil in older records.
     public var acceptedServerKeys: [AcceptedServerKey]?
 
-    public init(identifier: SessionIdentifier, owner: BundleIdentifier, family: BundleIdentifier, configuration: SessionConfiguration, createdAt: Date = Date()) {
+    public init(identifier: SessionIdentifier, owner: BundleIdentifier, family: BundleIdentifier, configuration: SessionConfiguration, createdAt: Date) {
         self.identifier = identifier
         self.owner = owner
         self.family = family

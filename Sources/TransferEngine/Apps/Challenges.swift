@@ -107,15 +107,15 @@ final class Challenges {
     private func deliverChallengeResponse(_ task: TaskRecord, in session: DaemonSession) {
         switch task.kind {
         case .download:
-            let page = DownloadTransfer.errorBodyPath(partialPath: daemon.downloads.partialPath(for: task, in: session))
-            unlink(daemon.downloads.partialPath(for: task, in: session))
-            if rename(page, daemon.downloads.finishedPath(for: task, in: session)) != 0 {
-                _ = FileManager.default.createFile(atPath: daemon.downloads.finishedPath(for: task, in: session), contents: nil)
+            let page = DownloadTransfer.errorBodyPath(partialPath: session.partialPath(for: task))
+            unlink(session.partialPath(for: task))
+            if rename(page, session.finishedPath(for: task)) != 0 {
+                _ = FileManager.default.createFile(atPath: session.finishedPath(for: task), contents: nil)
             }
             session.update(task)
             daemon.downloads.completeDownload(task, in: session)
         case .upload:
-            let body = FileManager.default.contents(atPath: daemon.uploads.uploadResponsePath(for: task, in: session))
+            let body = FileManager.default.contents(atPath: session.uploadResponsePath(for: task))
             session.update(task)
             daemon.uploads.completeUpload(task, responseBody: body?.prefix(Int(UploadTransfer.responseBodyLimit)), in: session)
         }

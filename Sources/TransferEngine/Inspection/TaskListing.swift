@@ -4,10 +4,11 @@ import TransferContainer
 /// `getAllTasks` and its kin: a session's tasks as the app sees them, with the counts of
 /// running transfers. Owned by the daemon's loop thread.
 final class TaskListing {
-    unowned let daemon: TransferDaemon
+    /// The transfers in flight, whose counts are newer than the records'.
+    private unowned let transfers: RunningTransfers
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(transfers: RunningTransfers) {
+        self.transfers = transfers
     }
 
     func taskSummaries(of session: DaemonSession) -> TaskSummaries {
@@ -29,7 +30,7 @@ final class TaskListing {
     /// The tasks of `session` that have a transfer under way, as their transfers know them.
     private func runningTasks(of session: DaemonSession) -> [Int: TaskRecord] {
         var running: [Int: TaskRecord] = [:]
-        for (key, transfer) in daemon.transfers.transfersByTask where key.session == session.key {
+        for (key, transfer) in transfers.transfersByTask where key.session == session.key {
             running[key.task] = transfer.task
         }
         return running

@@ -7,7 +7,7 @@ import TransferLogging
 /// Owned by the daemon's loop thread.
 final class RequestHandler {
     unowned let daemon: TransferDaemon
-    private lazy var quotas = AppQuotas(daemon: daemon)
+    private lazy var quotas = AppQuotas(maximumTasksPerApp: daemon.options.maximumTasksPerApp) { [unowned daemon] in daemon.sessions }
 
     init(daemon: TransferDaemon) {
         self.daemon = daemon
@@ -308,7 +308,7 @@ final class RequestHandler {
             session = existing
         } else {
             try quotas.checkSessions(of: identity.bundleIdentifier, opening: identifier)
-            let record = SessionRecord(identifier: identifier, owner: identity.bundleIdentifier, family: identity.family, configuration: configuration)
+            let record = SessionRecord(identifier: identifier, owner: identity.bundleIdentifier, family: identity.family, configuration: configuration, createdAt: daemon.clock.now)
             do {
                 session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
             } catch let error as Errno {

@@ -257,7 +257,7 @@ final class Scheduler {
         daemon.log.notice("conditions", "now \(conditions)")
         for (key, _) in daemon.transfers.transfersByTask {
             guard let session = daemon.sessions[key.session], let task = session.tasks[key.task],
-                  let hold = task.hold(under: conditions) else { continue }
+                  let hold = task.hold(under: conditions, now: daemon.clock.now) else { continue }
             daemon.transfers.stopTransfer(key)
             daemon.log.notice("transfers", "paused: \(hold)", session: key.session.identifier.rawValue, task: key.task, hold: hold)
         }

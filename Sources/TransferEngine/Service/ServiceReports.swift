@@ -5,18 +5,22 @@ import Foundation
 /// (at most every `statusInterval`), the watchdog's keep-alive, and that it is stopping.
 /// Owned by the daemon's loop thread.
 final class ServiceReports {
-    unowned let daemon: TransferDaemon
+    /// Where readiness and status go; nil: nowhere.
+    private let notifier: ServiceNotifier?
+    private let log: TransferLog
+    /// The daemon's sessions as they are now, for the status line.
+    private let sessions: () -> [SessionKey: DaemonSession]
     private var lastStatus: String?
     private var lastStatusCheck = Date.distantPast
     private var lastWatchdog = Date.distantPast
     /// Status lines are counted at most this often (every task is looked at).
     static let statusInterval: TimeInterval = 0.5
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(notifier: ServiceNotifier?, log: TransferLog, sessions: @escaping () -> [SessionKey: DaemonSession]) {
+        self.notifier = notifier
+        self.log = log
+        self.sessions = sessions
     }
-
-    private var notifier: ServiceNotifier? { daemon.options.notifier }
 
     /// The socket serves and recovered tasks are scheduled.
     func ready() {
@@ -43,8 +47,9 @@ final class ServiceReports {
     }
 
     private func status() -> String {
-        let running = daemon.sessions.values.reduce(0) { sum, session in sum + session.tasks.values.count { $0.state == .running } }
-        return "\(daemon.sessions.count) sessions, \(running) running tasks"
+        let sessions = sessions()
+        let running = sessions.values.reduce(0) { sum, session in sum + session.tasks.values.count { $0.state == .running } }
+        return "\(sessions.count) sessions, \(running) running tasks"
     }
 
     private func send(_ state: String) {
@@ -55,7 +60,7 @@ final class ServiceReports {
         } catch where error.code == EAGAIN {
             // The manager is behind: this one is dropped, a status is sent again next time.
         } catch {
-            daemon.log.error("daemon", "cannot tell the service manager \(state.split(separator: "\n").first ?? ""): \(error)")
+            log.error("daemon", "cannot tell the service manager \(state.split(separator: "\n").first ?? ""): \(error)")
         }
     }
 }

@@ -110,7 +110,7 @@ final class SessionRecovery {
                 daemon.log.error("store", "cannot keep the unusable session.json aside: \(error)", session: name)
             }
         }
-        let record = SessionRecord(identifier: key.identifier, owner: identity.bundleIdentifier, family: key.family, configuration: configuration)
+        let record = SessionRecord(identifier: key.identifier, owner: identity.bundleIdentifier, family: key.family, configuration: configuration, createdAt: daemon.clock.now)
         let session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
         daemon.sessions[key] = session
         daemon.log.error("store", "\(problem): the session is taken up by \(identity.bundleIdentifier) with the configuration it opened it with; "

@@ -67,7 +67,7 @@ final class Coalescing {
             task.currentURL = transfer.task.currentURL
             task.countOfBytesReceived = transfer.task.countOfBytesReceived
             task.countOfBytesExpectedToReceive = transfer.task.countOfBytesExpectedToReceive
-            let copy = daemon.downloads.finishedPath(for: task, in: session)
+            let copy = session.finishedPath(for: task)
             do {
                 try? FileManager.default.removeItem(atPath: copy)
                 try FileManager.default.copyItem(atPath: finishedFile, toPath: copy)

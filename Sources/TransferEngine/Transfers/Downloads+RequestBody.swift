@@ -1,6 +1,7 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// The request body of a download task (a POST that answers with a file): kept beside the
 /// task in the session's cache folder, durable before the task is accepted, and read again

@@ -13,27 +13,13 @@ final class Downloads {
         self.daemon = daemon
     }
 
-    func partialPath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsPath("task-\(task.taskIdentifier).partial")
-    }
-
-    /// The finished file handed to `didFinishDownloadingTo`: named after the task, so that a
-    /// restart finds a download that was finished but not yet announced.
-    func finishedPath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsPath(finishedName(for: task))
-    }
-
-    private func finishedName(for task: TaskRecord) -> String {
-        "CFNetworkDownload_\(task.taskIdentifier).tmp"
-    }
-
     /// After a restart: announces downloads finished before the kill; running tasks start again.
     func recoverTasks() {
         for session in daemon.sessions.values {
             // One listing of the folder, not a stat a task: a session may hold 100,000.
             let present = Set((try? FileManager.default.contentsOfDirectory(atPath: session.downloadsDirectory)) ?? [])
             guard !present.isEmpty else { continue }
-            for task in session.unfinishedTasks where present.contains(finishedName(for: task)) {
+            for task in session.unfinishedTasks where present.contains(DaemonSession.finishedName(for: task)) {
                 completeDownload(task, in: session)
             }
         }
@@ -43,7 +29,7 @@ final class Downloads {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
-            let partial = partialPath(for: task, in: session)
+            let partial = session.partialPath(for: task)
             // The folder and the file are opened without following symlinks: a client that
             // plants one cannot have the download written outside its container.
             let folder = try FileDescriptor.openDirectory(session.downloadsDirectory)
@@ -71,7 +57,7 @@ final class Downloads {
             daemon.log.info("transfers", "started at offset \(transfer.bytesOnDisk)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         } catch {
             let failure = error as? TransferFailure // a request body that cannot be read says so itself
-                ?? TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: partialPath(for: task, in: session))
+                ?? TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: session.partialPath(for: task))
             daemon.completion.fail(task, in: session, failure)
         }
     }
@@ -92,10 +78,8 @@ final class Downloads {
             daemon.scheduler.scheduleTransfers()
             return
         }
-        if var failure = transfer.diskFailure ?? transfer.protocolFailure {
-            // Bytes that could not be written for want of space stay as resume data (S6.2).
-            if failure.code == TransferFailure.cannotWriteToFile { failure.resumeData = daemon.resumeData.makeResumeData(for: task, in: session) }
-            daemon.completion.fail(task, in: session, failure)
+        if let failure = transfer.diskFailure ?? transfer.protocolFailure {
+            daemon.completion.transferEnded(task, .failed(failure), in: session)
             return
         }
         if case .success = result, let wait = transfer.serverWait(now: daemon.clock.now) {
@@ -114,13 +98,13 @@ final class Downloads {
                 // Within the folder as opened now: a folder swapped for a symlink meanwhile is refused.
                 let folder = try FileDescriptor.openDirectory(session.downloadsDirectory)
                 defer { folder.close() }
-                guard renameat(folder.rawValue, (transfer.bodyPath as NSString).lastPathComponent, folder.rawValue, finishedName(for: task)) == 0 else {
+                guard renameat(folder.rawValue, (transfer.bodyPath as NSString).lastPathComponent, folder.rawValue, DaemonSession.finishedName(for: task)) == 0 else {
                     throw Errno.current("rename", path: transfer.bodyPath)
                 }
-                daemon.coalescing.completeFollowers(of: transfer, finishedFile: finishedPath(for: task, in: session), in: session)
+                daemon.coalescing.completeFollowers(of: transfer, finishedFile: session.finishedPath(for: task), in: session)
                 completeDownload(task, in: session)
             } catch {
-                daemon.completion.fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath))
+                daemon.completion.transferEnded(task, .failed(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath)), in: session)
             }
         case .failure(let error):
             daemon.completion.retryOrFail(task, in: session, error)
@@ -129,7 +113,6 @@ final class Downloads {
 
     /// Announces a finished download: durable event, then delivery to the holder.
     func completeDownload(_ task: TaskRecord, in session: DaemonSession) {
-        daemon.completion.end(task, in: session, downloadedFile: finishedPath(for: task, in: session),
-            note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
+        daemon.completion.transferEnded(task, .downloaded(file: session.finishedPath(for: task)), in: session)
     }
 }

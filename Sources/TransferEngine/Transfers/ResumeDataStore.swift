@@ -6,10 +6,15 @@ import TransferPOSIX
 /// Resume data (S6.2): made from a stopped task's bytes, and taken back from an app that
 /// resumes, checked against what the app may read. Owned by the daemon's loop thread.
 final class ResumeDataStore {
-    unowned let daemon: TransferDaemon
+    private let layout: ContainerLayout
+    private let log: TransferLog
+    /// Which extensions an app has (their private containers are the app's to read too).
+    private let registry: AppRegistry
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(layout: ContainerLayout, log: TransferLog, registry: AppRegistry) {
+        self.layout = layout
+        self.log = log
+        self.registry = registry
     }
 
     /// Whether a stopped download can be resumed later: a GET whose server sent a strong
@@ -23,13 +28,13 @@ final class ResumeDataStore {
     /// it cannot be resumed. The caller ends the task.
     func makeResumeData(for task: TaskRecord, in session: DaemonSession) -> Data? {
         if task.kind == .upload { return makeUploadResumeData(for: task, in: session) }
-        let partial = daemon.downloads.partialPath(for: task, in: session)
+        let partial = session.partialPath(for: task)
         guard isResumable(task, partial: partial), let validator = task.validator else { return nil }
         guard let kept = setAside(partial, as: "partial", of: task, in: session) else { return nil }
         let bytes = ((try? FileManager.default.attributesOfItem(atPath: kept)[.size]) as? NSNumber)?.int64Value ?? 0
         let data = ResumeData(url: task.requestToSend.url, bytesReceived: bytes, expectedTotalBytes: task.countOfBytesExpectedToReceive,
-                              entityTag: validator.entityTag, lastModified: validator.lastModified, partialFile: daemon.layout.recordPath(kept), requestHeaders: task.requestToSend.headers)
-        daemon.log.info("resume", "resume data made at \(bytes) bytes", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+                              entityTag: validator.entityTag, lastModified: validator.lastModified, partialFile: layout.recordPath(kept), requestHeaders: task.requestToSend.headers)
+        log.info("resume", "resume data made at \(bytes) bytes", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         return data.encoded()
     }
 
@@ -39,8 +44,8 @@ final class ResumeDataStore {
         guard let resumption = task.uploadResumption, let body = task.uploadFile.flatMap(session.resolvedPath) else { return nil }
         guard let kept = setAside(body, as: "upload", of: task, in: session) else { return nil }
         let data = ResumeData(upload: resumption, url: task.requestToSend.url, httpMethod: task.requestToSend.httpMethod, bytesSent: task.countOfBytesSent,
-                              totalBytes: task.countOfBytesExpectedToSend, bodyFile: daemon.layout.recordPath(kept), requestHeaders: task.requestToSend.headers)
-        daemon.log.info("resume", "upload resume data made at \(task.countOfBytesSent) bytes sent", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+                              totalBytes: task.countOfBytesExpectedToSend, bodyFile: layout.recordPath(kept), requestHeaders: task.requestToSend.headers)
+        log.info("resume", "upload resume data made at \(task.countOfBytesSent) bytes sent", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         return data.encoded()
     }
 
@@ -49,7 +54,7 @@ final class ResumeDataStore {
     private func setAside(_ path: String, as suffix: String, of task: TaskRecord, in session: DaemonSession) -> String? {
         let kept = session.downloadsPath("resume-\(UUID().uuidString).\(suffix)")
         guard rename(path, kept) == 0 else {
-            daemon.log.error("resume", "cannot keep \(path) for resume data: \(Errno.current("rename", path: path))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            log.error("resume", "cannot keep \(path) for resume data: \(Errno.current("rename", path: path))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return nil
         }
         return kept
@@ -68,7 +73,7 @@ final class ResumeDataStore {
         task.originalRequest = RequestRecord(url: resume.url, httpMethod: resume.httpMethod, headers: resume.requestHeaders)
         // The daemon names the file relative to the container (it may have moved since);
         // a default session's resume data names it absolutely.
-        let named = ContainerLayout.isRelativeRecordPath(resume.partialFile) ? daemon.layout.resolveRecordPath(resume.partialFile) : resume.partialFile
+        let named = ContainerLayout.isRelativeRecordPath(resume.partialFile) ? layout.resolveRecordPath(resume.partialFile) : resume.partialFile
         guard let named, let source = allowedFile(named, for: identity) else {
             return TransferFailure(code: TransferFailure.cannotDecodeContentData, message: ResumeDataError.foreign("its partial file \(resume.partialFile) is not in a container \(identity.bundleIdentifier) may use").description, subject: resume.partialFile)
         }
@@ -79,7 +84,7 @@ final class ResumeDataStore {
         guard st.st_mode & S_IFMT == S_IFREG, Int64(st.st_size) >= resume.bytesReceived else {
             return TransferFailure(code: TransferFailure.cannotOpenFile, message: ResumeDataError.stale("its partial file holds \(st.st_size) bytes, not the \(resume.bytesReceived) it describes").description, subject: resume.partialFile)
         }
-        let destination = task.kind == .upload ? daemon.uploads.uploadBodyPath(for: task, in: session) : daemon.downloads.partialPath(for: task, in: session)
+        let destination = task.kind == .upload ? session.uploadBodyPath(for: task) : session.partialPath(for: task)
         do { try DurableFile.makeDirectory(session.downloadsDirectory) } catch {
             return TransferFailure(code: TransferFailure.cannotCreateFile, message: "\(error)", subject: session.downloadsDirectory)
         }
@@ -107,10 +112,10 @@ final class ResumeDataStore {
         guard path.hasPrefix("/"), let resolvedDirectory = realpath((path as NSString).deletingLastPathComponent, nil) else { return nil }
         defer { free(resolvedDirectory) }
         let real = String(cString: resolvedDirectory) + "/" + (path as NSString).lastPathComponent
-        var roots = identity.appGroups.map { daemon.layout.appGroup($0).path }
-        roots.append(daemon.layout.privateContainer(identity.bundleIdentifier).path)
+        var roots = identity.appGroups.map { layout.appGroup($0).path }
+        roots.append(layout.privateContainer(identity.bundleIdentifier).path)
         if identity.kind == .app {
-            roots += daemon.registry.apps.values.filter { $0.identity.containingApp == identity.bundleIdentifier }.map { daemon.layout.privateContainer($0.identity.bundleIdentifier).path }
+            roots += registry.apps.values.filter { $0.identity.containingApp == identity.bundleIdentifier }.map { layout.privateContainer($0.identity.bundleIdentifier).path }
         }
         let resolvedRoots = roots.compactMap { root -> String? in
             guard let resolved = realpath(root, nil) else { return nil }

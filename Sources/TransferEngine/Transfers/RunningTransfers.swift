@@ -23,11 +23,11 @@ final class RunningTransfers {
     /// done) once its end is on disk: until then a power cut can bring the task back, and it
     /// must find its upload body.
     func removeTransferFiles(of task: TaskRecord, in session: DaemonSession) {
-        let partial = daemon.downloads.partialPath(for: task, in: session)
+        let partial = session.partialPath(for: task)
         var files = [partial, DownloadTransfer.errorBodyPath(partialPath: partial)]
         if task.requestBodyLength != nil { files.append(daemon.downloads.requestBodyPath(for: task, in: session)) }
         if task.kind == .upload {
-            files += [daemon.uploads.uploadBodyPath(for: task, in: session), daemon.uploads.uploadResponsePath(for: task, in: session)]
+            files += [session.uploadBodyPath(for: task), session.uploadResponsePath(for: task)]
         }
         session.removeAfterCommit(files)
     }

@@ -3,9 +3,10 @@ import Foundation
 import TransferContainer
 import TransferTransport
 
-/// How a task ends or goes on after a failed attempt: the retry policy applied (S6.4), the
-/// resource deadline enforced, cancellation, and the completion event made durable before it
-/// is delivered. Owned by the daemon's loop thread.
+/// Carries out what `TaskLifecycle` decides of how a task ends or goes on after an attempt
+/// (a retry held and woken, S6.4; the resource deadline; the completion event made durable
+/// before it is delivered), and ends tasks on request (cancel, invalidation). Owned by the
+/// daemon's loop thread.
 final class TaskCompletion {
     unowned let daemon: TransferDaemon
 
@@ -24,37 +25,49 @@ final class TaskCompletion {
     }
 
     /// A failed attempt met `cause`: the task is held until the retry the policy allows, or
-    /// ends now (its own code, -1001 at the resource deadline, -1202 for servers that keep
-    /// disagreeing about their chain).
+    /// ends now, as `TaskLifecycle` decides.
     func retryOrFail(_ task: TaskRecord, in session: DaemonSession, after cause: RetryCause) {
-        var task = task
-        task.retryCount += 1
-        task.lastError = cause.description
-        task.retryCause = cause
-        let now = daemon.clock.now
-        switch daemon.retryPolicy.decision(after: cause, attempt: task.retryCount, createdAt: task.createdAt,
-                                           resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: now) {
-        case .retry(let start):
-            task.retryNotBefore = start
-            session.update(task)
-            daemon.loop.schedule(after: start.timeIntervalSince(now)) { [unowned self] in daemon.scheduler.scheduleTransfers() }
-            daemon.log.notice("transfers", "\(cause); retry \(task.retryCount) in \(String(format: "%.2f", max(0, start.timeIntervalSince(now)))) s",
-                              session: session.key.identifier.rawValue, task: task.taskIdentifier, hold: .retry(attempt: task.retryCount, at: start, cause: cause))
-        case .fail(let code):
-            var failure = TransferFailure(code: code, message: failureMessage(code: code, after: cause), subject: task.originalRequest.url)
-            if code == TransferFailure.timedOut { failure.resumeData = daemon.resumeData.makeResumeData(for: task, in: session) } // S6.2
-            if code == TransferFailure.serverCertificateUntrusted { failure.failingURL = task.requestToSend.url }
-            fail(task, in: session, failure)
-        }
+        transferEnded(task, .mayRetry(cause), in: session)
     }
 
-    /// What a task that `cause` ends with `code` is told.
-    private func failureMessage(code: Int, after cause: RetryCause) -> String {
-        switch cause {
-        case .networkTrouble(let failed, let message) where failed == code: message
-        case .trustDisagreement: "The certificate for this server is invalid (\(cause); its servers disagree)"
-        // Asked to come back after the task's whole budget is spent: it ends now as it would then.
-        default: "The request timed out (\(cause); the resource timeout ends first)"
+    /// An attempt of `task` came to `outcome`: what `TaskLifecycle` makes of it is carried out.
+    func transferEnded(_ task: TaskRecord, _ outcome: TransferOutcome, in session: DaemonSession) {
+        carryOut(daemon.lifecycle.onTransferEnded(task, outcome: outcome, resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: daemon.clock.now), in: session)
+    }
+
+    /// Carries out the lifecycle's decisions about tasks of `session`.
+    func carryOut(_ actions: [LifecycleAction], in session: DaemonSession) {
+        var stopped: Set<Int> = []
+        for action in actions {
+            switch action {
+            case .hold(let task, let hold):
+                session.update(task)
+                let wait = if case .retry(let attempt, let start, let cause) = hold {
+                    "\(cause); retry \(attempt) in \(String(format: "%.2f", max(0, start.timeIntervalSince(daemon.clock.now)))) s"
+                } else { "\(hold)" }
+                daemon.log.notice("transfers", wait, session: session.key.identifier.rawValue, task: task.taskIdentifier, hold: hold)
+            case .wake(let date):
+                daemon.loop.schedule(at: date) { [unowned self] in daemon.scheduler.scheduleTransfers() }
+            case .stopTransfer(let identifier):
+                daemon.transfers.stopTransfer(TaskKey(session: session.key, task: identifier))
+                stopped.insert(identifier)
+            case .end(let ended, let ending):
+                // A stopped transfer wrote what it learnt (counts, validator) into the record.
+                let task = stopped.contains(ended.taskIdentifier) ? session.tasks[ended.taskIdentifier] ?? ended : ended
+                switch ending {
+                case .downloaded(let file):
+                    end(task, in: session, downloadedFile: file, note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
+                case .uploaded(let body):
+                    if end(task, in: session, responseBody: body, note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesSent) bytes sent") {
+                        daemon.transfers.removeTransferFiles(of: task, in: session) // the daemon's copy of the body goes
+                    }
+                case .failed(var failure, let keepsResumeData):
+                    if keepsResumeData { failure.resumeData = daemon.resumeData.makeResumeData(for: task, in: session) } // S6.2
+                    fail(task, in: session, failure)
+                }
+            case .resetLimiter, .relaunch, .terminate:
+                break // the relauncher's
+            }
         }
     }
 
@@ -94,17 +107,13 @@ final class TaskCompletion {
         for session in daemon.sessions.values {
             let budget = session.record.configuration.timeoutIntervalForResource
             for task in session.tasks.values {
-                let deadline = task.createdAt.addingTimeInterval(budget)
-                guard now > deadline else {
-                    next = min(next, deadline)
+                let actions = daemon.lifecycle.onTimer(task, resourceTimeout: budget, now: now)
+                if actions.isEmpty { // not past it, or suspended (looked at again when resumed)
+                    let deadline = daemon.retryPolicy.deadline(createdAt: task.createdAt, resourceTimeout: budget)
+                    if deadline >= now { next = min(next, deadline) }
                     continue
                 }
-                guard task.state == .running else { continue } // looked at again when resumed
-                daemon.transfers.stopTransfer(TaskKey(session: session.key, task: task.taskIdentifier))
-                let current = session.tasks[task.taskIdentifier] ?? task
-                var failure = TransferFailure(code: TransferFailure.timedOut, message: "The request timed out (resource timeout of \(String(format: "%.0f", budget)) s)", subject: task.originalRequest.url)
-                failure.resumeData = daemon.resumeData.makeResumeData(for: current, in: session) // S6.2
-                fail(current, in: session, failure)
+                carryOut(actions, in: session)
             }
         }
         daemon.scheduler.nextResourceDeadline = next

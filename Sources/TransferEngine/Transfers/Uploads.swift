@@ -14,17 +14,6 @@ final class Uploads {
         self.daemon = daemon
     }
 
-    /// The daemon's own link to the app's file: the upload finishes even if the process that
-    /// started it has exited and removed its copy.
-    func uploadBodyPath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsPath("task-\(task.taskIdentifier).upload")
-    }
-
-    /// Where the server's answer is kept until it is announced.
-    func uploadResponsePath(for task: TaskRecord, in session: DaemonSession) -> String {
-        session.downloadsPath("task-\(task.taskIdentifier).upload-response")
-    }
-
     /// At creation: checks the app's file (it must exist, be a regular file the app may read,
     /// inside a container of the app's) and links it where the daemon keeps upload bodies.
     /// Returns why the task will fail instead, with the `URLError` code Apple uses.
@@ -57,7 +46,7 @@ final class Uploads {
             readable.close()
             return refusal
         }
-        let destination = uploadBodyPath(for: task, in: session)
+        let destination = session.uploadBodyPath(for: task)
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
             let folder = try FileDescriptor.openDirectory(session.downloadsDirectory)
@@ -117,7 +106,7 @@ final class Uploads {
     private func ownLinks(to st: stat, in session: DaemonSession) -> Int {
         session.tasks.values.count { task in
             var other = stat()
-            return task.kind == .upload && lstat(uploadBodyPath(for: task, in: session), &other) == 0 && other.st_dev == st.st_dev && other.st_ino == st.st_ino
+            return task.kind == .upload && lstat(session.uploadBodyPath(for: task), &other) == 0 && other.st_dev == st.st_dev && other.st_ino == st.st_ino
         }
     }
 
@@ -126,7 +115,7 @@ final class Uploads {
         let sessionName = session.key.identifier.rawValue
         do {
             try DurableFile.makeDirectory(session.downloadsDirectory)
-            let transfer = try UploadTransfer(session: session.key, task: task, step: step, bodyPath: task.uploadFile.flatMap(session.resolvedPath), responsePath: uploadResponsePath(for: task, in: session),
+            let transfer = try UploadTransfer(session: session.key, task: task, step: step, bodyPath: task.uploadFile.flatMap(session.resolvedPath), responsePath: session.uploadResponsePath(for: task),
                                               configuration: session.record.configuration, credentials: daemon.challenges.credentials(for: task, in: session), conflicts: conflicts, retryPolicy: daemon.retryPolicy,
                                               tls: daemon.serverTrust.tlsPolicy(for: task, in: session), cookies: daemon.cookieJar(for: session))
             transfer.onResumptionOffered = { [unowned self, unowned session] task in
@@ -155,7 +144,7 @@ final class Uploads {
         var task = transfer.task
         let sessionName = session.key.identifier.rawValue
         if let failure = transfer.diskFailure {
-            daemon.completion.fail(task, in: session, failure)
+            daemon.completion.transferEnded(task, .failed(failure), in: session)
             return
         }
         switch outcome {
@@ -189,8 +178,6 @@ final class Uploads {
     /// Announces a finished upload with the server's answer (`didReceive data`, then
     /// `didCompleteWithError(nil)`); the daemon's copy of the body goes.
     func completeUpload(_ task: TaskRecord, responseBody: Data?, in session: DaemonSession) {
-        if daemon.completion.end(task, in: session, responseBody: responseBody, note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesSent) bytes sent") {
-            daemon.transfers.removeTransferFiles(of: task, in: session)
-        }
+        daemon.completion.transferEnded(task, .uploaded(responseBody: responseBody), in: session)
     }
 }

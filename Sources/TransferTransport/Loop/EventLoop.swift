@@ -6,7 +6,9 @@ import TransferPOSIX
 /// and on the daemon's own descriptors (listener, clients, signal pipe) at once, then lets
 /// libcurl move bytes, then runs the handlers of descriptors that became ready and the
 /// timers that are due. Everything in the engine runs on this thread; nothing else touches
-/// engine state, so the engine needs no locks.
+/// engine state, so the engine needs no locks. Timers are due by the loop's `TimeSource`, the
+/// clock the daemon's rules read: a test that gives it a `ManualClock` advances the clock and
+/// turns the loop instead of waiting (as swift-nio's `EmbeddedEventLoop.advanceTime(by:)`).
 package final class EventLoop {
     /// What the loop does when a descriptor is ready.
     package struct Watch {
@@ -24,6 +26,8 @@ package final class EventLoop {
     package let multi: CurlMulti
     private var watches: [Int32: Watch] = [:]
     private var timers: [(due: Date, id: Int, action: () -> Void)] = []
+    /// What timers are due by.
+    private let clock: any TimeSource
     private var nextTimerID = 0
     private(set) var isStopping = false
     /// Called with each transfer libcurl finished.
@@ -34,8 +38,9 @@ package final class EventLoop {
     /// turning so that clients are served, and says so.
     package var onMultiError: ((Error) -> Void)?
 
-    package init() throws {
+    package init(clock: any TimeSource = SystemTime()) throws {
         multi = try CurlMulti()
+        self.clock = clock
     }
 
     package func watch(_ fd: FileDescriptor, _ watch: Watch) {
@@ -46,13 +51,22 @@ package final class EventLoop {
         watches.removeValue(forKey: fd.rawValue)
     }
 
-    /// Runs `action` on the loop after `delay` seconds.
+    /// Runs `action` on the loop after `delay` seconds of the loop's clock.
     @discardableResult
     package func schedule(after delay: TimeInterval, _ action: @escaping () -> Void) -> Int {
+        schedule(at: clock.now.addingTimeInterval(max(0, delay)), action)
+    }
+
+    /// Runs `action` on the loop in the first turn at or after `date` by the loop's clock.
+    @discardableResult
+    package func schedule(at date: Date, _ action: @escaping () -> Void) -> Int {
         nextTimerID += 1
-        timers.append((Date().addingTimeInterval(max(0, delay)), nextTimerID, action))
+        timers.append((date, nextTimerID, action))
         return nextTimerID
     }
+
+    /// When the soonest timer is due, by the loop's clock; nil when none waits.
+    package var nextDeadline: Date? { timers.map(\.due).min() }
 
     package func stop() {
         isStopping = true
@@ -70,7 +84,7 @@ package final class EventLoop {
     package func turn(maximumWait: TimeInterval) {
         var requests = watches.map { fd, watch in CurlMulti.PollRequest(fd: fd, wantsRead: true, wantsWrite: watch.wantsWrite()) }
         var wait = maximumWait
-        if let soonest = timers.map(\.due).min() { wait = min(wait, max(0, soonest.timeIntervalSinceNow)) }
+        if let soonest = nextDeadline { wait = min(wait, max(0, soonest.timeIntervalSince(clock.now))) }
         do {
             try multi.poll(extra: &requests, timeout: .milliseconds(Int(wait * 1000)))
             _ = try multi.perform()
@@ -85,7 +99,7 @@ package final class EventLoop {
             if request.writable { watch.onWritable() }
             if request.readable, watches[request.fd] != nil { watch.onReadable() }
         }
-        let now = Date()
+        let now = clock.now
         let due = timers.filter { $0.due <= now }
         timers.removeAll { $0.due <= now }
         for timer in due.sorted(by: { $0.due < $1.due }) { timer.action() }

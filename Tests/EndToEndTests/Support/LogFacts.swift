@@ -33,6 +33,9 @@ extension LogEntry {
     var failedRequestCode: Int? { event?.kind == .requestFailed ? event?.code : nil }
     /// A stand-in's delegate was called `didFinishDownloadingTo` for `task`.
     func isDidFinishDownloading(task: Int) -> Bool { category == "delegate" && self.task == task && message.hasPrefix("didFinishDownloadingTo") }
+    /// The daemon decided not to relaunch an app for a session's waiting events: the app was
+    /// force-quit, or its relaunches were given up on (said once a wait).
+    var isRelaunchLeftToUser: Bool { event?.kind == .relaunchLeftToUser }
     /// A stand-in's delegate was called `didCompleteWithError` (for `task`).
     var isDidCompleteWithError: Bool { category == "delegate" && message.hasPrefix("didCompleteWithError") }
     /// … with no error, for `task`, after a response with `status`.
