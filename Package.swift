@@ -94,7 +94,7 @@ let package = Package(
         .testTarget(name: "TransferContainerTests", dependencies: ["TransferContainer", "TransferCoding", "TransferPOSIX", "TransferLogging", "ContainerInspection", "ProgressDisplay", "StandInSupport"]),
         .testTarget(name: "LoopbackServerTests", dependencies: ["LoopbackServer", "TransferPOSIX", "Digests", "HTTPFormats", "TestPeers"]),
         .testTarget(name: "TransferTransportTests", dependencies: ["TransferTransport", "TransferContainer", "LoopbackServer", "TestPeers"]),
-        .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "TransferTransport", "TransferContainer", "TransferCoding", "TransferPOSIX", "TransferLogging", "LoopbackServer"]),
+        .testTarget(name: "TransferEngineTests", dependencies: ["TransferEngine", "TransferTransport", "TransferContainer", "TransferCoding", "TransferPOSIX", "TransferLogging", "HTTPFormats", "LoopbackServer"]),
         // Real processes from the built executables, real sockets, real SIGKILLs.
         .testTarget(name: "EndToEndTests", dependencies: ["TransferContainer", "TransferCoding", "TransferPOSIX", "TransferLogging", "Digests", "HTTPFormats", "ContainerInspection", "LoopbackServer", "BackgroundTransfer", "StandInSupport",
                                                           "transferd", "host-app", "fetch-extension", "share-extension", "bgtransfer", "TestPeers",

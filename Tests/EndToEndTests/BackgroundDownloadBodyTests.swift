@@ -2,6 +2,8 @@ import Foundation
 import Testing
 import BackgroundTransfer
 import LoopbackServer
+import TransferContainer
+import Digests
 
 /// A background session's download task whose request has a body (a POST to a search API
 /// that answers with a file): the daemon keeps the `httpBody` (up to 1 MiB) with the task and

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import LoopbackServer
 import TransferContainer
+import TransferLogging
 import ContainerInspection
 import BackgroundTransferTesting
 import Digests

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TransferContainer
+import HTTPFormats
 import TransferTransport
 @testable import TransferEngine
 

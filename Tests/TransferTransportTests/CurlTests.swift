@@ -5,6 +5,7 @@ import Glibc
 #endif
 import TestPeers
 import TransferContainer
+import TransferPOSIX
 @testable import TransferTransport
 
 /// Tests of the libcurl layer (CurlEasy, CurlMulti, CurlError) against a tiny HTTP server on

@@ -1,4 +1,6 @@
 import Foundation
+import TransferContainer
+import TransferLogging
 
 /// What the daemon tells its service manager, when one listens (`ServiceNotifier`): ready
 /// once its socket serves, how many sessions and running tasks it has when that changes

@@ -2,6 +2,7 @@ internal import Glibc
 import Foundation
 import TransferContainer
 import TransferPOSIX
+import TransferLogging
 
 /// Resume data (S6.2): made from a stopped task's bytes, and taken back from an app that
 /// resumes, checked against what the app may read. Owned by the daemon's loop thread.

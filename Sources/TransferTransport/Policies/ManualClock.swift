@@ -1,4 +1,5 @@
 import Foundation
+import TransferPOSIX
 import TransferContainer
 
 /// A clock that moves only when told (`advance(by:)`): tests give it to the daemon's rules
