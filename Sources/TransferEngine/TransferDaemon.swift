@@ -63,6 +63,9 @@ public final class TransferDaemon {
     let log: TransferLog
     let loop: EventLoop
     let registry: AppRegistry
+    /// The container's root, held open: every file the daemon opens inside the container is
+    /// opened through it, never through a symlink (`RootDirectory`).
+    let root: RootDirectory
     /// Who connected processes are, by their executables' entitlements.
     let peers = PeerIdentifier()
     var sessions: [SessionKey: DaemonSession] = [:]
@@ -105,8 +108,9 @@ public final class TransferDaemon {
         self.options = options
         self.log = TransferLog(layout: options.layout, process: "transferd", subsystem: "com.example.transferd", echoLevel: options.echoLevel, minimumLevel: options.logLevel)
         try options.layout.prepare()
+        self.root = try RootDirectory.open(options.layout.root.path)
         self.loop = try EventLoop()
-        self.registry = AppRegistry(layout: options.layout, log: log)
+        self.registry = AppRegistry(layout: options.layout, root: root, log: log)
         registry.relaunchLimits = [:]  // a restarted daemon starts every app's limiter over
     }
 

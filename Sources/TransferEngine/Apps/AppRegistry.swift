@@ -39,7 +39,7 @@ final class AppRegistry {
         didSet { if relaunchFailures != oldValue { save() } }
     }
 
-    init(layout: ContainerLayout, log: TransferLog) {
+    init(layout: ContainerLayout, root: RootDirectory, log: TransferLog) {
         self.path = layout.appRegistry.path
         self.log = log
         if FileManager.default.fileExists(atPath: path) {
@@ -54,7 +54,7 @@ final class AppRegistry {
                 }
             } catch {
                 log.error("registry", "app registry unusable, starting empty: \(error)")
-                rename(path, path + ".corrupt")
+                try? root.rename(path, to: path + ".corrupt")
             }
         }
     }

@@ -107,17 +107,19 @@ final class Challenges {
     private func deliverChallengeResponse(_ task: TaskRecord, in session: DaemonSession) {
         switch task.kind {
         case .download:
+            // From the container's root, never through a symlink planted on the way.
             let page = DownloadTransfer.errorBodyPath(partialPath: daemon.downloads.partialPath(for: task, in: session))
-            unlink(daemon.downloads.partialPath(for: task, in: session))
-            if rename(page, daemon.downloads.finishedPath(for: task, in: session)) != 0 {
-                _ = FileManager.default.createFile(atPath: daemon.downloads.finishedPath(for: task, in: session), contents: nil)
+            let finished = daemon.downloads.finishedPath(for: task, in: session)
+            try? daemon.root.remove(daemon.downloads.partialPath(for: task, in: session))
+            if (try? daemon.root.rename(page, to: finished)) == nil {
+                (try? daemon.root.open(finished, O_WRONLY | O_CREAT))?.close()
             }
             session.update(task)
             daemon.downloads.completeDownload(task, in: session)
         case .upload:
-            let body = FileManager.default.contents(atPath: daemon.uploads.uploadResponsePath(for: task, in: session))
+            let body = try? daemon.root.read(daemon.uploads.uploadResponsePath(for: task, in: session), limit: Int(UploadTransfer.responseBodyLimit))
             session.update(task)
-            daemon.uploads.completeUpload(task, responseBody: body?.prefix(Int(UploadTransfer.responseBodyLimit)), in: session)
+            daemon.uploads.completeUpload(task, responseBody: body, in: session)
         }
     }
 
