@@ -196,7 +196,7 @@ public final class TransferDaemon {
     private func guardAgainstCrashLoops() {
         let path = layout.daemonDirectory.appendingPathComponent("crashed-on").path
         let runPath = layout.daemonDirectory.appendingPathComponent("transferd.run").path
-        let mark = CrashGuard.takeCrash(at: path, lastRun: DaemonRun.recorded(at: runPath))
+        let mark = CrashGuard.takeCrash(at: path, lastRun: DaemonRun.recorded(at: runPath, in: root), in: root)
         if let run = DaemonRun.current() {
             do {
                 try run.record(at: runPath)

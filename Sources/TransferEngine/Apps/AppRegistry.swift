@@ -42,9 +42,9 @@ final class AppRegistry {
     init(layout: ContainerLayout, root: RootDirectory, log: TransferLog) {
         self.path = layout.appRegistry.path
         self.log = log
-        if FileManager.default.fileExists(atPath: path) {
+        if (try? root.status(path)) != nil {
             do {
-                let file = try RecordCoding.read(File.self, from: path)
+                let file = try RecordCoding.decode(File.self, from: root.read(path, limit: StateFileLimits.appRegistry))
                 for (key, app) in file.apps {
                     if let bundle = try? BundleIdentifier(key) { apps[bundle] = app }
                 }
