@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -24,8 +25,19 @@ struct cposix_open_how {
     uint64_t resolve;
 };
 
+/// A folder asked for that is a symlink fails with ENOTDIR (O_DIRECTORY | O_NOFOLLOW): said
+/// as ELOOP, like every other symlink refused.
+static int as_symlink_refusal(int folder, const char *name) {
+    int saved = errno;
+    struct stat st;
+    if (saved == ENOTDIR && fstatat(folder, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) saved = ELOOP;
+    errno = saved;
+    return -1;
+}
+
 /// The walk of a kernel without openat2: one component at a time, never through a link.
-static int open_walking(int root, const char *path, int flags, mode_t mode) {
+int cposix_open_beneath_walking(int root, const char *path, int flags, mode_t mode) {
+    if (path[0] == '/') { errno = EXDEV; return -1; }
     char copy[4096];
     size_t length = strlen(path);
     if (length >= sizeof copy) { errno = ENAMETOOLONG; return -1; }
@@ -41,10 +53,11 @@ static int open_walking(int root, const char *path, int flags, mode_t mode) {
             errno = EXDEV; // a way out of root
             fd = -1;
         } else if (rest[0] == '\0' || strcmp(rest, ".") == 0) {
-            fd = last ? openat(folder, ".", flags | O_CLOEXEC, mode) : dup(folder);
+            fd = last ? openat(folder, ".", flags | O_CLOEXEC, mode) : fcntl(folder, F_DUPFD_CLOEXEC, 0);
         } else {
             fd = last ? openat(folder, rest, flags | O_CLOEXEC | O_NOFOLLOW, mode)
                       : openat(folder, rest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0) as_symlink_refusal(folder, rest);
         }
         int saved = errno;
         if (folder != root) close(folder);
@@ -68,8 +81,8 @@ int cposix_open_beneath(int root, const char *path, int flags, mode_t mode) {
         if (fd >= 0) return (int)fd;
         if (errno == EINTR) continue;
         if (errno == EAGAIN) continue; // a rename raced the check for a way out: look again
-        if (errno == ENOSYS) return open_walking(root, path, flags, mode);
-        return -1;
+        if (errno == ENOSYS) return cposix_open_beneath_walking(root, path, flags, mode);
+        return as_symlink_refusal(root, path);
     }
     return -1;
 }

@@ -12,4 +12,7 @@
 /// component with O_NOFOLLOW. `flags` gets O_CLOEXEC | O_NOFOLLOW added. Returns a descriptor,
 /// or -1 with errno.
 int cposix_open_beneath(int root, const char *path, int flags, mode_t mode);
+/// The same by walking alone, as on a kernel without openat2 (exposed so that it is tested
+/// on kernels with one).
+int cposix_open_beneath_walking(int root, const char *path, int flags, mode_t mode);
 #endif

@@ -18,6 +18,8 @@ public struct RootDirectory: Sendable {
     public let path: String
     public let resolvedPath: String
     public let descriptor: FileDescriptor
+    /// Tests only: open by walking one folder at a time, as on a kernel without `openat2`.
+    var walks = false
 
     /// Opens the directory at `path`. The root itself may be reached through symlinks: it is
     /// the user's choice; only what lies below it is held to the walls.
@@ -48,7 +50,7 @@ public struct RootDirectory: Sendable {
     /// Opens the file at `absolute` (new files get `mode`).
     public func open(_ absolute: String, _ flags: Int32, mode: mode_t = 0o600) throws(Errno) -> FileDescriptor {
         let name = try relative(absolute)
-        let fd = cposix_open_beneath(descriptor.rawValue, name, flags, mode)
+        let fd = walks ? cposix_open_beneath_walking(descriptor.rawValue, name, flags, mode) : cposix_open_beneath(descriptor.rawValue, name, flags, mode)
         guard fd >= 0 else { throw .current("open", path: absolute) }
         return FileDescriptor(rawValue: fd)
     }
