@@ -1,4 +1,5 @@
 internal import Glibc
+import CPOSIX
 import Foundation
 import TransferContainer
 import TransferTransport
@@ -65,6 +66,9 @@ public final class TransferDaemon {
     let log: TransferLog
     let loop: EventLoop
     let registry: AppRegistry
+    /// The container's root, held open: every file the daemon opens inside the container is
+    /// opened through it, never through a symlink (`RootDirectory`).
+    let root: RootDirectory
     /// Who connected processes are, by their executables' entitlements.
     let peers = PeerIdentifier()
     var sessions: [SessionKey: DaemonSession] = [:]
@@ -90,7 +94,7 @@ public final class TransferDaemon {
     private(set) lazy var completion = TaskCompletion(daemon: self)
     private(set) lazy var downloads = Downloads(daemon: self)
     private(set) lazy var uploads = Uploads(daemon: self)
-    private(set) lazy var resumeData = ResumeDataStore(layout: layout, log: log, registry: registry)
+    private(set) lazy var resumeData = ResumeDataStore(layout: layout, root: root, log: log, registry: registry)
     private(set) lazy var coalescing = Coalescing(daemon: self)
     private(set) lazy var challenges = Challenges(daemon: self)
     private(set) lazy var requests = RequestHandler(daemon: self)
@@ -110,8 +114,9 @@ public final class TransferDaemon {
         self.log = TransferLog(layout: options.layout, process: "transferd", subsystem: "com.example.transferd", echoLevel: options.echoLevel, minimumLevel: options.logLevel)
         try options.layout.prepare()
         self.lifecycle = TaskLifecycle(retryPolicy: options.retryPolicy, relaunchDelay: options.relaunchDelay, backgroundBudget: options.backgroundBudget)
+        self.root = try RootDirectory.open(options.layout.root.path)
         self.loop = try EventLoop(clock: options.clock)
-        self.registry = AppRegistry(layout: options.layout, log: log)
+        self.registry = AppRegistry(layout: options.layout, root: root, log: log)
         registry.relaunchLimits = [:]  // a restarted daemon starts every app's limiter over
     }
 
@@ -119,6 +124,9 @@ public final class TransferDaemon {
     /// daemon serves the container.
     public func run() throws {
         raiseDescriptorLimit()
+        // A refused 3.5 MB request left the daemon about 4–7 MiB bigger for good: glibc had
+        // moved the big buffers to the heap, which keeps its pages (README "Limits").
+        _ = cposix_map_large_allocations(256 << 10)
         switch try FileLock.tryAcquire(layout.daemonLock.path) {
         case .heldByOther(let pid):
             throw DaemonError.alreadyRunning(container: layout.root.path, pid: pid)
@@ -197,7 +205,7 @@ public final class TransferDaemon {
     private func guardAgainstCrashLoops() {
         let path = layout.daemonDirectory.appendingPathComponent("crashed-on").path
         let runPath = layout.daemonDirectory.appendingPathComponent("transferd.run").path
-        let mark = CrashGuard.takeCrash(at: path, lastRun: DaemonRun.recorded(at: runPath))
+        let mark = CrashGuard.takeCrash(at: path, lastRun: DaemonRun.recorded(at: runPath, in: root), in: root)
         if let run = DaemonRun.current() {
             do {
                 try run.record(at: runPath)

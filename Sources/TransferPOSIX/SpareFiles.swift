@@ -57,12 +57,26 @@ public final class SpareFiles: @unchecked Sendable {
     /// offset 0. Nil when no spare is ready or `path` exists: the caller then opens or
     /// creates the file itself.
     public func take(to path: String) -> FileDescriptor? {
+        take { spare in cposix_link_unnamed(spare.rawValue, path) == 0 ? 0 : errno }
+    }
+
+    /// Names a spare `name` in the folder open as `folder`: the folder as opened, whatever its
+    /// path names by now. Nil as for `take(to:)`.
+    public func take(as name: String, in folder: FileDescriptor) -> FileDescriptor? {
+        take { spare in
+            do throws(Errno) { try spare.link(as: name, in: folder) } catch { return error.code }
+            return 0
+        }
+    }
+
+    /// Takes a spare and names it with `link`, which returns 0 or the error number.
+    private func take(linking link: (FileDescriptor) -> Int32) -> FileDescriptor? {
         condition.lock()
         let spare = ready.popLast()
         condition.unlock()
         guard let spare else { return nil }
-        let linked = cposix_link_unnamed(spare.rawValue, path) == 0
-        let error = errno
+        let error = link(spare)
+        let linked = error == 0
         condition.lock()
         defer { condition.unlock() }
         if linked {

@@ -40,7 +40,17 @@ public struct DeviceConditions: Codable, Sendable, Equatable, CustomStringConver
     public static func load(from layout: ContainerLayout) throws(RecordError) -> DeviceConditions {
         let path = layout.deviceConditions.path
         guard FileManager.default.fileExists(atPath: path) else { return DeviceConditions() }
-        let conditions = try RecordCoding.read(DeviceConditions.self, from: path)
+        return try checked(RecordCoding.read(DeviceConditions.self, from: path), path: path)
+    }
+
+    /// The conditions in `data`, read from `path`.
+    public static func decode(_ data: Data, path: String) throws(RecordError) -> DeviceConditions {
+        let conditions: DeviceConditions
+        do { conditions = try RecordCoding.decode(DeviceConditions.self, from: data) } catch { throw .corrupt(path: path, reason: "\(error)") }
+        return try checked(conditions, path: path)
+    }
+
+    private static func checked(_ conditions: DeviceConditions, path: String) throws(RecordError) -> DeviceConditions {
         guard conditions.version == 1 else { throw .unsupportedVersion(path: path, version: conditions.version) }
         return conditions
     }

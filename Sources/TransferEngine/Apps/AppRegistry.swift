@@ -1,4 +1,5 @@
 import Foundation
+import TransferPOSIX
 import TransferContainer
 import TransferCoding
 import TransferLogging
@@ -41,12 +42,12 @@ final class AppRegistry {
         didSet { if relaunchFailures != oldValue { save() } }
     }
 
-    init(layout: ContainerLayout, log: TransferLog) {
+    init(layout: ContainerLayout, root: RootDirectory, log: TransferLog) {
         self.path = layout.appRegistry.path
         self.log = log
-        if FileManager.default.fileExists(atPath: path) {
+        if (try? root.status(path)) != nil {
             do {
-                let file = try RecordCoding.read(File.self, from: path)
+                let file = try RecordCoding.decode(File.self, from: root.read(path, limit: StateFileLimits.appRegistry))
                 for (key, app) in file.apps {
                     if let bundle = try? BundleIdentifier(key) { apps[bundle] = app }
                 }
@@ -56,7 +57,7 @@ final class AppRegistry {
                 }
             } catch {
                 log.error("registry", "app registry unusable, starting empty: \(error)")
-                rename(path, path + ".corrupt")
+                try? root.rename(path, to: path + ".corrupt")
             }
         }
     }

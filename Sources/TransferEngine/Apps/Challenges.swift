@@ -107,17 +107,19 @@ final class Challenges {
     private func deliverChallengeResponse(_ task: TaskRecord, in session: DaemonSession) {
         switch task.kind {
         case .download:
+            // From the container's root, never through a symlink planted on the way.
             let page = DownloadTransfer.errorBodyPath(partialPath: session.partialPath(for: task))
-            unlink(session.partialPath(for: task))
-            if rename(page, session.finishedPath(for: task)) != 0 {
-                _ = FileManager.default.createFile(atPath: session.finishedPath(for: task), contents: nil)
+            let finished = session.finishedPath(for: task)
+            try? daemon.root.remove(session.partialPath(for: task))
+            if (try? daemon.root.rename(page, to: finished)) == nil {
+                (try? daemon.root.open(finished, O_WRONLY | O_CREAT))?.close()
             }
             session.update(task)
             daemon.downloads.completeDownload(task, in: session)
         case .upload:
-            let body = FileManager.default.contents(atPath: session.uploadResponsePath(for: task))
+            let body = try? daemon.root.read(session.uploadResponsePath(for: task), limit: Int(UploadTransfer.responseBodyLimit))
             session.update(task)
-            daemon.uploads.completeUpload(task, responseBody: body?.prefix(Int(UploadTransfer.responseBodyLimit)), in: session)
+            daemon.uploads.completeUpload(task, responseBody: body, in: session)
         }
     }
 

@@ -39,11 +39,14 @@ final class ServerTrustChallenges {
     /// Reads the device's installed roots (at start, and when `bgtransfer` says the device changed).
     func loadDeviceRoots() {
         let path = daemon.layout.deviceTrustedRoots.path
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+        let bytes: Data
+        do { bytes = try daemon.root.read(path, limit: StateFileLimits.trustedRoots) } catch {
             deviceRoots = []
+            // Not there is the usual case; anything else (too big, a symlink, not a file) is said.
+            if error.code != ENOENT { daemon.log.error("trust", "no root certificates installed on the device: \(error)") }
             return
         }
-        deviceRoots = CertificatePEM.certificates(in: text)
+        deviceRoots = CertificatePEM.certificates(in: String(decoding: bytes, as: UTF8.self))
         // At notice: any program of the user can write the file, so the user should see what it holds.
         daemon.log.notice("trust", "\(deviceRoots.count) root certificates installed on the device (\(path))")
     }

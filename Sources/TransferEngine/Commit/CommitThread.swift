@@ -23,9 +23,13 @@ final class CommitThread: @unchecked Sendable {
     /// Loop only: a commit was started and its outcome not yet taken.
     private(set) var isBusy = false
 
-    init(waker: CurlMulti.Waker, log: TransferLog) {
+    /// The container's root: files the clients left behind are removed through it.
+    private let root: RootDirectory
+
+    init(waker: CurlMulti.Waker, log: TransferLog, root: RootDirectory) {
         self.waker = waker
         self.log = log
+        self.root = root
     }
 
     /// Starts making `commits` durable. Only when not busy.
@@ -36,7 +40,7 @@ final class CommitThread: @unchecked Sendable {
             var done: Outcome = []
             for commit in commits {
                 do throws(Errno) {
-                    try commit.perform(log: log)
+                    try commit.perform(log: log, root: root)
                     done.append((commit, nil))
                 } catch {
                     done.append((commit, error))

@@ -9,7 +9,7 @@ import TransferPOSIX
 final class GroupCommit {
     unowned let daemon: TransferDaemon
     /// Makes the sessions' changes durable on a thread of its own.
-    private lazy var commitThread = CommitThread(waker: daemon.loop.multi.waker, log: daemon.log)
+    private lazy var commitThread = CommitThread(waker: daemon.loop.multi.waker, log: daemon.log, root: daemon.root)
     /// While the last commit failed: why, and the sessions whose changes wait for the disk.
     /// Output that tells of those changes waits; requests that would change something are
     /// refused (`JournalReserve.cannotRecord(_:writing:)`); everything else goes on.

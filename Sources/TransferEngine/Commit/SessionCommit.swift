@@ -18,7 +18,7 @@ struct SessionCommit: Sendable {
     /// Runs on the commit thread. A finished file that cannot be synced is logged, not
     /// retried: its descriptor is closed either way. A folder or the journal that cannot be
     /// synced fails the commit, and the session takes it back (`commitFailed`).
-    func perform(log: TransferLog) throws(Errno) {
+    func perform(log: TransferLog, root: RootDirectory) throws(Errno) {
         // Every file's writeback first, so that the disk has them all at once.
         for (file, _) in files { file.startWriteback(from: 0, length: 0) }
         for (file, path) in files {
@@ -29,6 +29,7 @@ struct SessionCommit: Sendable {
         }
         for directory in directories { try DurableFile.syncDirectory(directory) }
         try journal?.perform()
-        filesToRemove.forEach { unlink($0) }
+        // From the container's root: a folder swapped for a symlink removes nothing elsewhere.
+        filesToRemove.forEach { try? root.remove($0) }
     }
 }

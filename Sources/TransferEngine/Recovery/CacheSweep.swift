@@ -26,7 +26,9 @@ enum CacheSweep {
         var removed = 0
         var failures: [String] = []
         for (folder, sessions) in byFolder where !skipped.contains((folder as NSString).lastPathComponent) {
-            guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { continue }
+            // From the container's root: a cache folder (or one on the way) swapped for a
+            // symlink is not swept, so no file elsewhere is removed.
+            guard let names = try? daemon.root.names(in: folder) else { continue }
             let liveTasks = Set(sessions.flatMap { $0.tasks.keys })
             let named = Set(sessions.flatMap { session in
                 (session.events.values.compactMap(\.downloadedFile) + session.tasks.values.compactMap(\.uploadFile)).compactMap(session.resolvedPath)
@@ -36,7 +38,7 @@ enum CacheSweep {
                 // Anything else is kept: above all `resume-…` files, which resume data handed
                 // to an app names (the daemon keeps no record of it), and files not the daemon's.
                 guard let task = taskIdentifier(inDaemonFile: name), !liveTasks.contains(task), !named.contains(folder + "/" + name) else { continue }
-                if unlink(folder + "/" + name) == 0 { removedHere += 1 } else { failures.append("\(Errno.current("unlink", path: folder + "/" + name))") }
+                do { try daemon.root.remove(folder + "/" + name); removedHere += 1 } catch { failures.append("\(error)") }
             }
             guard removedHere > 0 else { continue }
             removed += removedHere

@@ -51,10 +51,14 @@ enum CrashGuard {
 
     /// The crash mark at `path`, which is removed, checked against the last daemon's run;
     /// nil when there is none.
-    static func takeCrash(at path: String, lastRun: DaemonRun?) -> Mark? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        unlink(path)
-        guard data.count < 2048 else { return .notCounted("a mark of \(data.count) bytes, more than the daemon writes") }
+    static func takeCrash(at path: String, lastRun: DaemonRun?, in root: RootDirectory) -> Mark? {
+        let data: Data
+        do { data = try root.read(path, limit: StateFileLimits.crashMark) } catch {
+            if error.code == ENOENT { return nil }
+            try? root.remove(path)
+            return .notCounted("\(error)") // too big, a symlink, not a file
+        }
+        try? root.remove(path)
         let fields = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines).split(separator: "\t", omittingEmptySubsequences: false)
         guard fields.count == 4, let run = DaemonRun(text: fields[0]),
               let family = try? BundleIdentifier(String(fields[1])),

@@ -48,8 +48,8 @@ struct DaemonRun: Equatable, Sendable {
     var isRunning: Bool { Self.of(pid: pid) == self }
 
     /// The run recorded at `path` (the last daemon's), or nil.
-    static func recorded(at path: String) -> DaemonRun? {
-        guard let data = FileManager.default.contents(atPath: path), data.count < 200 else { return nil }
+    static func recorded(at path: String, in root: RootDirectory) -> DaemonRun? {
+        guard let data = try? root.read(path, limit: StateFileLimits.run) else { return nil }
         return DaemonRun(text: Substring(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import TransferPOSIX
 import TransferContainer
 
 /// The scheduler: what may transfer when (S5, S6.5): the ready queue, holds, device
@@ -238,8 +239,12 @@ final class Scheduler {
 
 
     func loadConditions() {
+        let path = daemon.layout.deviceConditions.path
         do {
-            conditions = try DeviceConditions.load(from: daemon.layout)
+            // Through the walls and bounded: any program of the user can write the file.
+            conditions = try DeviceConditions.decode(daemon.root.read(path, limit: StateFileLimits.conditions), path: path)
+        } catch let error as Errno where error.code == ENOENT {
+            conditions = DeviceConditions()
         } catch {
             daemon.log.error("conditions", "\(error); going on with the defaults (\(DeviceConditions()))")
             conditions = DeviceConditions()

@@ -30,4 +30,9 @@ extension DaemonSession {
     func uploadResponsePath(for task: TaskRecord) -> String {
         downloadsPath("task-\(task.taskIdentifier).upload-response")
     }
+
+    /// A download task's request body (a POST that answers with a file), kept for every attempt.
+    func requestBodyPath(for task: TaskRecord) -> String {
+        downloadsPath("task-\(task.taskIdentifier).body")
+    }
 }

@@ -69,8 +69,9 @@ final class Coalescing {
             task.countOfBytesExpectedToReceive = transfer.task.countOfBytesExpectedToReceive
             let copy = session.finishedPath(for: task)
             do {
-                try? FileManager.default.removeItem(atPath: copy)
-                try FileManager.default.copyItem(atPath: finishedFile, toPath: copy)
+                // From the container's root: never from or to a file a symlink points at.
+                try daemon.root.remove(copy)
+                try daemon.root.copy(finishedFile, to: copy)
                 session.update(task)
             } catch {
                 daemon.completion.fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot copy the download of task \(transfer.task.taskIdentifier): \(error)", subject: copy))

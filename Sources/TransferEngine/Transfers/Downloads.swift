@@ -17,7 +17,7 @@ final class Downloads {
     func recoverTasks() {
         for session in daemon.sessions.values {
             // One listing of the folder, not a stat a task: a session may hold 100,000.
-            let present = Set((try? FileManager.default.contentsOfDirectory(atPath: session.downloadsDirectory)) ?? [])
+            let present = Set((try? daemon.root.names(in: session.downloadsDirectory)) ?? [])
             guard !present.isEmpty else { continue }
             for task in session.unfinishedTasks where present.contains(DaemonSession.finishedName(for: task)) {
                 completeDownload(task, in: session)
@@ -28,15 +28,17 @@ final class Downloads {
     func startDownload(_ task: TaskRecord, in session: DaemonSession) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         do {
-            try DurableFile.makeDirectory(session.downloadsDirectory)
+            try daemon.root.makeDirectory(session.downloadsDirectory)
             let partial = session.partialPath(for: task)
-            // The folder and the file are opened without following symlinks: a client that
-            // plants one cannot have the download written outside its container.
-            let folder = try FileDescriptor.openDirectory(session.downloadsDirectory)
+            // The folder is opened from the container's root without following a symlink on
+            // the way, and the file in that folder as opened: a client that plants a link
+            // anywhere cannot have the download written outside its container.
+            let folder = try daemon.root.openDirectory(session.downloadsDirectory)
             defer { folder.close() }
-            let file = try daemon.transfers.spareFiles.take(to: partial) // unless there is one: resume from it
-                ?? folder.openBeneath((partial as NSString).lastPathComponent, O_WRONLY | O_CREAT)
-            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, file: file, configuration: session.record.configuration,
+            let name = (partial as NSString).lastPathComponent
+            let file = try daemon.transfers.spareFiles.take(as: name, in: folder) // unless there is one: resume from it
+                ?? folder.openBeneath(name, O_WRONLY | O_CREAT)
+            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, file: file, root: daemon.root, configuration: session.record.configuration,
                                                 credentials: daemon.challenges.credentials(for: task, in: session), freeSpaceReserve: daemon.options.freeSpaceReserve,
                                                 tls: daemon.serverTrust.tlsPolicy(for: task, in: session), cookies: daemon.cookieJar(for: session),
                                                 requestBody: requestBody(of: task, in: session))
@@ -70,7 +72,7 @@ final class Downloads {
         var task = transfer.finish(success: succeeded) { session.syncBeforeCommit($0, path: transfer.bodyPath) }
 
         if transfer.mustRestartFromZero {
-            truncate(transfer.partialPath, 0)
+            try? daemon.root.truncate(transfer.partialPath, to: 0)
             task.validator = nil
             task.countOfBytesReceived = 0
             session.update(task)
@@ -84,7 +86,7 @@ final class Downloads {
         }
         if case .success = result, let wait = transfer.serverWait(now: daemon.clock.now) {
             // The server asks us to come back later; the bytes on disk stay (S6.4).
-            unlink(transfer.errorBodyPath)
+            try? daemon.root.remove(transfer.errorBodyPath)
             daemon.completion.retryOrFail(task, in: session, after: wait)
             return
         }
@@ -94,9 +96,9 @@ final class Downloads {
         case .success:
             do {
                 // No record of its own: the completion event carries the task as it ended.
-                if transfer.bodyIsErrorResponse { unlink(transfer.partialPath) }
+                if transfer.bodyIsErrorResponse { try? daemon.root.remove(transfer.partialPath) }
                 // Within the folder as opened now: a folder swapped for a symlink meanwhile is refused.
-                let folder = try FileDescriptor.openDirectory(session.downloadsDirectory)
+                let folder = try daemon.root.openDirectory(session.downloadsDirectory)
                 defer { folder.close() }
                 guard renameat(folder.rawValue, (transfer.bodyPath as NSString).lastPathComponent, folder.rawValue, DaemonSession.finishedName(for: task)) == 0 else {
                     throw Errno.current("rename", path: transfer.bodyPath)

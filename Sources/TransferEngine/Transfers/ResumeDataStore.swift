@@ -9,11 +9,14 @@ import TransferLogging
 final class ResumeDataStore {
     private let layout: ContainerLayout
     private let log: TransferLog
+    /// The container's root, through which every file is reached without following a symlink.
+    private let root: RootDirectory
     /// Which extensions an app has (their private containers are the app's to read too).
     private let registry: AppRegistry
 
-    init(layout: ContainerLayout, log: TransferLog, registry: AppRegistry) {
+    init(layout: ContainerLayout, root: RootDirectory, log: TransferLog, registry: AppRegistry) {
         self.layout = layout
+        self.root = root
         self.log = log
         self.registry = registry
     }
@@ -21,8 +24,13 @@ final class ResumeDataStore {
     /// Whether a stopped download can be resumed later: a GET whose server sent a strong
     /// validator and accepts byte ranges, with bytes on disk (S6.1).
     func isResumable(_ task: TaskRecord, partial: String) -> Bool {
-        let size = ((try? FileManager.default.attributesOfItem(atPath: partial)[.size]) as? NSNumber)?.int64Value ?? 0
-        return task.canResume(partialBytes: size)
+        return task.canResume(partialBytes: size(of: partial))
+    }
+
+    /// The size of the regular file at `path`, found without following a symlink; 0 otherwise.
+    private func size(of path: String) -> Int64 {
+        guard let st = try? root.status(path), st.st_mode & S_IFMT == S_IFREG else { return 0 }
+        return Int64(st.st_size)
     }
 
     /// Sets a stopped download's partial data aside and describes it as resume data; nil when
@@ -32,7 +40,7 @@ final class ResumeDataStore {
         let partial = session.partialPath(for: task)
         guard isResumable(task, partial: partial), let validator = task.validator else { return nil }
         guard let kept = setAside(partial, as: "partial", of: task, in: session) else { return nil }
-        let bytes = ((try? FileManager.default.attributesOfItem(atPath: kept)[.size]) as? NSNumber)?.int64Value ?? 0
+        let bytes = size(of: kept)
         let data = ResumeData(url: task.requestToSend.url, bytesReceived: bytes, expectedTotalBytes: task.countOfBytesExpectedToReceive,
                               entityTag: validator.entityTag, lastModified: validator.lastModified, partialFile: layout.recordPath(kept), requestHeaders: task.requestToSend.headers)
         log.info("resume", "resume data made at \(bytes) bytes", session: session.key.identifier.rawValue, task: task.taskIdentifier)
@@ -54,8 +62,8 @@ final class ResumeDataStore {
     /// about to end and would remove it); nil, logged, when it cannot.
     private func setAside(_ path: String, as suffix: String, of task: TaskRecord, in session: DaemonSession) -> String? {
         let kept = session.downloadsPath("resume-\(UUID().uuidString).\(suffix)")
-        guard rename(path, kept) == 0 else {
-            log.error("resume", "cannot keep \(path) for resume data: \(Errno.current("rename", path: path))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        do { try root.rename(path, to: kept) } catch {
+            log.error("resume", "cannot keep \(path) for resume data: \(error)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return nil
         }
         return kept
@@ -78,19 +86,21 @@ final class ResumeDataStore {
         guard let named, let source = allowedFile(named, for: identity) else {
             return TransferFailure(code: TransferFailure.cannotDecodeContentData, message: ResumeDataError.foreign("its partial file \(resume.partialFile) is not in a container \(identity.bundleIdentifier) may use").description, subject: resume.partialFile)
         }
-        var st = stat()
-        guard lstat(source, &st) == 0 else {
-            return TransferFailure(code: TransferFailure.cannotOpenFile, message: ResumeDataError.stale("its partial data is gone (resume data is single-use)").description, subject: resume.partialFile)
+        // Looked at, renamed and truncated from the container's root, never through a symlink.
+        let st: stat
+        do { st = try root.status(source) } catch {
+            let reason = error.code == ENOENT ? "its partial data is gone (resume data is single-use)" : "its partial file cannot be used: \(error)"
+            return TransferFailure(code: TransferFailure.cannotOpenFile, message: ResumeDataError.stale(reason).description, subject: resume.partialFile)
         }
         guard st.st_mode & S_IFMT == S_IFREG, Int64(st.st_size) >= resume.bytesReceived else {
             return TransferFailure(code: TransferFailure.cannotOpenFile, message: ResumeDataError.stale("its partial file holds \(st.st_size) bytes, not the \(resume.bytesReceived) it describes").description, subject: resume.partialFile)
         }
         let destination = task.kind == .upload ? session.uploadBodyPath(for: task) : session.partialPath(for: task)
-        do { try DurableFile.makeDirectory(session.downloadsDirectory) } catch {
+        do { try root.makeDirectory(session.downloadsDirectory) } catch {
             return TransferFailure(code: TransferFailure.cannotCreateFile, message: "\(error)", subject: session.downloadsDirectory)
         }
-        guard rename(source, destination) == 0 else {
-            return TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot take the partial data: \(Errno.current("rename", path: source))", subject: source)
+        do { try root.rename(source, to: destination) } catch {
+            return TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot take the partial data: \(error)", subject: source)
         }
         if let upload = resume.upload {
             task.uploadFile = destination
@@ -99,7 +109,7 @@ final class ResumeDataStore {
             task.countOfBytesExpectedToSend = Int64(st.st_size)
             return nil
         }
-        truncate(destination, off_t(resume.bytesReceived))
+        try? root.truncate(destination, to: resume.bytesReceived)
         task.validator = resume.validator
         task.countOfBytesReceived = resume.bytesReceived
         task.countOfBytesExpectedToReceive = resume.expectedTotalBytes

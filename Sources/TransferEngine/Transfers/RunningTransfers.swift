@@ -25,7 +25,7 @@ final class RunningTransfers {
     func removeTransferFiles(of task: TaskRecord, in session: DaemonSession) {
         let partial = session.partialPath(for: task)
         var files = [partial, DownloadTransfer.errorBodyPath(partialPath: partial)]
-        if task.requestBodyLength != nil { files.append(daemon.downloads.requestBodyPath(for: task, in: session)) }
+        if task.requestBodyLength != nil { files.append(session.requestBodyPath(for: task)) }
         if task.kind == .upload {
             files += [session.uploadBodyPath(for: task), session.uploadResponsePath(for: task)]
         }

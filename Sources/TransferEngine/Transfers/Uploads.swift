@@ -28,18 +28,19 @@ final class Uploads {
             }
             return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot upload \(path): it is not in a container \(identity.bundleIdentifier) may read", subject: path)
         }
-        // Opened without following a symlink, and checked on that descriptor: a file swapped
-        // for a link after a check by path would otherwise get through.
+        // Opened from the container's root without following a symlink anywhere on the way,
+        // and checked on that descriptor: a file or folder swapped for a link after a check
+        // by path would otherwise get through.
         let readable: FileDescriptor
         let st: stat
         do throws(Errno) {
-            readable = try FileDescriptor.open(source, O_RDONLY | O_NONBLOCK | O_NOFOLLOW)
+            readable = try daemon.root.open(source, O_RDONLY | O_NONBLOCK)
             do { st = try readable.status() } catch { readable.close(); throw error }
         } catch {
             if error.code == ENOENT || error.code == ENOTDIR {
                 return TransferFailure(code: TransferFailure.fileDoesNotExist, message: "cannot read file at \(path): it does not exist", subject: path)
             }
-            let reason = error.code == ELOOP ? "it is a symlink" : "\(error)"
+            let reason = error.code == ELOOP ? "a symlink is on its way" : "\(error)"
             return TransferFailure(code: TransferFailure.noPermissionsToReadFile, message: "cannot read file at \(path): \(reason)", subject: path)
         }
         if let refusal = refusal(of: st, at: path, in: session) {
@@ -48,8 +49,8 @@ final class Uploads {
         }
         let destination = session.uploadBodyPath(for: task)
         do {
-            try DurableFile.makeDirectory(session.downloadsDirectory)
-            let folder = try FileDescriptor.openDirectory(session.downloadsDirectory)
+            try daemon.root.makeDirectory(session.downloadsDirectory)
+            let folder = try daemon.root.openDirectory(session.downloadsDirectory)
             defer { folder.close() }
             let name = (destination as NSString).lastPathComponent
             unlinkat(folder.rawValue, name, 0)
@@ -57,13 +58,7 @@ final class Uploads {
                 // Another file system: a copy, from the descriptor checked, is the only way to keep the bytes.
                 let copy = try folder.openBeneath(name, O_WRONLY | O_CREAT | O_EXCL)
                 defer { copy.close() }
-                let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-                defer { chunk.deallocate() }
-                var offset: Int64 = 0
-                while case let count = try readable.read(into: chunk, at: offset), count > 0 {
-                    try copy.writeAll(UnsafeRawBufferPointer(rebasing: chunk[0..<count]))
-                    offset += Int64(count)
-                }
+                try readable.copyAll(to: copy)
             }
             // The app's bytes may be in the page cache only, and the new name too: both are
             // made durable before the line that accepts the task (a power cut keeps neither).
@@ -105,8 +100,8 @@ final class Uploads {
     /// for only when a file has more than one name.
     private func ownLinks(to st: stat, in session: DaemonSession) -> Int {
         session.tasks.values.count { task in
-            var other = stat()
-            return task.kind == .upload && lstat(session.uploadBodyPath(for: task), &other) == 0 && other.st_dev == st.st_dev && other.st_ino == st.st_ino
+            guard task.kind == .upload, let other = try? daemon.root.status(session.uploadBodyPath(for: task)) else { return false }
+            return other.st_dev == st.st_dev && other.st_ino == st.st_ino
         }
     }
 
@@ -114,10 +109,10 @@ final class Uploads {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         let sessionName = session.key.identifier.rawValue
         do {
-            try DurableFile.makeDirectory(session.downloadsDirectory)
+            try daemon.root.makeDirectory(session.downloadsDirectory)
             let transfer = try UploadTransfer(session: session.key, task: task, step: step, bodyPath: task.uploadFile.flatMap(session.resolvedPath), responsePath: session.uploadResponsePath(for: task),
                                               configuration: session.record.configuration, credentials: daemon.challenges.credentials(for: task, in: session), conflicts: conflicts, retryPolicy: daemon.retryPolicy,
-                                              tls: daemon.serverTrust.tlsPolicy(for: task, in: session), cookies: daemon.cookieJar(for: session))
+                                              tls: daemon.serverTrust.tlsPolicy(for: task, in: session), cookies: daemon.cookieJar(for: session), root: daemon.root)
             transfer.onResumptionOffered = { [unowned self, unowned session] task in
                 session.update(task)
                 daemon.log.info("transfers", "server keeps the upload at \(task.uploadResumption?.location ?? "?") (interop version \(task.uploadResumption?.interopVersion ?? 0))", session: sessionName, task: task.taskIdentifier)
@@ -166,7 +161,7 @@ final class Uploads {
             daemon.log.notice("transfers", "\(reason); sending the whole body again", session: sessionName, task: task.taskIdentifier)
             startUpload(task, in: session, step: .create)
         case .serverWait(let wait):
-            unlink(transfer.responsePath)
+            try? daemon.root.remove(transfer.responsePath)
             daemon.completion.retryOrFail(task, in: session, after: wait)
         case .transportFailure(let error):
             if task.uploadResumption == nil { task.countOfBytesSent = 0 }

@@ -81,9 +81,11 @@ package final class DownloadTransfer: Transfer {
     /// The session's cookie store and what it does with it (S9.4).
     private let cookies: CookieJar?
     private let cookieSettings: CookieSettings?
+    /// The container's root in the daemon: the error page's file is opened through it.
+    private let root: RootDirectory?
 
     /// `requestBody`: the request's body (a POST that answers with a file), sent with each attempt.
-    package init(session: SessionKey, task: TaskRecord, partialPath: String, file: FileDescriptor? = nil, configuration: SessionConfiguration,
+    package init(session: SessionKey, task: TaskRecord, partialPath: String, file: FileDescriptor? = nil, root: RootDirectory? = nil, configuration: SessionConfiguration,
          credentials: TransferCredentials, freeSpaceReserve: Int64 = 0, tls: TLSPolicy = .systemDefault, cookies: CookieJar? = nil, requestBody: Data? = nil) throws {
         self.session = session
         self.cookies = cookies
@@ -91,7 +93,8 @@ package final class DownloadTransfer: Transfer {
         self.freeSpaceReserve = max(0, freeSpaceReserve)
         self.task = task
         self.partialPath = partialPath
-        let (fd, onDisk) = try Self.preparePartialFile(file ?? FileDescriptor.open(partialPath, O_WRONLY | O_CREAT | O_NOFOLLOW), canResume: task.validator?.ifRangeValue != nil)
+        self.root = root
+        let (fd, onDisk) = try Self.preparePartialFile(file ?? TransferFiles.open(partialPath, O_WRONLY | O_CREAT, root: root), canResume: task.validator?.ifRangeValue != nil)
         self.file = fd
         self.resumeOffset = onDisk
         self.sentValidator = onDisk > 0 ? task.validator : nil
@@ -280,7 +283,7 @@ package final class DownloadTransfer: Transfer {
             // An error page: keep it apart; it is delivered (S2.5) or dropped before a retry.
             do {
                 file?.close()
-                let errorFile = try FileDescriptor.open(errorBodyPath, O_WRONLY | O_CREAT | O_TRUNC)
+                let errorFile = try TransferFiles.open(errorBodyPath, O_WRONLY | O_CREAT | O_TRUNC, root: root)
                 file = errorFile
                 bodyIsErrorResponse = true
             } catch {

@@ -68,11 +68,13 @@ package final class UploadTransfer: Transfer {
     /// The session's cookie store and what it does with it (S9.4).
     private let cookies: CookieJar?
     private let cookieSettings: CookieSettings?
+    /// The container's root in the daemon: the body and the answer's file are opened through it.
+    private let root: RootDirectory?
     package static let partialUploadContentType = "application/partial-upload"
 
     /// - Parameter bodyPath: the task's `uploadFile` as an absolute path (nil: it has none,
     ///   or one outside the container).
-    package init(session: SessionKey, task: TaskRecord, step: Step, bodyPath: String?, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0, retryPolicy: RetryPolicy = RetryPolicy(), tls: TLSPolicy = .systemDefault, cookies: CookieJar? = nil) throws {
+    package init(session: SessionKey, task: TaskRecord, step: Step, bodyPath: String?, responsePath: String, configuration: SessionConfiguration, credentials: TransferCredentials, conflicts: Int = 0, retryPolicy: RetryPolicy = RetryPolicy(), tls: TLSPolicy = .systemDefault, cookies: CookieJar? = nil, root: RootDirectory? = nil) throws {
         guard let path = bodyPath else {
             throw TransferFailure(code: TransferFailure.fileDoesNotExist, message: "upload task \(task.taskIdentifier) has no body file")
         }
@@ -88,8 +90,9 @@ package final class UploadTransfer: Transfer {
         self.retryPolicy = retryPolicy
         self.cookies = cookies
         self.cookieSettings = configuration.cookies
+        self.root = root
         self.easy = try CurlEasy()
-        let body = try FileDescriptor.open(path, O_RDONLY)
+        let body = try TransferFiles.open(path, O_RDONLY, root: root)
         self.body = body
         // Past this point a throw still closes the file: the instance is whole, so deinit runs.
         do { self.bodySize = try body.size() } catch {
@@ -194,7 +197,7 @@ package final class UploadTransfer: Transfer {
     private func receive(_ bytes: UnsafeRawBufferPointer) -> CurlEasy.BodyDisposition {
         if response == nil {
             do {
-                response = try FileDescriptor.open(responsePath, O_WRONLY | O_CREAT | O_TRUNC)
+                response = try TransferFiles.open(responsePath, O_WRONLY | O_CREAT | O_TRUNC, root: root)
             } catch {
                 diskFailure = TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot keep the server's answer in \(responsePath): \(error)", subject: responsePath)
                 return .abort
@@ -267,7 +270,7 @@ package final class UploadTransfer: Transfer {
 
     /// The server's answer as delivered to `didReceive data`; nil when it sent no body.
     package func responseBody() -> Data? {
-        guard responseBytes > 0, let fd = try? FileDescriptor.open(responsePath, O_RDONLY) else { return nil }
+        guard responseBytes > 0, let fd = try? TransferFiles.open(responsePath, O_RDONLY, root: root) else { return nil }
         defer { fd.close() }
         return try? fd.readToEnd(limit: Int(Self.responseBodyLimit))
     }

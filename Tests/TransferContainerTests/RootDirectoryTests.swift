@@ -1,0 +1,72 @@
+import Foundation
+@testable import TransferPOSIX
+import Glibc
+import Testing
+@testable import TransferContainer
+
+/// RootDirectory: files below a root are reached without a symlink on the way and never
+/// outside it, by openat2 and by the walk a kernel without openat2 gets.
+@Suite final class RootDirectoryTests {
+    let base = FileManager.default.temporaryDirectory.appendingPathComponent("root-\(UUID().uuidString)").path
+    var root: String { base + "/root" }
+    var outside: String { base + "/outside" }
+
+    init() throws {
+        try FileManager.default.createDirectory(atPath: root + "/a/b", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try Data("inside".utf8).write(to: URL(fileURLWithPath: root + "/a/b/file"))
+        try Data("outside".utf8).write(to: URL(fileURLWithPath: outside + "/file"))
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: base)
+    }
+
+    private func directory(walking: Bool) throws -> RootDirectory {
+        var directory = try RootDirectory.open(root)
+        directory.walks = walking
+        return directory
+    }
+
+    /// The error number `body` throws, nil when it throws none.
+    private func code(_ body: () throws -> Void) -> Int32? {
+        do { try body() } catch let error as Errno { return error.code } catch { return -1 }
+        return nil
+    }
+
+    @Test("A file below the root opens and reads; a symlink on the way or at the end is ELOOP, a way out EXDEV", arguments: [false, true])
+    func opens(walking: Bool) throws {
+        let directory = try self.directory(walking: walking)
+        #expect(try directory.read(root + "/a/b/file", limit: 100) == Data("inside".utf8))
+        symlink(outside, root + "/a/out")
+        symlink(outside + "/file", root + "/a/b/link")
+        #expect(code { _ = try directory.open(root + "/a/out/file", O_RDONLY).close() } == ELOOP)
+        #expect(code { _ = try directory.open(root + "/a/b/link", O_RDONLY).close() } == ELOOP)
+        #expect(code { _ = try directory.open(root + "/a/../../outside/file", O_RDONLY).close() } == EXDEV)
+        #expect(code { _ = try directory.open(outside + "/file", O_RDONLY).close() } == EXDEV)
+        #expect(code { _ = try directory.open(root + "/a/new", O_WRONLY | O_CREAT).close() } == nil)
+        #expect(code { try directory.makeDirectory(root + "/a/out/made") } == ELOOP)
+        #expect(!FileManager.default.fileExists(atPath: outside + "/made"))
+    }
+
+    @Test("read refuses a file past its limit (EFBIG) and what is not a regular file (EINVAL) before reading")
+    func readLimits() throws {
+        let directory = try RootDirectory.open(root)
+        #expect(code { _ = try directory.read(root + "/a/b/file", limit: 5) } == EFBIG)
+        mkfifo(root + "/a/fifo", 0o600)
+        #expect(code { _ = try directory.read(root + "/a/fifo", limit: 100) } == EINVAL)
+    }
+
+    @Test("remove and rename act on a symlink itself, never on what it points at; makeDirectory makes the folders on the way")
+    func removeRenameMake() throws {
+        let directory = try RootDirectory.open(root)
+        symlink(outside + "/file", root + "/a/link")
+        try directory.rename(root + "/a/link", to: root + "/a/b/moved")
+        try directory.remove(root + "/a/b/moved")
+        #expect(try String(contentsOfFile: outside + "/file", encoding: .utf8) == "outside")
+        try directory.makeDirectory(root + "/x/y/z")
+        var st = stat()
+        #expect(lstat(root + "/x/y/z", &st) == 0 && st.st_mode & S_IFMT == S_IFDIR && st.st_mode & 0o777 == 0o700)
+        #expect(try directory.names(in: root + "/a/b").sorted() == ["file"])
+    }
+}
