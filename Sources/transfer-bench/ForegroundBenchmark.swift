@@ -46,34 +46,51 @@ struct ForegroundBenchmark {
         let upload = server.url(for: "/upload"), small = server.url(for: "/small")
         let timeout = max(120, Double(size >> 20) / 4)
         let clients: [(name: String, client: ForegroundClient)] = [("FoundationNetworking", CorelibsClient()), ("default session", LibraryClient())]
+        var uploads: [String: [Double]] = [:], gets: [String: [Double]] = [:], cpuPerGET: [String: [Double]] = [:]
+        /// Times `count` GETs of `name`'s: the wall clock, and this process's CPU per GET (less
+        /// swayed by other work on the machine; the server's share is the same for each client).
+        func timeGETs(_ name: String, _ get: () throws -> Int) throws {
+            let begun = monotonicNow(), cpu = ProcessCPU.ofSelf()
+            _ = try get()
+            gets[name, default: []].append(monotonicNow() - begun)
+            cpuPerGET[name, default: []].append((ProcessCPU.ofSelf() - cpu).cpuSeconds / Double(count) * 1e6)
+        }
+        // The floor of a bridge that needs FoundationNetworking's delegate calls: GETs only.
+        let throughDelegate = CorelibsDelegateClient()
+        defer { throughDelegate.invalidate() }
+        let timeDelegateGETs = { try timeGETs("FoundationNetworking through a delegate") { try throughDelegate.get(small, count: self.count, timeout: 30) } }
 
         print("foreground: \(size >> 20) MiB upload from a file and \(count) GETs of 1 KiB, \(runs) runs each, alternating")
-        var uploads: [String: [Double]] = [:], gets: [String: [Double]] = [:]
         for run in 1...runs {
             uploads["curl", default: []].append(try container.timedCurl(["-o", "/dev/null", "-H", "Expect:", "-T", source.path, upload.absoluteString], timeout: timeout))
             gets["curl", default: []].append(try container.timedCurl(["-o", "/dev/null", small.absoluteString + "?[1-\(count)]"], timeout: timeout))
+            if run % 2 == 0 { try timeDelegateGETs() }
             for (name, client) in run % 2 == 1 ? clients : clients.reversed() {
                 let started = monotonicNow()
                 let status = try client.upload(file: source, to: upload, timeout: timeout)
                 guard (200..<300).contains(status) else { throw BenchError("\(name): upload answered \(status)") }
                 uploads[name, default: []].append(monotonicNow() - started)
-                let begun = monotonicNow()
-                _ = try client.get(small, count: count, timeout: 30)
-                gets[name, default: []].append(monotonicNow() - begun)
+                try timeGETs(name) { try client.get(small, count: count, timeout: 30) }
             }
-            print(String(format: "  run %d: upload curl %.2f s, corelibs %.2f s, ours %.2f s; %d GETs curl %.2f s, corelibs %.2f s, ours %.2f s", run,
+            if run % 2 == 1 { try timeDelegateGETs() }
+            print(String(format: "  run %d: upload curl %.2f s, corelibs %.2f s, ours %.2f s; %d GETs curl %.2f s, corelibs %.2f s, corelibs through a delegate %.2f s, ours %.2f s", run,
                          uploads["curl"]!.last!, uploads["FoundationNetworking"]!.last!, uploads["default session"]!.last!, count,
-                         gets["curl"]!.last!, gets["FoundationNetworking"]!.last!, gets["default session"]!.last!))
+                         gets["curl"]!.last!, gets["FoundationNetworking"]!.last!, gets["FoundationNetworking through a delegate"]!.last!, gets["default session"]!.last!))
         }
         for (id, title, times) in [("foreground.upload", "\(size >> 20) MiB upload from a file in a default session", uploads),
                                    ("foreground.gets", "\(count) GETs of 1 KiB over keep-alive, one after another, in a default session", gets)] {
             let ours = times["default session"] ?? [], corelibs = times["FoundationNetworking"] ?? [], curl = times["curl"] ?? []
+            let delegated = times["FoundationNetworking through a delegate"] ?? []
+            let floor = delegated.isEmpty ? [] : [Measure("FoundationNetworking through a delegate", unit: "s", delegated),
+                                                  Measure("FoundationNetworking through a delegate ÷ FoundationNetworking (what a bridge pays at least)", unit: "", zip(delegated, corelibs).map { $0 / $1 }),
+                                                  Measure("default session ÷ FoundationNetworking through a delegate (the bridge's own cost)", unit: "", zip(ours, delegated).map { $0 / $1 })]
+                + ["FoundationNetworking", "FoundationNetworking through a delegate", "default session"].map { Measure("CPU of the benchmark's process per GET, \($0)", unit: "µs", cpuPerGET[$0] ?? []) }
             report.add(Figure(id: id, title: title + ", time ÷ FoundationNetworking's",
                               result: Measure("default session ÷ FoundationNetworking", unit: "", zip(ours, corelibs).map { $0 / $1 }),
                               reference: Measure("FoundationNetworking", unit: "s", corelibs),
                               target: .atMost(1.0),
                               details: [Measure("default session", unit: "s", ours), Measure("curl", unit: "s", curl),
-                                        Measure("FoundationNetworking ÷ curl", unit: "", zip(corelibs, curl).map { $0 / $1 })],
+                                        Measure("FoundationNetworking ÷ curl", unit: "", zip(corelibs, curl).map { $0 / $1 })] + floor,
                               notes: ["Data and upload tasks of default sessions are carried out by FoundationNetworking behind this library's objects (ForegroundBridge.swift)."]))
         }
     }

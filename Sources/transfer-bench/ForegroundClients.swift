@@ -37,6 +37,52 @@ struct CorelibsClient: ForegroundClient {
     }
 }
 
+/// FoundationNetworking's `URLSession` through a delegate, as the bridge must use it (a
+/// data task's body comes to `didReceive data`, and its end to `didCompleteWithError` on the
+/// session's serial queue), with the body handed to the caller on a second serial queue, as a
+/// completion handler on an app's delegate queue: the least any wrapper built that way pays
+/// (ForegroundBridge.swift). GETs only; owned by the benchmark's thread, the delegate by
+/// FoundationNetworking's queue.
+final class CorelibsDelegateClient: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var bodies: [Int: (body: Data, done: @Sendable (Int?, Error?) -> Void)] = [:]
+    private let handlerQueue = OperationQueue()
+    private var session: URLSession?
+
+    override init() {
+        super.init()
+        handlerQueue.maxConcurrentOperationCount = 1
+        let callbacks = OperationQueue()
+        callbacks.maxConcurrentOperationCount = 1
+        session = URLSession(configuration: .default, delegate: self, delegateQueue: callbacks)
+    }
+
+    func get(_ url: URL, count: Int, timeout: TimeInterval) throws -> Int {
+        guard let session else { throw BenchError("no session") }
+        var bytes = 0
+        for _ in 0..<count {
+            bytes += try waitFor(timeout) { done in
+                let task = session.dataTask(with: url)
+                lock.withLock { bodies[task.taskIdentifier] = (Data(), done) }
+                task.resume()
+            }
+        }
+        return bytes
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        lock.withLock { bodies[dataTask.taskIdentifier]?.body.append(data) }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        guard let gathered = lock.withLock({ bodies.removeValue(forKey: task.taskIdentifier) }) else { return }
+        handlerQueue.addOperation { gathered.done(gathered.body.count, error) }
+    }
+
+    /// Ends the session (its delegate is held until then).
+    func invalidate() { session?.invalidateAndCancel() }
+}
+
 /// Runs `start`, which calls `done` once with a value or an error; waits up to `timeout`.
 func waitFor(_ timeout: TimeInterval, _ start: (@escaping @Sendable (Int?, Error?) -> Void) -> Void) throws -> Int {
     let finished = DispatchSemaphore(value: 0)

@@ -26,6 +26,14 @@ import TransferPOSIX
 //                              23.1 s (1.12× FoundationNetworking, ranges overlapping)
 //   10,000 GETs:               curl 5.66 s; FoundationNetworking 11.4 s; a default session
 //                              12.4 s (0.94× FoundationNetworking, the median of the ratios)
+// Issue 27, 10,000 GETs with a completion handler (release, `transfer-bench foreground --size 1
+// --runs 3`, two builds alternating three times, load average 6–20; medians of 9 runs):
+// 1.14× FoundationNetworking before making our task objects and records cheaper, 1.03× after
+// (Benchmarks/README.md). The rest is the delegate path: FoundationNetworking through a bare
+// delegate took 1.07–1.17× its own completion handlers in the same runs (three operations on
+// its delegate queue a request instead of one), and the bridge needs it for completion
+// handlers too, since corelibs 6.3.1 hands a completion handler nothing of a 401 no credential
+// answers, whose body Apple's hands over.
 // Corelibs' uploads from a file cost many times curl's (its file body source; the same bytes
 // as an `httpBodyStream` went 2–3× faster, but chunked, without the Content-Length Apple
 // sends), and its small requests about twice curl's. Re-implementing its protocol handling

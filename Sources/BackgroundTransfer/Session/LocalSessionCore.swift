@@ -135,8 +135,12 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
             if let made { return made }
             let session = ForegroundSession(configuration: configuration, delegate: delegate, delegateQueue: delegateQueue, session: { [weak self] in self?.primary }) { [weak self] task in
                 guard let self else { return }
-                self.state.withLock { _ = $0.tasks.removeValue(forKey: task.taskIdentifier) }
-                self.deliveryQueue.async { self.invalidateIfFinished() }
+                let finishing = self.state.withLock { state in
+                    state.tasks.removeValue(forKey: task.taskIdentifier)
+                    return state.finishing
+                }
+                // Only a session being invalidated waits for its last task (a hop per task cost a thread wake-up).
+                if finishing { self.deliveryQueue.async { self.invalidateIfFinished() } }
             }
             made = session
             return session

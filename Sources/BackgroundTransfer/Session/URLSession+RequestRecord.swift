@@ -11,14 +11,15 @@ extension URLSession {
     /// does) and timeout (URLRequest's default of 60 s, and values that are not finite,
     /// defer to the configuration's `timeoutIntervalForRequest`).
     func record(of request: URLRequest) -> RequestRecord {
-        Self.record(of: request, configuration: configuration)
+        Self.record(of: request, configuration: configuration, userAgent: userAgent)
     }
 
-    static func record(of request: URLRequest, configuration: URLSessionConfiguration) -> RequestRecord {
+    /// `userAgent`: the session's, made once (`defaultUserAgent` reads the app's environment).
+    static func record(of request: URLRequest, configuration: URLSessionConfiguration, userAgent: @autoclosure () -> String = defaultUserAgent) -> RequestRecord {
         var fields = request.allHTTPHeaderFields ?? [:]
         let hasAgent = fields.keys.contains { $0.caseInsensitiveCompare("User-Agent") == .orderedSame }
             || (configuration.httpAdditionalHeaders ?? [:]).keys.contains { $0.caseInsensitiveCompare("User-Agent") == .orderedSame }
-        if !hasAgent { fields["User-Agent"] = defaultUserAgent }
+        if !hasAgent { fields["User-Agent"] = userAgent() }
         let headers = fields.sorted { $0.key < $1.key }.map { HeaderField(name: $0.key, value: $0.value) }
         // Infinity and NaN cannot travel as JSON numbers: such a request has the configuration's
         // timeout (the daemon holds finite values of any size to a range).

@@ -28,6 +28,9 @@ open class URLSession: @unchecked Sendable {
     private let givenDelegate: URLSessionDelegate?
     /// Identifiers for tasks refused before any backend numbered them (a session that never opened).
     let refusedTaskNumbers = Locked(0)
+    /// `defaultUserAgent`, made once (after the environment is set up) for the session's task
+    /// records rather than for each task.
+    let userAgent: String
 
     /// The delegate given when the session was made (the first one, for a background
     /// identifier opened twice in one process, S1.3).
@@ -51,6 +54,7 @@ open class URLSession: @unchecked Sendable {
         let configuration = configuration.copy()
         let environment = AppEnvironment.current
         let log = environment.log
+        userAgent = Self.defaultUserAgent
         var opened: (any SessionBackend)?
         var failure: TransferFailure?
         if configuration.identifier == nil {
