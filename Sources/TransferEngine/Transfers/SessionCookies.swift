@@ -10,6 +10,6 @@ extension TransferDaemon {
         guard let settings = session.record.configuration.cookies else { return nil }
         let path = layout.cookieJar(settings, owner: session.record.owner).path
         let log = self.log, name = session.key.identifier.rawValue
-        return CookieJar(path: path) { problem in log.error("cookies", problem, session: name) }
+        return CookieJar(path: path, root: root) { problem in log.error("cookies", problem, session: name) }
     }
 }

@@ -11,14 +11,22 @@ import TransferPOSIX
 /// `<file>.lock`, so that two processes storing at once lose neither's cookies. A file that
 /// cannot be read or decoded is reported through `problem` and taken as empty (the next
 /// change replaces it): cookies must never stop a transfer. Parsing `Set-Cookie` and making
-/// the `Cookie` field are Foundation's (`HTTPCookie`). A value; safe from any thread.
+/// the `Cookie` field are Foundation's (`HTTPCookie`). The daemon, which writes in an app's
+/// folder, gives the container's `root`: every access then goes through it, so a link planted
+/// in place of the store, its folder or its lock is not followed out of the container.
+/// A value; safe from any thread.
 package struct CookieJar: Sendable {
     package let path: String
     /// Told of a file that could not be read or written (the daemon logs it).
     package let problem: @Sendable (String) -> Void
+    /// The container's root, when the files are reached without following symlinks.
+    let root: RootDirectory?
+    /// A bigger store is taken as unusable (empty): it is read whole, into the daemon's memory.
+    static let sizeLimit = 4 << 20
 
-    package init(path: String, problem: @escaping @Sendable (String) -> Void) {
+    package init(path: String, root: RootDirectory? = nil, problem: @escaping @Sendable (String) -> Void) {
         self.path = path
+        self.root = root
         self.problem = problem
     }
 
@@ -63,8 +71,9 @@ package struct CookieJar: Sendable {
         let parsed = parsed.filter { Self.matchesDomain($0.domain, host: url.host ?? "") }
         guard !parsed.isEmpty else { return }
         do {
-            try DurableFile.makeDirectory((path as NSString).deletingLastPathComponent)
-            let lock = try FileDescriptor.open(path + ".lock", O_RDWR | O_CREAT)
+            let folder = (path as NSString).deletingLastPathComponent
+            if let root { try root.makeDirectory(folder) } else { try DurableFile.makeDirectory(folder) }
+            let lock = try root?.open(path + ".lock", O_RDWR | O_CREAT) ?? FileDescriptor.open(path + ".lock", O_RDWR | O_CREAT)
             defer { lock.close() }
             guard Self.lockExclusively(lock) else { return problem("cookie store \(path) stayed locked by another process for 2 s; \(parsed.count) cookies not stored") }
             var all = stored().filter { !$0.expired }
@@ -72,7 +81,7 @@ package struct CookieJar: Sendable {
                 all.removeAll { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }
                 if !cookie.expired { all.append(cookie) }
             }
-            try RecordCoding.write(all, to: path)
+            if let root { try root.write(RecordCoding.encoder().encode(all), to: path) } else { try RecordCoding.write(all, to: path) }
         } catch {
             problem("cannot store cookies in \(path): \(error)")
         }
@@ -80,6 +89,14 @@ package struct CookieJar: Sendable {
 
     /// Every cookie in the file; none when there is no file, or one that cannot be used.
     private func stored() -> [Stored] {
+        if let root {
+            do { return try RecordCoding.decoder().decode([Stored].self, from: root.read(path, limit: Self.sizeLimit)) } catch let error as Errno where error.code == ENOENT {
+                return []
+            } catch {
+                problem("cookie store unusable, taken as empty: \(error)")
+                return []
+            }
+        }
         guard FileManager.default.fileExists(atPath: path) else { return [] }
         do { return try RecordCoding.read([Stored].self, from: path) } catch {
             problem("cookie store unusable, taken as empty: \(error)")
