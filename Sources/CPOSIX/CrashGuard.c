@@ -5,7 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static char guard_path[4096];
+static int guard_directory = -1;
+static char guard_name[256];
 static char guard_prefix[256];
 static size_t guard_prefix_length;
 static char guard_note[1024];
@@ -16,7 +17,8 @@ static const int guarded[] = { SIGILL, SIGTRAP, SIGABRT, SIGSEGV, SIGBUS, SIGFPE
 static void crash_guard_handler(int signal) {
     size_t length = guard_note_length;
     if (length > 0) {
-        int fd = open(guard_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        // In the folder held open, not following a link planted in the note's place.
+        int fd = openat(guard_directory, guard_name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd >= 0) {
             size_t written = 0;
             while (written < guard_prefix_length) {
@@ -40,11 +42,14 @@ static void crash_guard_handler(int signal) {
     raise(signal);
 }
 
-int cposix_crash_guard_install(const char *path, const char *prefix) {
-    size_t length = strlen(path);
+int cposix_crash_guard_install(int directory, const char *name, const char *prefix) {
+    size_t length = strlen(name);
     size_t prefix_length = strlen(prefix);
-    if (length >= sizeof guard_path || prefix_length >= sizeof guard_prefix) { errno = ENAMETOOLONG; return -1; }
-    memcpy(guard_path, path, length + 1);
+    if (length >= sizeof guard_name || prefix_length >= sizeof guard_prefix) { errno = ENAMETOOLONG; return -1; }
+    guard_note_length = 0; // no note is written while the folder and name change
+    if (guard_directory >= 0) close(guard_directory); // a daemon started again in this process
+    guard_directory = directory;
+    memcpy(guard_name, name, length + 1);
     memcpy(guard_prefix, prefix, prefix_length + 1);
     guard_prefix_length = prefix_length;
     struct sigaction action;

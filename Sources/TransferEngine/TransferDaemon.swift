@@ -208,8 +208,8 @@ public final class TransferDaemon {
         let mark = CrashGuard.takeCrash(at: path, lastRun: DaemonRun.recorded(at: runPath, in: root), in: root)
         if let run = DaemonRun.current() {
             do {
-                try run.record(at: runPath)
-                try CrashGuard.install(path: path, run: run)
+                try run.record(at: runPath, in: root)
+                try CrashGuard.install(path: path, run: run, in: root)
             } catch { log.error("daemon", "cannot install the crash guard: \(error)") }
         } else {
             log.error("daemon", "cannot install the crash guard: /proc does not say which process this is")

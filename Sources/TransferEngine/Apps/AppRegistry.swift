@@ -29,6 +29,8 @@ final class AppRegistry {
     }
 
     private let path: String
+    /// The container's root: the file is read and replaced through it, never through a symlink.
+    private let root: RootDirectory
     private let log: TransferLog
     private(set) var apps: [BundleIdentifier: App] = [:]
     private(set) var forceQuit: Set<BundleIdentifier> = []
@@ -44,6 +46,7 @@ final class AppRegistry {
 
     init(layout: ContainerLayout, root: RootDirectory, log: TransferLog) {
         self.path = layout.appRegistry.path
+        self.root = root
         self.log = log
         if (try? root.status(path)) != nil {
             do {
@@ -103,6 +106,6 @@ final class AppRegistry {
                         relaunchLimits: Dictionary(uniqueKeysWithValues: relaunchLimits.map { ($0.key.rawValue, $0.value) }),
                         relaunchFailures: Dictionary(uniqueKeysWithValues: relaunchFailures.map { ($0.key.rawValue, $0.value) }))
         for (bundle, app) in apps { file.apps[bundle.rawValue] = app }
-        do { try RecordCoding.write(file, to: path) } catch { log.error("registry", "cannot save app registry: \(error)") }
+        do { try root.write(RecordCoding.encoder().encode(file), to: path) } catch { log.error("registry", "cannot save app registry: \(error)") }
     }
 }

@@ -18,9 +18,15 @@ enum CrashGuard {
     static let crashesBeforeFailing = 2
 
     /// Installs the signal handler; the note goes to `path`, after `run`'s text and a tab,
-    /// when the daemon crashes.
-    static func install(path: String, run: DaemonRun) throws(Errno) {
-        guard cposix_crash_guard_install(path, run.text + "\t") == 0 else { throw Errno.current("sigaction", path: path) }
+    /// when the daemon crashes: in its folder, opened now through `root` (no symlink on the
+    /// way), and not through a symlink in its place.
+    static func install(path: String, run: DaemonRun, in root: RootDirectory) throws(Errno) {
+        let folder = try root.openDirectory((path as NSString).deletingLastPathComponent)
+        guard cposix_crash_guard_install(folder.rawValue, (path as NSString).lastPathComponent, run.text + "\t") == 0 else {
+            let error = Errno.current("sigaction", path: path)
+            folder.close()
+            throw error
+        }
     }
 
     /// The note for a task: `family TAB identifier TAB task`.

@@ -53,8 +53,8 @@ struct DaemonRun: Equatable, Sendable {
         return DaemonRun(text: Substring(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)))
     }
 
-    /// Records this run at `path`, durably: a crash mark is checked against it after the crash.
-    func record(at path: String) throws(Errno) {
-        try DurableFile.write(Data((text + "\n").utf8), to: path)
+    /// Records this run at `path`, durably and through `root` (a symlink there is replaced): a crash mark is checked against it after the crash.
+    func record(at path: String, in root: RootDirectory) throws(Errno) {
+        try root.write(Data((text + "\n").utf8), to: path)
     }
 }
