@@ -310,7 +310,7 @@ final class RequestHandler {
             try quotas.checkSessions(of: identity.bundleIdentifier, opening: identifier)
             let record = SessionRecord(identifier: identifier, owner: identity.bundleIdentifier, family: identity.family, configuration: configuration, createdAt: daemon.clock.now)
             do {
-                session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
+                session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record, root: daemon.root)
             } catch let error as Errno {
                 // A full disk: the same -3002 as a task that cannot be recorded, with the folder.
                 throw JournalReserve.cannotRecord(error, writing: daemon.layout.sessionDirectory(family: key.family, identifier: identifier).path)

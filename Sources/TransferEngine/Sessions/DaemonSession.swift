@@ -29,6 +29,8 @@ final class DaemonSession {
     var owesBacklogWord = false
     private let layout: ContainerLayout
     private let log: TransferLog
+    /// The container's root, through which `session.json` is read and written (nil in unit tests).
+    private let root: RootDirectory?
     private let journal: SessionJournal
     private var counters: JournalCounters
     /// Tasks created or changed since the last commit, in the order first changed. Each is
@@ -62,19 +64,20 @@ final class DaemonSession {
     /// could not be read, and an opening process takes the session up again: see
     /// `SessionRecovery.takeUpSessionLeftInFolder`) is kept: its unfinished tasks and
     /// undelivered events go on, and its numbers continue after the old ones, never reused.
-    init(layout: ContainerLayout, log: TransferLog, record: SessionRecord) throws {
+    init(layout: ContainerLayout, log: TransferLog, record: SessionRecord, root: RootDirectory? = nil) throws {
         self.layout = layout
         self.log = log
+        self.root = root
         self.key = SessionKey(family: record.family, identifier: record.identifier)
         let directory = layout.sessionDirectory(family: record.family, identifier: record.identifier)
         self.directory = directory
-        try DurableFile.makeDirectory(directory.path)
+        try Self.makeFolder(directory.path, root: root)
         let (contents, _) = try Self.readJournal(in: directory, layout: layout, log: log, session: record.identifier.rawValue, counting: record)
         var record = record
         record.nextTaskIdentifier = contents.counters.nextTaskIdentifier
         record.nextEventNumber = contents.counters.nextEventNumber
         self.record = record
-        try RecordCoding.write(record, to: directory.appendingPathComponent("session.json").path)
+        try Self.writeRecord(record, to: directory.appendingPathComponent("session.json").path, root: root)
         self.journal = try SessionJournal(path: JournalContents.path(inSession: directory), contents: contents)
         self.tasks = contents.tasks
         self.events = contents.events
@@ -84,12 +87,13 @@ final class DaemonSession {
 
     /// Loads a session from disk. Unusable journal lines are copied to `journal.corrupt` and
     /// logged, and the journal is rewritten without them; the rest of the session loads.
-    init(layout: ContainerLayout, log: TransferLog, loadingFrom directory: URL) throws {
+    init(layout: ContainerLayout, log: TransferLog, loadingFrom directory: URL, root: RootDirectory? = nil) throws {
         self.layout = layout
         self.log = log
+        self.root = root
         self.directory = directory
         let recordPath = directory.appendingPathComponent("session.json").path
-        let record = try RecordCoding.read(SessionRecord.self, from: recordPath)
+        let record = try Self.readRecord(at: recordPath, root: root)
         guard record.version <= SessionRecord.currentVersion else {
             throw RecordError.unsupportedVersion(path: recordPath, version: record.version)
         }
@@ -384,12 +388,12 @@ final class DaemonSession {
     /// relies on it. Should the write fail, it is trusted still, for this daemon's life.
     func acceptServerKey(_ key: AcceptedServerKey) throws {
         record.acceptedServerKeys = AcceptedServerKey.adding(key, to: record.acceptedServerKeys ?? [])
-        try RecordCoding.write(record, to: recordPath)
+        try Self.writeRecord(record, to: recordPath, root: root)
     }
 
     func updateConfiguration(_ configuration: SessionConfiguration) throws {
         guard configuration != record.configuration else { return }
         record.configuration = configuration
-        try RecordCoding.write(record, to: recordPath)
+        try Self.writeRecord(record, to: recordPath, root: root)
     }
 }

@@ -33,7 +33,7 @@ final class SessionRecovery {
                     continue
                 }
                 do {
-                    let session = try DaemonSession(layout: daemon.layout, log: daemon.log, loadingFrom: directory)
+                    let session = try DaemonSession(layout: daemon.layout, log: daemon.log, loadingFrom: directory, root: daemon.root)
                     guard session.key.family.rawValue == family, session.key.identifier.rawValue == identifier else {
                         daemon.log.error("store", "session record in \(directory.path) names \(session.key); skipped")
                         continue
@@ -85,7 +85,7 @@ final class SessionRecovery {
         }
         guard let problem else {
             do {
-                daemon.sessions[key] = try DaemonSession(layout: daemon.layout, log: daemon.log, loadingFrom: directory)
+                daemon.sessions[key] = try DaemonSession(layout: daemon.layout, log: daemon.log, loadingFrom: directory, root: daemon.root)
             } catch {
                 daemon.log.error("store", "cannot load the session in \(directory.path) for \(identity.bundleIdentifier): \(error)", session: name)
                 throw TransferFailure(code: TransferFailure.cannotOpenFile, message: "cannot load background session \(name): \(error)", subject: name)
@@ -111,7 +111,7 @@ final class SessionRecovery {
             }
         }
         let record = SessionRecord(identifier: key.identifier, owner: identity.bundleIdentifier, family: key.family, configuration: configuration, createdAt: daemon.clock.now)
-        let session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record)
+        let session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record, root: daemon.root)
         daemon.sessions[key] = session
         daemon.log.error("store", "\(problem): the session is taken up by \(identity.bundleIdentifier) with the configuration it opened it with; "
                   + "\(session.tasks.count) unfinished tasks and \(session.events.count) undelivered events kept, numbering goes on at task \(session.nextTaskIdentifier) and event \(session.record.nextEventNumber)"
