@@ -14,7 +14,7 @@ final class Challenges {
     var retryHeadersAsked: [TaskKey: AskedHolder] = [:]
     var retryHeadersAnswered: Set<TaskKey> = []
     /// The credentials apps gave in answer to challenges.
-    lazy var credentialStore = CredentialStore(layout: daemon.layout, log: daemon.log)
+    lazy var credentialStore = CredentialStore(layout: daemon.layout, root: daemon.root, log: daemon.log)
 
     init(daemon: TransferDaemon) {
         self.daemon = daemon

@@ -16,13 +16,16 @@ final class CredentialStore {
     }
 
     private let layout: ContainerLayout
+    /// The container's root: the file is in an app's folder, reached without following a symlink.
+    private let root: RootDirectory
     private let log: TransferLog
     private var forTask: [TaskKey: Entry] = [:]
     private var forSession: [SessionKey: [Entry]] = [:]
     private var permanent: [BundleIdentifier: [Entry]] = [:]
 
-    init(layout: ContainerLayout, log: TransferLog) {
+    init(layout: ContainerLayout, root: RootDirectory, log: TransferLog) {
         self.layout = layout
+        self.root = root
         self.log = log
     }
 
@@ -64,8 +67,8 @@ final class CredentialStore {
         if let entries = permanent[family] { return entries }
         let path = file(family).path
         var entries: [Entry] = []
-        if FileManager.default.fileExists(atPath: path) {
-            do { entries = try RecordCoding.read([Entry].self, from: path) } catch {
+        if (try? root.status(path)) != nil {
+            do { entries = try RecordCoding.decoder().decode([Entry].self, from: root.read(path, limit: 4 << 20)) } catch {
                 log.error("credentials", "cannot read the stored credentials of \(family): \(error); none used")
             }
         }
@@ -76,8 +79,8 @@ final class CredentialStore {
     private func save(_ entries: [Entry], family: BundleIdentifier) {
         let path = file(family)
         do {
-            try DurableFile.makeDirectory(path.deletingLastPathComponent().path)
-            try RecordCoding.write(entries, to: path.path)
+            try root.makeDirectory(path.deletingLastPathComponent().path)
+            try root.write(RecordCoding.encoder().encode(entries), to: path.path)
         } catch {
             log.error("credentials", "cannot store a permanent credential for \(family): \(error); kept for this run only")
         }
