@@ -24,7 +24,7 @@ final class ForegroundDownloadFile: @unchecked Sendable {
         var record = dataTask.record
         record.kind = .download
         task = URLSessionDownloadTask(record: record, backend: dataTask.backend)
-        task.foundationTask.withLock { $0 = dataTask.foundationTask.withLock { $0 } }
+        task.foundationTask = dataTask.foundationTask
         self.expected = expected
         location = BackgroundApplication.shared.temporaryDirectory.appendingPathComponent("CFNetworkDownload_\(UUID().uuidString).tmp")
         do {

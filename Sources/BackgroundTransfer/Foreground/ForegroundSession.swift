@@ -35,13 +35,12 @@ final class ForegroundSession: @unchecked Sendable {
         let made = make(record)
         made.backend = backend
         bridge.cookies?.load(for: request.url)
-        let box = Locked<FoundationNetworking.URLSessionTask?>(nil)
         let inner: FoundationNetworking.URLSessionTask
         if let handler {
             let bridge = self.bridge
             let queue = bridge.delegateQueue
             let finish: @Sendable (Data?, URLResponse?, Error?) -> Void = { [weak made] data, response, error in
-                guard let made, let innerTask = box.withLock({ $0 }) else { return }
+                guard let made, let innerTask = made.foundationTask else { return }
                 let forgotten = bridge.forget(innerTask)
                 let outcome = forgotten.endedOnChallenge ? nil : forgotten.failure ?? error
                 let body = forgotten.endedOnChallenge ? data ?? Data() : data
@@ -75,8 +74,7 @@ final class ForegroundSession: @unchecked Sendable {
             case .stream: inner = self.inner.uploadTask(withStreamedRequest: request)
             }
         }
-        box.withLock { $0 = inner }
-        made.foundationTask.withLock { $0 = inner }
+        made.foundationTask = inner
         bridge.register(made, for: inner)
         return made
     }

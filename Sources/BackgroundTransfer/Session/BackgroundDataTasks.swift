@@ -117,7 +117,7 @@ final class BackgroundDataTasks: SessionBackend, @unchecked Sendable {
     /// otherwise they run to their end (S1.4).
     func invalidate(cancelTasks: Bool) {
         guard cancelTasks else { return }
-        for task in running { task.foundationTask.withLock { $0 }?.cancel() }
+        for task in running { task.foundationTask?.cancel() }
     }
 
     // MARK: SessionBackend, for the task objects
@@ -131,9 +131,9 @@ final class BackgroundDataTasks: SessionBackend, @unchecked Sendable {
         throw TransferFailure(code: TransferFailure.unknown, message: "data tasks are made by BackgroundDataTasks.create")
     }
     func reserveTaskIdentifier() -> Int { state.withLock { $0.core }?.reserveTaskIdentifier() ?? 0 }
-    func resume(_ task: URLSessionTask) { task.foundationTask.withLock { $0 }?.resume() }
-    func suspend(_ task: URLSessionTask) { task.foundationTask.withLock { $0 }?.suspend() }
-    func cancel(_ task: URLSessionTask) { task.foundationTask.withLock { $0 }?.cancel() }
+    func resume(_ task: URLSessionTask) { task.foundationTask?.resume() }
+    func suspend(_ task: URLSessionTask) { task.foundationTask?.suspend() }
+    func cancel(_ task: URLSessionTask) { task.foundationTask?.cancel() }
     /// A data task has no resume data.
     func cancel(_ task: URLSessionTask, produceResumeData: Bool) -> Data? {
         cancel(task)

@@ -168,7 +168,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     }
 
     func resume(_ task: URLSessionTask) {
-        if let inner = task.foundationTask.withLock({ $0 }) { return resumeForeground(task, inner) }
+        if let inner = task.foundationTask { return resumeForeground(task, inner) }
         guard task.state == .suspended else { return }
         var record = task.record
         record.state = .running
@@ -233,7 +233,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     }
 
     func suspend(_ task: URLSessionTask) {
-        if let inner = task.foundationTask.withLock({ $0 }) { return inner.suspend() }
+        if let inner = task.foundationTask { return inner.suspend() }
         guard task.state == .running else { return }
         var record = runner.stop(taskIdentifier: task.taskIdentifier) ?? task.record
         record.state = .suspended
@@ -245,7 +245,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
     }
 
     func cancel(_ task: URLSessionTask, produceResumeData: Bool) -> Data? {
-        if let inner = task.foundationTask.withLock({ $0 }) {
+        if let inner = task.foundationTask {
             inner.cancel()
             return nil // FoundationNetworking's uploads make no resume data
         }

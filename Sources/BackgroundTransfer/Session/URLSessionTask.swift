@@ -5,7 +5,7 @@ import TransferPOSIX
 
 /// A task of a session (Apple's `URLSessionTask`). In a background session it is a view of
 /// the daemon's task, kept up to date by the session's events and progress; in a default
-/// session, of the transfer in this process. Thread-safe (each piece of state behind a lock).
+/// session, of the transfer in this process. Thread-safe (its state behind one lock).
 open class URLSessionTask: @unchecked Sendable {
     /// Apple's task states.
     public enum State: Int, Sendable {
@@ -22,34 +22,63 @@ open class URLSessionTask: @unchecked Sendable {
     /// Unique within its session only, numbered from the daemon's counter for the session (the daemon refuses a number used before), stable across relaunch (S7.1).
     public let taskIdentifier: Int
     /// The request the task was made with.
-    public var originalRequest: URLRequest? { foundationTask.withLock { $0 }?.originalRequest ?? recordedRequest }
+    public var originalRequest: URLRequest? { foundationTask?.originalRequest ?? recordedRequest }
     private let requestRecord: RequestRecord
     /// Made when asked for, not with the task: a default session's data and upload tasks
     /// answer from FoundationNetworking's task, and building a `URLRequest` took a third of
     /// what making one of them cost (issue 27).
     private var recordedRequest: URLRequest? { URLSessionTask.request(from: requestRecord) }
     weak var backend: (any SessionBackend)?
-    private let snapshot: Locked<TaskRecord>
-    private let failure = Locked<Error?>(nil)
+    /// The task's state, behind one lock: each lock is objects of its own to make, and a
+    /// default session makes a task object for every request (issue 27).
+    private struct Fields {
+        var record: TaskRecord
+        var failure: Error?
+        /// The daemon refused to create the task: it never had it.
+        var refused = false
+        var foundationTask: FoundationNetworking.URLSessionTask?
+        var delegate: URLSessionTaskDelegate?
+        /// Made when first asked for (most tasks' never is), then kept in step with the record.
+        var progress: Progress?
+    }
+    private let fields: Locked<Fields>
     /// The daemon refused to create the task: it never had it (for the stand-ins, which
     /// tell their callers that the daemon has a task; not Apple's API).
-    private let refused = Locked(false)
-    package var wasRefusedByDaemon: Bool { refused.withLock { $0 } }
-    /// `progress`, as Apple offers it.
-    public let progress: Progress
+    package var wasRefusedByDaemon: Bool { fields.withLock { $0.refused } }
+
+    /// `progress`, as Apple offers it: made on first use, from the byte counts so far, and
+    /// kept in step with them from then on.
+    public var progress: Progress {
+        fields.withLock { fields in
+            if let progress = fields.progress { return progress }
+            let bytes = fields.record.progressBytes
+            // No implicit parent: the task's progress is its own, whatever is current when it is read.
+            let progress = Progress(parent: nil, userInfo: nil)
+            progress.totalUnitCount = max(bytes.expected, 0)
+            progress.completedUnitCount = bytes.done
+            fields.progress = progress
+            return progress
+        }
+    }
+
     /// A default session's data or upload task is carried out by FoundationNetworking
     /// (`ForegroundSession`): its state, response and byte counts are that task's.
-    let foundationTask = Locked<FoundationNetworking.URLSessionTask?>(nil)
-    private let taskDelegate = Locked<URLSessionTaskDelegate?>(nil)
+    var foundationTask: FoundationNetworking.URLSessionTask? {
+        get { fields.withLock { $0.foundationTask } }
+        set { fields.withLock { $0.foundationTask = newValue } }
+    }
 
     /// This task's own delegate (Apple's `URLSessionTask.delegate`): asked instead of the
     /// session's for this task's events. Honoured for default sessions' data and upload
     /// tasks; other tasks log that it is ignored.
     public var delegate: URLSessionTaskDelegate? {
-        get { taskDelegate.withLock { $0 } }
+        get { fields.withLock { $0.delegate } }
         set {
-            taskDelegate.withLock { $0 = newValue }
-            if newValue != nil, foundationTask.withLock({ $0 }) == nil, AppEnvironment.isBootstrapped {
+            let carried = fields.withLock { fields in
+                fields.delegate = newValue
+                return fields.foundationTask != nil
+            }
+            if newValue != nil, !carried, AppEnvironment.isBootstrapped {
                 AppEnvironment.log.error("session", "a delegate set on task \(taskIdentifier) is ignored: only default sessions' data and upload tasks have their own", task: taskIdentifier)
             }
         }
@@ -59,17 +88,15 @@ open class URLSessionTask: @unchecked Sendable {
         self.taskIdentifier = record.taskIdentifier
         self.requestRecord = record.originalRequest
         self.backend = backend
-        self.snapshot = Locked(record)
-        self.progress = Progress(totalUnitCount: max(record.progressBytes.expected, 0))
-        self.progress.completedUnitCount = record.progressBytes.done
+        self.fields = Locked(Fields(record: record))
     }
 
     // MARK: Properties with Apple's names
 
     /// The request being carried out: the original one, moved on by redirects (S2.3).
     public var currentRequest: URLRequest? {
-        if let inner = foundationTask.withLock({ $0 }) { return inner.currentRequest }
-        let record = snapshot.withLock { $0 }
+        if let inner = foundationTask { return inner.currentRequest }
+        let record = self.record
         let request = recordedRequest
         guard var moved = request, let current = record.currentURL else { return request }
         moved.url = URL(string: current)
@@ -78,39 +105,40 @@ open class URLSessionTask: @unchecked Sendable {
 
     /// The server's last response (an `HTTPURLResponse`), once its header has arrived.
     public var response: URLResponse? {
-        if let inner = foundationTask.withLock({ $0 }) { return inner.response }
-        guard let response = snapshot.withLock({ $0.response }), let url = URL(string: response.url) else { return nil }
+        if let inner = foundationTask { return inner.response }
+        guard let response = fields.withLock({ $0.record.response }), let url = URL(string: response.url) else { return nil }
         return HTTPURLResponse(url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1", headerFields: response.headers)
     }
 
     /// Where the task is in its life.
     public var state: State {
-        let own = State(rawValue: snapshot.withLock { $0.state.rawValue }) ?? .completed
+        let (ownState, inner) = fields.withLock { ($0.record.state, $0.foundationTask) }
+        let own = State(rawValue: ownState.rawValue) ?? .completed
         // Completed once reported so, whatever FoundationNetworking's task says by then.
-        if own != .completed, let inner = foundationTask.withLock({ $0 }) { return State(rawValue: inner.state.rawValue) ?? .completed }
+        if own != .completed, let inner { return State(rawValue: inner.state.rawValue) ?? .completed }
         return own
     }
     /// Why the task ended, once it ended with an error (a `URLError` with Apple's code).
-    public var error: Error? { failure.withLock { $0 } }
+    public var error: Error? { fields.withLock { $0.failure } }
     /// Body bytes received so far (for a resumed download, counting the bytes it resumed from).
-    public var countOfBytesReceived: Int64 { max(foundationTask.withLock { $0 }?.countOfBytesReceived ?? 0, snapshot.withLock { $0.countOfBytesReceived }) }
+    public var countOfBytesReceived: Int64 { max(foundationTask?.countOfBytesReceived ?? 0, fields.withLock { $0.record.countOfBytesReceived }) }
     /// The body's length from `Content-Length`, or -1 when unknown.
-    public var countOfBytesExpectedToReceive: Int64 { foundationTask.withLock { $0 }?.countOfBytesExpectedToReceive ?? snapshot.withLock { $0.countOfBytesExpectedToReceive } }
+    public var countOfBytesExpectedToReceive: Int64 { foundationTask?.countOfBytesExpectedToReceive ?? fields.withLock { $0.record.countOfBytesExpectedToReceive } }
     /// Request body bytes sent so far.
-    public var countOfBytesSent: Int64 { foundationTask.withLock { $0 }?.countOfBytesSent ?? snapshot.withLock { $0.countOfBytesSent } }
+    public var countOfBytesSent: Int64 { foundationTask?.countOfBytesSent ?? fields.withLock { $0.record.countOfBytesSent } }
     /// The request body's length, or -1 when unknown.
-    public var countOfBytesExpectedToSend: Int64 { foundationTask.withLock { $0 }?.countOfBytesExpectedToSend ?? snapshot.withLock { $0.countOfBytesExpectedToSend } }
+    public var countOfBytesExpectedToSend: Int64 { foundationTask?.countOfBytesExpectedToSend ?? fields.withLock { $0.record.countOfBytesExpectedToSend } }
 
     /// The app's own string, persisted by the daemon, never interpreted.
     public var taskDescription: String? {
-        get { snapshot.withLock { $0.taskDescription } }
+        get { fields.withLock { $0.record.taskDescription } }
         set { change { $0.taskDescription = newValue } }
     }
 
     /// Not before this date (background sessions only, S5); set it before `resume()`. When it
     /// comes, the delegate is asked `willBeginDelayedRequest` (S5.1).
     public var earliestBeginDate: Date? {
-        get { snapshot.withLock { $0.earliestBeginDate } }
+        get { fields.withLock { $0.record.earliestBeginDate } }
         // A date no JSON number can carry (NaN, infinite) is no date.
         set { change { $0.earliestBeginDate = newValue.flatMap { $0.timeIntervalSinceReferenceDate.isFinite ? $0 : nil } } }
     }
@@ -118,21 +146,21 @@ open class URLSessionTask: @unchecked Sendable {
     /// 0…1 (`URLSessionTask.lowPriority`, `.defaultPriority`, `.highPriority`): among tasks
     /// waiting for a connection, higher priorities start first.
     public var priority: Float {
-        get { snapshot.withLock { $0.priority } }
+        get { fields.withLock { $0.record.priority } }
         set { change { $0.priority = CheckedNumbers.priority(newValue) } } // NaN is the default
     }
 
     /// A scheduling hint: how many bytes the app expects to send (-1 when unknown); kept, and
     /// shown by `bgtransfer inspect`.
     public var countOfBytesClientExpectsToSend: Int64 {
-        get { snapshot.withLock { $0.countOfBytesClientExpectsToSend } }
+        get { fields.withLock { $0.record.countOfBytesClientExpectsToSend } }
         set { change { $0.countOfBytesClientExpectsToSend = newValue } }
     }
 
     /// A scheduling hint: how many bytes the app expects to receive (-1 when unknown); kept,
     /// and shown by `bgtransfer inspect`.
     public var countOfBytesClientExpectsToReceive: Int64 {
-        get { snapshot.withLock { $0.countOfBytesClientExpectsToReceive } }
+        get { fields.withLock { $0.record.countOfBytesClientExpectsToReceive } }
         set { change { $0.countOfBytesClientExpectsToReceive = newValue } }
     }
 
@@ -145,7 +173,7 @@ open class URLSessionTask: @unchecked Sendable {
 
     /// Changes the task here, then in the daemon.
     private func change(_ body: (inout TaskRecord) -> Void) {
-        snapshot.withLock { body(&$0) }
+        fields.withLock { body(&$0.record) }
         backend?.propertiesChanged(of: self)
     }
 
@@ -168,67 +196,75 @@ open class URLSessionTask: @unchecked Sendable {
 
     // MARK: Updates from the session
 
-    var record: TaskRecord { snapshot.withLock { $0 } }
+    var record: TaskRecord { fields.withLock { $0.record } }
 
     func update(_ record: TaskRecord) {
-        snapshot.withLock { $0 = record }
-        updateProgress(received: record.progressBytes.done, expected: record.progressBytes.expected)
+        let progress = fields.withLock { fields in
+            fields.record = record
+            return fields.progress
+        }
+        progress.map { Self.update($0, to: record.progressBytes) }
     }
 
     func update(_ progress: TaskProgress) {
-        let bytes = snapshot.withLock { record -> (done: Int64, expected: Int64) in
-            if record.kind == .upload {
-                record.countOfBytesSent = progress.totalBytesSent
-                record.countOfBytesExpectedToSend = progress.totalBytesExpectedToSend
+        let (bytes, made) = fields.withLock { fields -> ((done: Int64, expected: Int64), Progress?) in
+            if fields.record.kind == .upload {
+                fields.record.countOfBytesSent = progress.totalBytesSent
+                fields.record.countOfBytesExpectedToSend = progress.totalBytesExpectedToSend
             } else {
-                record.countOfBytesReceived = progress.totalBytesWritten
-                record.countOfBytesExpectedToReceive = progress.totalBytesExpectedToWrite
+                fields.record.countOfBytesReceived = progress.totalBytesWritten
+                fields.record.countOfBytesExpectedToReceive = progress.totalBytesExpectedToWrite
             }
-            record.state = progress.state
-            if let url = progress.currentURL { record.currentURL = url }
-            if let response = progress.response { record.response = response }
-            return record.progressBytes
+            fields.record.state = progress.state
+            if let url = progress.currentURL { fields.record.currentURL = url }
+            if let response = progress.response { fields.record.response = response }
+            return (fields.record.progressBytes, fields.progress)
         }
-        updateProgress(received: bytes.done, expected: bytes.expected)
+        made.map { Self.update($0, to: bytes) }
     }
 
     /// Takes the state and byte counts of a `getAllTasks` summary when the snapshot is of the
     /// record the summary is of (the same revision); false when the record itself is needed.
     func update(_ summary: TaskSummary) -> Bool {
-        let bytes = snapshot.withLock { record -> (done: Int64, expected: Int64)? in
-            guard record.revision == summary.revision else { return nil }
-            record.state = summary.state
-            record.countOfBytesReceived = summary.countOfBytesReceived
-            record.countOfBytesExpectedToReceive = summary.countOfBytesExpectedToReceive
-            record.countOfBytesSent = summary.countOfBytesSent
-            record.countOfBytesExpectedToSend = summary.countOfBytesExpectedToSend
-            return record.progressBytes
+        let taken = fields.withLock { fields -> (bytes: (done: Int64, expected: Int64), progress: Progress?)? in
+            guard fields.record.revision == summary.revision else { return nil }
+            fields.record.state = summary.state
+            fields.record.countOfBytesReceived = summary.countOfBytesReceived
+            fields.record.countOfBytesExpectedToReceive = summary.countOfBytesExpectedToReceive
+            fields.record.countOfBytesSent = summary.countOfBytesSent
+            fields.record.countOfBytesExpectedToSend = summary.countOfBytesExpectedToSend
+            return (fields.record.progressBytes, fields.progress)
         }
-        guard let bytes else { return false }
-        updateProgress(received: bytes.done, expected: bytes.expected)
+        guard let taken else { return false }
+        taken.progress.map { Self.update($0, to: taken.bytes) }
         return true
     }
 
     /// Body bytes a default session's data task received (FoundationNetworking counts none).
     func noteReceived(_ count: Int64) {
-        snapshot.withLock { $0.countOfBytesReceived += count }
+        let (bytes, made) = fields.withLock { fields in
+            fields.record.countOfBytesReceived += count
+            return (fields.record.progressBytes, fields.progress)
+        }
+        made.map { Self.update($0, to: bytes) }
     }
 
     func setState(_ state: TaskState) {
-        snapshot.withLock { $0.state = state }
+        fields.withLock { $0.record.state = state }
     }
 
     func finish(with error: Error?) {
-        failure.withLock { $0 = error }
+        fields.withLock { $0.failure = error }
     }
 
     func noteRefusedByDaemon() {
-        refused.withLock { $0 = true }
+        fields.withLock { $0.refused = true }
     }
 
-    private func updateProgress(received: Int64, expected: Int64) {
-        if expected >= 0 { progress.totalUnitCount = expected }
-        progress.completedUnitCount = received
+    /// Outside the task's lock: a `Progress` tells its observers and parent as it changes.
+    private static func update(_ progress: Progress, to bytes: (done: Int64, expected: Int64)) {
+        if bytes.expected >= 0 { progress.totalUnitCount = bytes.expected }
+        progress.completedUnitCount = bytes.done
     }
 
     static func request(from record: RequestRecord) -> URLRequest? {
