@@ -27,8 +27,8 @@ public final class TransferDaemon {
         /// (`transferd --max-tasks-per-app`): past it a new task is refused with -1011.
         public var maximumTasksPerApp = TransferLimits.tasksPerApp
         /// Bytes a download leaves free on the container's file system: one that would take
-        /// them stops with -3002 and resume data instead of filling the disk. A new task that
-        /// would take them is refused with -3002 (`JournalReserve`): they are kept for the
+        /// them stops with -3003 and resume data instead of filling the disk. A new task that
+        /// would take them is refused with -3003 (`JournalReserve`): they are kept for the
         /// journal lines that end the tasks already accepted.
         public var freeSpaceReserve: Int64 = 64 << 20
         /// A testing aid (`transferd --fault-crash-on-response-header NAME`, debug builds only):

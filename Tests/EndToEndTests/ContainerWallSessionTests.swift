@@ -32,8 +32,8 @@ final class ContainerWallSessionTests: InProcessSuite, @unchecked Sendable {
         let task = session.downloadTask(with: server.url(for: "/small.bin"))
         task.resume()
         #expect(delegate.wait { if case .completed(task.taskIdentifier, _, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
-        // -3002: the code the daemon gives for a change it cannot record (README "A full disk").
-        #expect((delegate.errors[task.taskIdentifier] as NSError?)?.code == -3002, "the task failed with -3002: \(delegate.calls)")
+        // -3003: the code the daemon gives for a change it cannot record (README "A full disk").
+        #expect((delegate.errors[task.taskIdentifier] as NSError?)?.code == NSURLErrorCannotWriteToFile, "the task failed with -3003: \(delegate.calls)")
         // The client library takes its lock there with its own rights; the daemon writes nothing.
         let written = Set(files(below: outside)).subtracting(["planted", "planted/session.lock"])
         #expect(written.isEmpty, "the daemon wrote the session's records outside the container: \(written.sorted())")

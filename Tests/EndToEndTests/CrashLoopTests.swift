@@ -51,7 +51,7 @@ final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
         #expect(container.processesNamingContainer(executable: "transferd").count == 1)
     }
 
-    @Test("A download that would leave less than the reserve free stops with -3002 and resume data, instead of filling the disk")
+    @Test("A download that would leave less than the reserve free stops with -3003 and resume data, instead of filling the disk")
     func freeSpaceFloor() throws {
         // A body of unknown length, 1 GiB of zeros from a sparse file, throttled by nothing.
         let endless = container.parent.appendingPathComponent("endless.bin")
@@ -75,7 +75,7 @@ final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
         let session = fixture.session("floor", delegate: delegate)
         let task = session.downloadTask(with: server.url(for: "/endless"))
         task.resume()
-        #expect(delegate.wait(timeout: 60) { if case .completed(task.taskIdentifier, -3002, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(delegate.wait(timeout: 60) { if case .completed(task.taskIdentifier, NSURLErrorCannotWriteToFile, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
         let error = delegate.errors[task.taskIdentifier] as NSError?
         let resumeData = error?.userInfo[NSURLSessionDownloadTaskResumeData] as? Data
         #expect(resumeData != nil, "the bytes written stay as resume data (S6.2): \(String(describing: error))")

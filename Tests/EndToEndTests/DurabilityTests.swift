@@ -85,7 +85,7 @@ final class DurabilityTests: InProcessSuite, @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
-    @Test("A full disk fails the task with -3002 and a clear message; the daemon and the next task go on")
+    @Test("A full disk fails the task with -3003 and a clear message; the daemon and the next task go on")
     func diskFull() throws {
         _ = try DaemonUnderTest.start(container, fileSizeLimit: 3 << 20)
         server.serve("/too-big.bin", data: testPayload(size: 6 << 20))
@@ -94,7 +94,7 @@ final class DurabilityTests: InProcessSuite, @unchecked Sendable {
         let session = fixture.session("diskfull", delegate: delegate)
         let big = session.downloadTask(with: server.url(for: "/too-big.bin"))
         big.resume()
-        #expect(delegate.wait { if case .completed(big.taskIdentifier, -3002, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(delegate.wait { if case .completed(big.taskIdentifier, NSURLErrorCannotWriteToFile, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
         #expect(delegate.errors[big.taskIdentifier]?.localizedDescription.contains("cannot write the download") == true)
         let small = session.downloadTask(with: server.url(for: "/small.bin"))
         small.resume()

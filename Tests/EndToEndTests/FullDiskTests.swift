@@ -18,7 +18,7 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
     /// How long an answer may take: the daemon's loop turns in milliseconds.
     static let deadline: TimeInterval = 5
 
-    @Test("On a full disk a new task fails at once with -3002 naming the journal, pings and listings answer, and nothing accepted is lost once space is back")
+    @Test("On a full disk a new task fails at once with -3003 naming the journal, pings and listings answer, and nothing accepted is lost once space is back")
     func fullDisk() throws {
         let disk = try SmallFileSystem(mountedAt: container.root, size: 20 << 20)
         defer { disk.unmount() }
@@ -41,7 +41,7 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
         running.resume()
         #expect(delegate.wait(timeout: 20) { if case .wroteData(running.taskIdentifier, 1 << 20, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
 
-        // A download writing when the disk fills: it stops with -3002, and the line of that
+        // A download writing when the disk fills: it stops with -3003, and the line of that
         // event cannot be written. Its description makes the line longer than the page a
         // journal may still have room in, so that the daemon's commit fails for certain.
         server.serve("/writing.bin", data: testPayload(size: 4 << 20, seed: 28), options: RouteOptions(etag: "\"w1\"", bytesPerSecond: 256 << 10))
@@ -101,7 +101,7 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
         #expect(printed.isEmpty, "no identifier for a task the daemon refused: \(refusedHost.stdout)")
         #expect(!refusedHost.stdout.contains("com.example.tests"), "the refusal names the host's own journal, not another app's: \(refusedHost.stdout)")
 
-        // A session that does not exist yet cannot be recorded either: refused at once, -3002.
+        // A session that does not exist yet cannot be recorded either: refused at once, -3003.
         let newcomer = RecordingDelegate()
         let unopened = fixture.session("opened-on-a-full-disk", delegate: newcomer)
         unopened.downloadTask(with: server.url(for: "/later.bin")).resume()

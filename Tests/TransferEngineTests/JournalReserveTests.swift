@@ -8,7 +8,7 @@ import TransferContainer
 import TransferPOSIX
 
 /// The free-space rule for the journals on its own: a new task may not eat into the reserve,
-/// and the refusal is Apple's -3002 naming the journal.
+/// and the refusal is Apple's -3003 naming the journal.
 @Suite struct JournalReserveTests {
     let journal = "/container/Sessions/com.example.host/s/journal.jsonl"
     let reserve = JournalReserve(reserve: 1 << 20)
@@ -32,7 +32,7 @@ import TransferPOSIX
         #expect(reserve.refusalOfNewTask(available: nil, journal: journal) == nil, "the commit has the last word")
     }
 
-    @Test("while commits fail, changes are refused with -3002 naming where the change would go, not the file that failed; out of space says so")
+    @Test("while commits fail, changes are refused with -3003 naming where the change would go, not the file that failed; out of space says so")
     func refusalWhileCommitsFail() {
         let other = "/container/Sessions/com.example.other/theirs/journal.jsonl"
         let full = JournalReserve.cannotRecord(Errno(ENOSPC, "write", path: other), writing: journal)

@@ -352,7 +352,7 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     // MARK: A data task that became a download
 
     /// Writes a piece of the body of a data task that became a download and tells the app
-    /// (`didWriteData`); a write that fails ends the task with -3002.
+    /// (`didWriteData`); a write that fails ends the task with -3003.
     private func write(_ data: Data, to download: ForegroundDownloadFile, of inner: FoundationNetworking.URLSessionDataTask) {
         do {
             try download.write(data)

@@ -36,7 +36,7 @@ final class ForegroundDownloadFile: @unchecked Sendable {
         }
     }
 
-    /// Appends `data`; fails with -3002 (cannot write to file), naming the path.
+    /// Appends `data`; fails with -3003 (cannot write to file), naming the path.
     func write(_ data: Data) throws(URLError) {
         do {
             try handle.write(contentsOf: data)

@@ -47,7 +47,7 @@ public struct TransferFailure: Error, Codable, Sendable, Equatable, CustomString
     public static let backgroundSessionWasDisconnected = -997
     public static let unknown = -1
     public static let cannotCreateFile = -3000
-    public static let cannotWriteToFile = -3002
+    public static let cannotWriteToFile = -3003
     /// The server answered something no request of ours asks for (a `206` for a range not requested).
     public static let badServerResponse = -1011
     /// Not a URL error: a request the daemon refused (bad input, not allowed).

@@ -39,7 +39,7 @@ struct JournalReserve {
         return outOfSpace(path, "the file system is full")
     }
 
-    /// The out-of-space refusal: Apple's -3002 (`NSURLErrorCannotWriteToFile`), with Foundation's
+    /// The out-of-space refusal: Apple's -3003 (`NSURLErrorCannotWriteToFile`), with Foundation's
     /// name for the cause (`NSFileWriteOutOfSpaceError`) and the path that cannot grow.
     private static func outOfSpace(_ path: String, _ detail: String) -> TransferFailure {
         TransferFailure(code: TransferFailure.cannotWriteToFile,

@@ -312,7 +312,7 @@ final class RequestHandler {
             do {
                 session = try DaemonSession(layout: daemon.layout, log: daemon.log, record: record, root: daemon.root)
             } catch let error as Errno {
-                // A full disk: the same -3002 as a task that cannot be recorded, with the folder.
+                // A full disk: the same -3003 as a task that cannot be recorded, with the folder.
                 throw JournalReserve.cannotRecord(error, writing: daemon.layout.sessionDirectory(family: key.family, identifier: identifier).path)
             }
             daemon.sessions[key] = session

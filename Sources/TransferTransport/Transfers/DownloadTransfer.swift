@@ -46,7 +46,7 @@ package final class DownloadTransfer: Transfer {
     /// Starts at the bytes already on disk: a resumed download's first `didWriteData` counts
     /// only what this attempt wrote.
     package var lastReportedBytes: Int64 = 0
-    /// Bytes the container's file system keeps free: the download stops (-3002, resumable)
+    /// Bytes the container's file system keeps free: the download stops (-3003, resumable)
     /// rather than take them (`transferd --free-space-reserve`).
     private let freeSpaceReserve: Int64
     /// Bytes written since free space was last looked at; it is looked at every
@@ -245,7 +245,7 @@ package final class DownloadTransfer: Transfer {
     }
 
     /// Whether writing `count` more bytes (and, when the length is known, the rest of the
-    /// body) leaves the reserve free; if not, the download stops with -3002 and its bytes stay
+    /// body) leaves the reserve free; if not, the download stops with -3003 and its bytes stay
     /// for resume data.
     private func leavesReserve(writing count: Int64, to file: FileDescriptor) -> Bool {
         guard freeSpaceReserve > 0, let available = try? file.availableSpace() else { return true }
