@@ -569,7 +569,7 @@ struct PowerCutLedger {
                 if entry.message.contains("interrupted in completing") { cutShort.insert(key) }
                 continue
             }
-            if entry.message.hasPrefix("didFinishDownloadingTo"), let range = entry.message.range(of: "moved to Downloads/") {
+            if entry.isDidFinishDownloading, let range = entry.message.range(of: "moved to Downloads/") {
                 finishedSeen[key] = String(entry.message[range.upperBound...])
             }
             if entry.isDidCompleteWithError {

@@ -41,7 +41,7 @@ struct RecoveryTests {
         // The old file reached the opener's delegate, with its content; the new one too.
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("old.bin").path) == SHA256.hexDigest(of: old))
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("new.bin").path) == SHA256.hexDigest(of: new))
-        let finished = container.logEntries(process: "fetch-extension", category: "delegate").filter { $0.category == "delegate" && $0.message.hasPrefix("didFinishDownloadingTo") }
+        let finished = container.logEntries(process: "fetch-extension", category: "delegate").filter(\.isDidFinishDownloading)
         #expect(finished.compactMap(\.task).sorted() == [1, 2], "each download once: \(finished.map(\.message))")
 
         // On disk: a readable record owned by the opener, the old one kept aside, numbers that went on.

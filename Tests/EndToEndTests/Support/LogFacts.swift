@@ -32,7 +32,9 @@ extension LogEntry {
     /// The code of a request of the library's that the daemon refused or could not carry out; nil for other lines.
     var failedRequestCode: Int? { event?.kind == .requestFailed ? event?.code : nil }
     /// A stand-in's delegate was called `didFinishDownloadingTo` for `task`.
-    func isDidFinishDownloading(task: Int) -> Bool { category == "delegate" && self.task == task && message.hasPrefix("didFinishDownloadingTo") }
+    func isDidFinishDownloading(task: Int) -> Bool { isDidFinishDownloading && self.task == task }
+    /// A stand-in's delegate was called `didFinishDownloadingTo`, for any task.
+    var isDidFinishDownloading: Bool { category == "delegate" && message.hasPrefix("didFinishDownloadingTo") }
     /// The daemon decided not to relaunch an app for a session's waiting events: the app was
     /// force-quit, or its relaunches were given up on (said once a wait).
     var isRelaunchLeftToUser: Bool { event?.kind == .relaunchLeftToUser }
