@@ -23,8 +23,12 @@ struct AuthenticationProcessTests {
 
         let remembered = try Executable.hostApp.run(["remember-password", "vault", "alice", "s3cret-pass"], in: container)
         #expect(remembered.status == 0, "\(remembered.stderr)")
+        // Offline until the extension has exited: a challenge that came while it was still
+        // attached would go to the extension's own delegate, not to a launched host.
+        #expect(try Executable.bgtransfer.run(["conditions", "--network", "offline"], in: container).status == 0)
         let started = try Executable.fetchExtension.run(["download", server.url(for: "/vault/report.bin").absoluteString], in: container)
         #expect(started.status == 0, "\(started.stderr)")
+        #expect(try Executable.bgtransfer.run(["conditions", "--network", "wifi"], in: container).status == 0)
 
         let answered = container.waitForLog { $0.process == "host-app" && $0.message.hasPrefix("didReceive challenge: task 1, Basic realm \"vault\" at 127.0.0.1:\(server.port), previous failures 0: answered with the keychain's password for alice") }
         #expect(answered?.session == Self.fetchSession, "the host was launched for the extension's session to answer")

@@ -57,8 +57,12 @@ struct HTTPSProcessTests {
             let stage = try Stage()
             defer { stage.stop() }
             #expect(try Executable.hostApp.run(["trust-certificate", stage.certificates.caFile.path], in: stage.container).status == 0)
+            // Offline until the extension has exited, so that the challenge cannot reach the
+            // extension's own delegate while it is still attached.
+            #expect(try Executable.bgtransfer.run(["conditions", "--network", "offline"], in: stage.container).status == 0)
             let started = try Executable.fetchExtension.run(["download", stage.url], in: stage.container, timeout: 60)
             #expect(started.status == 0, "\(started.stderr)")
+            #expect(try Executable.bgtransfer.run(["conditions", "--network", "wifi"], in: stage.container).status == 0)
             #expect(waitUntil(timeout: 60) { stage.delivered == stage.payload }, "\(stage.container.logEntries().suffix(30).map(\.message))")
             #expect(stage.container.logEntries(process: "host-app").contains { $0.isAcceptedServerTrustChallenge })
             #expect(stage.nginx.requests.map(\.status) == [200])
