@@ -12,7 +12,7 @@ public struct LogEvent: Codable, Sendable, Equatable {
         /// `app` (pid `pid`), launched for events, did not call its completion handler within
         /// its background budget; the daemon ended it.
         case budgetExpired
-        /// `app` (pid `pid`), launched for events, exited.
+        /// `app` (pid `pid`), launched for events, exited, with `pending` events still undelivered.
         case launchedAppExited
         /// The daemon gave up relaunching `app` until the user launches it.
         case relaunchGivenUp
@@ -36,11 +36,14 @@ public struct LogEvent: Codable, Sendable, Equatable {
     public var pid: Int32?
     /// The failure's code, for `requestFailed`.
     public var code: Int?
+    /// The session's events still undelivered, for `launchedAppExited`.
+    public var pending: Int?
 
-    public init(_ kind: Kind, app: String? = nil, pid: Int32? = nil, code: Int? = nil) {
+    public init(_ kind: Kind, app: String? = nil, pid: Int32? = nil, code: Int? = nil, pending: Int? = nil) {
         self.kind = kind
         self.app = app
         self.pid = pid
         self.code = code
+        self.pending = pending
     }
 }

@@ -2,9 +2,9 @@ import Foundation
 import TransferContainer
 import TransferLogging
 
-/// What one log line says, for the timeline. Lines about a waiting task carry their typed
-/// fact (`LogEntry.hold`: a retry and its cause, a pause, a wait for a slot), read as it is.
-/// For the others this is the one place that reads the wording of log messages: each case
+/// What one log line says, for the timeline. Lines that carry a typed fact are read by it:
+/// relaunches and sessions by their `LogEntry.event`, a waiting task by its `LogEntry.hold`
+/// (a retry and its cause, a pause, a wait for a slot). For the others this is the one place that reads the wording of log messages: each case
 /// names the line it comes from, and a line whose wording changed falls through to `.other`
 /// (still shown in the page's event list, just not drawn as anything special).
 enum TimelineFact: Equatable {
@@ -38,11 +38,11 @@ enum TimelineFact: Equatable {
     case finished(String)
     /// transferd (transfers): "failed: MESSAGE"; (tasks) "ended: MESSAGE" (cancelled)
     case failed(String)
-    /// transferd (relaunch): "launched FAMILY (pid N) to handle events for background session ID"
+    /// transferd (relaunch): an app launched for events (`LogEvent.launched`)
     case relaunched(family: String, pid: Int32)
-    /// transferd (relaunch, info): "launched app FAMILY (pid N) exited; K events still undelivered"
+    /// transferd (relaunch, info): an app launched for events exited (`LogEvent.launchedAppExited`)
     case relaunchedAppExited(pid: Int32, pending: Int)
-    /// transferd (relaunch): "FAMILY (pid N) did not call its completion handler within …; terminated"
+    /// transferd (relaunch): a launched app's background budget ran out (`LogEvent.budgetExpired`)
     case backgroundBudgetExceeded(pid: Int32)
     /// transferd (relaunch): any other line naming the resume rate limiter (a relaunch held back)
     case rateLimited(String)
@@ -50,7 +50,7 @@ enum TimelineFact: Equatable {
     case forceQuit(String)
     /// transferd (relaunch): "FAMILY launched by the user: relaunching allowed again"
     case userLaunchAllowsRelaunch
-    /// an app (application): "launched to handle events for background session ID"
+    /// an app (application): launched for events (`LogEvent.launchedForEvents`)
     case launchedForEvents
     /// an app (application): "completion handler called; events acknowledged"
     case completionHandlerCalled
@@ -61,18 +61,35 @@ enum TimelineFact: Equatable {
     case delegate(call: String)
     /// transferd (conditions): "now network wifi, …"
     case conditions(String)
-    /// transferd (sessions): "… opened the session: N unfinished tasks, K undelivered events"
+    /// transferd (sessions): a process opened a session (`LogEvent.sessionOpened`)
     case sessionOpened
     /// the library (connection): "lost the transfer daemon; reconnecting"
     case lostDaemon
     case other
 
     init(_ entry: LogEntry) {
+        if let fact = Self.fact(of: entry.event) {
+            self = fact
+            return
+        }
         switch entry.hold {
         case .retry(let attempt, let until, let cause)?: self = .retry(attempt: attempt, until: until, cause: cause)
         case .waitingForSlot(let holders)?: self = .waitingForSlot(holders)
         case let hold? where entry.category == "transfers": self = .paused(hold)
         default: self.init(words: entry)
+        }
+    }
+
+    /// The facts of lines that carry a typed event (`LogEntry.event`), read as they are.
+    private static func fact(of event: LogEvent?) -> TimelineFact? {
+        guard let event else { return nil }
+        switch event.kind {
+        case .launched: return .relaunched(family: event.app ?? "?", pid: event.pid ?? 0)
+        case .launchedAppExited: return .relaunchedAppExited(pid: event.pid ?? 0, pending: event.pending ?? 0)
+        case .budgetExpired: return .backgroundBudgetExceeded(pid: event.pid ?? 0)
+        case .sessionOpened: return .sessionOpened
+        case .launchedForEvents: return .launchedForEvents
+        case .launchFailed, .relaunchGivenUp, .relaunchLeftToUser, .reattached, .requestFailed: return nil
         }
     }
 
@@ -102,30 +119,17 @@ enum TimelineFact: Equatable {
         case ("transfers", _) where m.hasPrefix("earliestBeginDate reached"): self = .earliestBeginDateReached
         case ("transfers", _) where m.hasPrefix("finished"): self = .finished(m)
         case ("transfers", _) where m.hasPrefix("failed: "): self = .failed(String(m.dropFirst(8)))
-        case ("relaunch", _) where m.hasPrefix("launched app ") && m.contains(" exited"):
-            self = .relaunchedAppExited(pid: Self.pid(in: m) ?? 0, pending: Int(m.components(separatedBy: "; ").last?.prefix { $0.isNumber } ?? "") ?? 0)
-        case ("relaunch", _) where m.hasPrefix("launched ") && m.contains("to handle events"):
-            self = .relaunched(family: String(m.dropFirst(9).prefix { $0 != " " }), pid: Self.pid(in: m) ?? 0)
-        case ("relaunch", _) where m.contains("did not call its completion handler"): self = .backgroundBudgetExceeded(pid: Self.pid(in: m) ?? 0)
         case ("relaunch", _) where m.contains("force-quit by the user"): self = .forceQuit(m)
         case ("relaunch", _) where m.contains("launched by the user"): self = .userLaunchAllowsRelaunch
         case ("relaunch", _) where m.localizedCaseInsensitiveContains("rate limit"): self = .rateLimited(m)
-        case ("application", _) where m.hasPrefix("launched to handle events"): self = .launchedForEvents
         case ("application", _) where m.hasPrefix("completion handler called"): self = .completionHandlerCalled
         case ("events", _) where m.hasPrefix("events through "):
             self = UInt64(m.dropFirst("events through ".count).prefix { $0.isNumber }).map { .acknowledged(through: $0) } ?? .other
         case ("delegate", _):
             self = .delegate(call: String(m.prefix { $0 != ":" && $0 != "(" }))
         case ("conditions", _) where m.hasPrefix("now "): self = .conditions(String(m.dropFirst(4)))
-        case ("sessions", _) where m.contains("opened the session"): self = .sessionOpened
         case ("connection", _) where m.hasPrefix("lost the transfer daemon"): self = .lostDaemon
         default: self = .other
         }
-    }
-
-    /// The number in "(pid N)".
-    private static func pid(in message: String) -> Int32? {
-        guard let range = message.range(of: "(pid ") else { return nil }
-        return Int32(message[range.upperBound...].prefix { $0.isNumber })
     }
 }

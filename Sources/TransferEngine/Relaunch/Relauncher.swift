@@ -125,7 +125,7 @@ final class Relauncher {
         launches.removeValue(forKey: family)
         let pending = surroundings.sessions[SessionKey(family: family, identifier: launch.identifier)]?.events.count ?? 0
         log.info("relaunch", "launched app \(family) (pid \(pid)) exited; \(pending) events still undelivered", session: launch.identifier.rawValue,
-                 event: LogEvent(.launchedAppExited, app: family.rawValue, pid: pid))
+                 event: LogEvent(.launchedAppExited, app: family.rawValue, pid: pid, pending: pending))
         if !launch.attached { relaunchFailed(family, session: launch.identifier, now: clock.now) }
     }
 
