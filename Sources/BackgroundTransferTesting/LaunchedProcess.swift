@@ -2,10 +2,9 @@ import TestPeers
 import TransferPOSIX
 
 /// A process a test started on a `SimulatedDevice` (an app, an extension, a plain program or
-/// the daemon), with its output captured to files. One thread of its own waits for its exit;
-/// the rest is behind a condition lock, so any thread may ask. Ended by its pid, and only
-/// while it is still this process.
-public final class LaunchedProcess: @unchecked Sendable {
+/// the daemon), with its output captured to files. Its exit is reaped by a `ChildExit`, so any
+/// thread may ask. Ended by its pid, and only while it is still this process.
+public final class LaunchedProcess: Sendable {
     /// Its name (the executable's file name).
     public let name: String
     /// Its process id.
@@ -16,8 +15,7 @@ public final class LaunchedProcess: @unchecked Sendable {
     public let errorFile: URL
     /// A word on its command line (its container's path): a pid without it is not this process.
     private let marker: String
-    private let exit = NSCondition()
-    private var status: Int32?
+    private let exit: ChildExit
 
     init(executable: URL, arguments: [String], newSession: Bool, outputFile: URL, errorFile: URL, marker: String) throws(TestingFailure) {
         name = executable.lastPathComponent
@@ -29,21 +27,11 @@ public final class LaunchedProcess: @unchecked Sendable {
         } catch {
             throw TestingFailure(expected: "\(executable.path) starts", happened: "posix_spawn failed: \(error)")
         }
-        let waiter = Thread { [self, pid] in
-            var raw: Int32 = 0
-            while waitpid(pid, &raw, 0) == -1 && errno == EINTR {}
-            // The exit code, or the number of the signal that ended it.
-            let code = raw & 0x7f == 0 ? (raw >> 8) & 0xff : raw & 0x7f
-            self.exit.withLock {
-                self.status = code
-                self.exit.broadcast()
-            }
-        }
-        waiter.start()
+        exit = ChildExit(pid: pid)
     }
 
     /// Whether it still runs.
-    public var isRunning: Bool { exit.withLock { status == nil } }
+    public var isRunning: Bool { exit.isRunning }
 
     /// What it wrote to standard output so far.
     public var output: String { (try? String(contentsOf: outputFile, encoding: .utf8)) ?? "" }
@@ -72,18 +60,11 @@ public final class LaunchedProcess: @unchecked Sendable {
     /// Sends `signal` (SIGKILL unless given): what the system does to a process it ends. Nothing
     /// happens once it has exited, when its pid may already be another process's.
     public func kill(signal: Int32 = SIGKILL) {
-        exit.withLock {
-            // Not reaped yet while `status` is nil (the waiter may be reaping it this instant:
-            // the command line says whether the pid is still this process's).
-            if status == nil, ProcessSpawner.commandLine(of: pid)?.contains(marker) == true { _ = Glibc.kill(pid, signal) }
+        // The command line says whether the pid is still this process's.
+        exit.whileNotReaped { pid in
+            if ProcessSpawner.commandLine(of: pid)?.contains(marker) == true { _ = Glibc.kill(pid, signal) }
         }
     }
 
-    func waitForExit(timeout: TimeInterval) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        exit.lock()
-        defer { exit.unlock() }
-        while status == nil && exit.wait(until: deadline) {}
-        return status
-    }
+    func waitForExit(timeout: TimeInterval) -> Int32? { exit.wait(timeout: timeout) }
 }
