@@ -153,9 +153,10 @@ struct ToolCommandLineTests {
         let second = try Executable.bgtransfer.run(["demo"], in: container, timeout: 90)
         #expect(second.status == 0, "\(second.stdout.suffix(500))")
         #expect(second.stdout.contains("the event waits: waiting out the resume rate limiter"), "\(second.stdout.suffix(800))")
-        // Processes that end normally are no errors in the log (nor in the demo's timeline).
-        let resets = container.logEntries(process: "transferd").filter { $0.level >= .error && $0.message.contains("Connection reset") }
-        #expect(resets.isEmpty, "\(resets.map(\.message))")
+        // Processes that end normally are no errors in the log (nor in the demo's timeline):
+        // two demos give the daemon no error to report at all.
+        let errors = container.logEntries(process: "transferd").filter { $0.level >= .error }
+        #expect(errors.isEmpty, "\(errors.map(\.message))")
     }
 
     @Test("watch --once says why a task waits and when it next tries; with nothing running it answers at once")
