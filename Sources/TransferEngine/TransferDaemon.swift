@@ -86,7 +86,7 @@ public final class TransferDaemon {
     // The parts, each owning its state (see the README's map of the source).
     private(set) lazy var clients = ClientServer(daemon: self)
     private(set) lazy var delivery = EventDelivery(daemon: self)
-    private(set) lazy var commits = GroupCommit(daemon: self)
+    private(set) lazy var commits = GroupCommit(surroundings: self, loop: loop, log: log, root: root, clock: clock)
     private(set) lazy var scheduler = Scheduler(daemon: self)
     private(set) lazy var delayedRequests = DelayedRequests(daemon: self)
     private(set) lazy var relauncher = Relauncher(surroundings: self, registry: registry, lifecycle: lifecycle, layout: layout, log: log, clock: clock)
