@@ -85,7 +85,7 @@ public final class TransferDaemon {
 
     // The parts, each owning its state (see the README's map of the source).
     private(set) lazy var clients = ClientServer(daemon: self)
-    private(set) lazy var delivery = EventDelivery(daemon: self)
+    private(set) lazy var delivery = EventDelivery(surroundings: self, log: log, freezeOnAcknowledgement: options.freezeOnAcknowledgement)
     private(set) lazy var commits = GroupCommit(surroundings: self, loop: loop, log: log, root: root, clock: clock)
     private(set) lazy var scheduler = Scheduler(daemon: self)
     private(set) lazy var delayedRequests = DelayedRequests(daemon: self)
