@@ -84,7 +84,7 @@ public final class TransferDaemon {
     let lifecycle: TaskLifecycle
 
     // The parts, each owning its state (see the README's map of the source).
-    private(set) lazy var clients = ClientServer(daemon: self)
+    private(set) lazy var clients = ClientServer(surroundings: self, listener: options.listener, layout: layout, log: log, loop: loop, clock: clock, commits: commits, maximumConcurrentTransfers: options.maximumConcurrentTransfers)
     private(set) lazy var delivery = EventDelivery(surroundings: self, log: log, freezeOnAcknowledgement: options.freezeOnAcknowledgement)
     private(set) lazy var commits = GroupCommit(surroundings: self, loop: loop, log: log, root: root, clock: clock)
     private(set) lazy var scheduler = Scheduler(daemon: self)
