@@ -97,7 +97,7 @@ public final class TransferDaemon {
     private(set) lazy var resumeData = ResumeDataStore(layout: layout, root: root, log: log, registry: registry)
     private(set) lazy var coalescing = Coalescing(daemon: self)
     private(set) lazy var challenges = Challenges(daemon: self)
-    private(set) lazy var requests = RequestHandler(daemon: self)
+    private(set) lazy var requests = RequestHandler(surroundings: self, layout: layout, log: log, root: root, clock: clock, registry: registry, peers: peers, commits: commits, delivery: delivery, clients: clients, sessionRecovery: sessionRecovery, relauncher: relauncher, resumeData: resumeData, maximumTasksPerApp: options.maximumTasksPerApp, freeSpaceReserve: options.freeSpaceReserve)
     private(set) lazy var listing = TaskListing(transfers: transfers)
     private(set) lazy var watchers = Watchers(daemon: self)
     private(set) lazy var sessionRecovery = SessionRecovery(surroundings: self, layout: layout, log: log, root: root, clock: clock, registry: registry)
