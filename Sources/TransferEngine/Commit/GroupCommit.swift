@@ -5,7 +5,7 @@ import TransferPOSIX
 import TransferLogging
 
 /// What the group commit sees of the rest of the daemon: the sessions whose changes it
-/// commits, and the connections whose output waits for them. `TransferDaemon` answers.
+/// commits, and the connections whose output waits for them. `TransferDaemon` answers, on the loop thread.
 protocol CommitSurroundings: AnyObject {
     /// The sessions, each turn: their changes go to disk together.
     var sessions: [SessionKey: DaemonSession] { get }

@@ -4,7 +4,7 @@ import TransferContainer
 import TransferTransport
 import TransferLogging
 
-/// What event delivery sees of the rest of the daemon. `TransferDaemon` answers.
+/// What event delivery sees of the rest of the daemon. `TransferDaemon` answers, on the loop thread.
 protocol DeliverySurroundings: AnyObject {
     /// Whether the last commit failed (`GroupCommit.failure`): progress then goes ahead of
     /// the output that waits for the disk.

@@ -4,7 +4,7 @@ import TransferTransport
 import TransferPOSIX
 import TransferLogging
 
-/// What the socket's server sees of the rest of the daemon. `TransferDaemon` answers.
+/// What the socket's server sees of the rest of the daemon. `TransferDaemon` answers, on the loop thread.
 protocol ClientServerSurroundings: AnyObject {
     /// The sessions: a connection that goes stops holding its own.
     var sessions: [SessionKey: DaemonSession] { get }

@@ -6,7 +6,7 @@ import TransferTransport
 
 /// What the request handler asks of the parts it does not hold: the table of sessions, and
 /// the transfers, scheduling, the app's answers and inspection its requests reach.
-/// `TransferDaemon` answers, forwarding to those parts.
+/// `TransferDaemon` answers on the loop thread, forwarding to those parts.
 protocol RequestHandlerSurroundings: AnyObject {
     /// The sessions: requests name them; opening one may add one.
     var sessions: [SessionKey: DaemonSession] { get set }

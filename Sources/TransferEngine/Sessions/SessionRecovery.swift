@@ -7,7 +7,7 @@ import TransferLogging
 import TransferTransport
 
 /// What session recovery sees of the daemon: the table of sessions it holds, which it fills
-/// at start and adds a session taken up to. `TransferDaemon` answers.
+/// at start and adds a session taken up to. `TransferDaemon` answers, on the loop thread.
 protocol SessionRecoverySurroundings: AnyObject {
     var sessions: [SessionKey: DaemonSession] { get set }
 }
