@@ -84,9 +84,9 @@ public final class TransferDaemon {
     let lifecycle: TaskLifecycle
 
     // The parts, each owning its state (see the README's map of the source).
-    private(set) lazy var clients = ClientServer(daemon: self)
-    private(set) lazy var delivery = EventDelivery(daemon: self)
-    private(set) lazy var commits = GroupCommit(daemon: self)
+    private(set) lazy var clients = ClientServer(surroundings: self, listener: options.listener, layout: layout, log: log, loop: loop, clock: clock, commits: commits, maximumConcurrentTransfers: options.maximumConcurrentTransfers)
+    private(set) lazy var delivery = EventDelivery(surroundings: self, log: log, freezeOnAcknowledgement: options.freezeOnAcknowledgement)
+    private(set) lazy var commits = GroupCommit(surroundings: self, loop: loop, log: log, root: root, clock: clock)
     private(set) lazy var scheduler = Scheduler(daemon: self)
     private(set) lazy var delayedRequests = DelayedRequests(daemon: self)
     private(set) lazy var relauncher = Relauncher(surroundings: self, registry: registry, lifecycle: lifecycle, layout: layout, log: log, clock: clock)
@@ -97,10 +97,10 @@ public final class TransferDaemon {
     private(set) lazy var resumeData = ResumeDataStore(layout: layout, root: root, log: log, registry: registry)
     private(set) lazy var coalescing = Coalescing(daemon: self)
     private(set) lazy var challenges = Challenges(daemon: self)
-    private(set) lazy var requests = RequestHandler(daemon: self)
+    private(set) lazy var requests = RequestHandler(surroundings: self, layout: layout, log: log, root: root, clock: clock, registry: registry, peers: peers, commits: commits, delivery: delivery, clients: clients, sessionRecovery: sessionRecovery, relauncher: relauncher, resumeData: resumeData, maximumTasksPerApp: options.maximumTasksPerApp, freeSpaceReserve: options.freeSpaceReserve)
     private(set) lazy var listing = TaskListing(transfers: transfers)
     private(set) lazy var watchers = Watchers(daemon: self)
-    private(set) lazy var sessionRecovery = SessionRecovery(daemon: self)
+    private(set) lazy var sessionRecovery = SessionRecovery(surroundings: self, layout: layout, log: log, root: root, clock: clock, registry: registry)
     private(set) lazy var serverTrust = ServerTrustChallenges(daemon: self)
     private(set) lazy var service = ServiceReports(notifier: options.notifier, log: log) { [unowned self] in sessions }
 

@@ -32,18 +32,10 @@ import TransferPOSIX
 
     /// The replies' identifiers the peer can read now, without waiting.
     private func received() throws -> [UInt64] {
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(peer.rawValue, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            guard n > 0 else { break }
-            buffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        try readableFrames(from: peer, decoder: &decoder).compactMap { frame in
+            guard case .reply(let id, _) = frame else { return nil }
+            return id
         }
-        var identifiers: [UInt64] = []
-        while let body = try decoder.next() {
-            guard case .reply(let id, _) = try Frame.decode(DaemonFrame.self, from: body) else { continue }
-            identifiers.append(id)
-        }
-        return identifiers
     }
 
     @Test("an answer larger than the outbox limit is queued whole when the peer has read what came before; a push after it counts only what follows it; an answer to a peer that has not read it is refused")

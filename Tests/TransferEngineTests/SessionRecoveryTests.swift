@@ -4,13 +4,23 @@ import TransferContainer
 @testable import TransferEngine
 import TransferCoding
 import TransferPOSIX
+import TransferTransport
+import TransferLogging
 
-/// Taking up a session whose record cannot be used (`TransferDaemon.takeUpSessionLeftInFolder`):
-/// who may, and what goes on. The daemon is made but not run.
+/// Taking up a session whose record cannot be used (`SessionRecovery.takeUpSessionLeftInFolder`):
+/// who may, and what goes on. Session recovery is built on its own over the test's own
+/// container, with no daemon.
 @Suite final class SessionRecoveryTests {
+    /// All session recovery sees of the daemon: its table of sessions.
+    final class SessionTable: SessionRecoverySurroundings {
+        var sessions: [SessionKey: DaemonSession] = [:]
+    }
+
     let root: URL
     let layout: ContainerLayout
-    let daemon: TransferDaemon
+    let table = SessionTable()
+    let recovery: SessionRecovery
+    let rootDirectory: RootDirectory
     let family = try! BundleIdentifier("com.example.host")
     let group = try! BundleIdentifier("group.com.example.transfers")
     let identifier = try! SessionIdentifier("com.example.host.background")
@@ -25,12 +35,15 @@ import TransferPOSIX
     init() throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("session-recovery-\(UUID().uuidString)")
         layout = ContainerLayout(root: root)
-        var options = TransferDaemon.Options(layout: layout)
-        options.echoLevel = nil
-        daemon = try TransferDaemon(options: options)
+        try layout.prepare()
+        let log = TransferLog(layout: layout, process: "transferd", subsystem: "com.example.transferd")
+        rootDirectory = try RootDirectory.open(root.path)
+        recovery = SessionRecovery(surroundings: table, layout: layout, log: log, root: rootDirectory, clock: ManualClock(),
+                                   registry: AppRegistry(layout: layout, root: rootDirectory, log: log))
     }
 
     deinit {
+        rootDirectory.descriptor.close()
         try? FileManager.default.removeItem(at: root)
     }
 
@@ -65,8 +78,8 @@ import TransferPOSIX
     @Test("The containing app takes the session up: tasks, events and numbers go on, a fresh record names it owner, the old one is kept aside")
     func takenUpByTheApp() throws {
         _ = try leaveSession(fileIn: layout.privateContainer(family))
-        try daemon.sessionRecovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: nil), for: host)
-        let session = try #require(daemon.sessions[key])
+        try recovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: nil), for: host)
+        let session = try #require(table.sessions[key])
         #expect(session.tasks.keys.sorted() == [4])
         #expect(session.events.keys.sorted() == [7])
         #expect(session.nextTaskIdentifier == 10)
@@ -82,24 +95,24 @@ import TransferPOSIX
     func refusedToAnExtensionNotEntitled() throws {
         _ = try leaveSession(fileIn: layout.privateContainer(family))
         #expect(throws: TransferFailure.self) {
-            try daemon.sessionRecovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: group), for: fetchExtension)
+            try recovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: group), for: fetchExtension)
         }
-        #expect(daemon.sessions[key] == nil)
+        #expect(table.sessions[key] == nil)
         #expect(FileManager.default.contents(atPath: directory.appendingPathComponent("session.json").path) == Self.corrupt)
     }
 
     @Test("An extension entitled to the app group the files lie in may take the session up")
     func takenUpByAnEntitledExtension() throws {
         _ = try leaveSession(fileIn: layout.appGroup(group))
-        try daemon.sessionRecovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: group), for: fetchExtension)
-        #expect(daemon.sessions[key]?.record.owner.rawValue == "com.example.host.fetch")
+        try recovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: group), for: fetchExtension)
+        #expect(table.sessions[key]?.record.owner.rawValue == "com.example.host.fetch")
     }
 
     @Test("A folder with neither record nor journal (the client made it) is left for a new session")
     func newSessionFolder() throws {
         try DurableFile.makeDirectory(directory.path)
-        try daemon.sessionRecovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: nil), for: host)
-        #expect(daemon.sessions[key] == nil)
+        try recovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: nil), for: host)
+        #expect(table.sessions[key] == nil)
     }
 
     @Test("A record gone beside its journal: the journal is kept; numbers also go past the events the holder's delivered.json says it saw")
@@ -107,8 +120,8 @@ import TransferPOSIX
         _ = try leaveSession(fileIn: layout.privateContainer(family))
         unlink(directory.appendingPathComponent("session.json").path)
         try Data("{\"version\":1,\"deliveredThrough\":12}".utf8).write(to: directory.appendingPathComponent("delivered.json"))
-        try daemon.sessionRecovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: nil), for: host)
-        let session = try #require(daemon.sessions[key])
+        try recovery.takeUpSessionLeftInFolder(key, configuration(sharedContainer: nil), for: host)
+        let session = try #require(table.sessions[key])
         #expect(session.events.keys.sorted() == [7])
         #expect(session.record.nextEventNumber == 13, "no new event may look delivered already")
     }

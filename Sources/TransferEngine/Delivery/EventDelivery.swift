@@ -2,15 +2,35 @@ internal import Glibc
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferLogging
+
+/// What event delivery sees of the rest of the daemon. `TransferDaemon` answers, on the loop thread.
+protocol DeliverySurroundings: AnyObject {
+    /// Whether the last commit failed (`GroupCommit.failure`): progress then goes ahead of
+    /// the output that waits for the disk.
+    var commitsFailing: Bool { get }
+    /// Cuts off a holder that does not read what it is sent (`ClientServer.disconnect`).
+    func disconnectHolder(_ holder: ClientConnection)
+    /// Housekeeping at the end of this turn: events wait with nobody attached, so the app
+    /// may have to be launched for them at once.
+    func requestHousekeeping()
+    /// Puts the challenge a task waits on to the session's new holder (`Challenges`).
+    func askAboutChallenge(_ task: TaskRecord, in session: DaemonSession)
+}
 
 /// Event delivery (S3): pushes a session's durable events to the process that holds it, in
 /// order, each once per holder, and puts the daemon's questions to that holder. Owned by the
 /// daemon's loop thread.
 final class EventDelivery {
-    unowned let daemon: TransferDaemon
+    private unowned let surroundings: any DeliverySurroundings
+    private let log: TransferLog
+    /// A testing aid (`TransferDaemon.Options.freezeOnAcknowledgement`).
+    private let freezeOnAcknowledgement: Bool
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(surroundings: any DeliverySurroundings, log: TransferLog, freezeOnAcknowledgement: Bool = false) {
+        self.surroundings = surroundings
+        self.log = log
+        self.freezeOnAcknowledgement = freezeOnAcknowledgement
     }
 
     /// A process took the session: it is sent every event that waits, then the challenges
@@ -20,7 +40,7 @@ final class EventDelivery {
         pushPendingEvents(session)
         // In task order, so that the app is asked in the order it made them.
         let challenged = session.tasks.values.filter { $0.pendingChallenge != nil }.sorted { $0.taskIdentifier < $1.taskIdentifier }
-        for task in challenged { daemon.challenges.askAboutChallenge(task, in: session) }
+        for task in challenged { surroundings.askAboutChallenge(task, in: session) }
         session.owesBacklogWord = true
         sayBacklogDeliveredIfSettled(session)
     }
@@ -39,9 +59,9 @@ final class EventDelivery {
     /// The holder took the events through `through`: they are forgotten once that is durable
     /// (an event not acknowledged is sent again to the next holder).
     func acknowledge(through: UInt64, in session: DaemonSession) throws {
-        if daemon.options.freezeOnAcknowledgement { kill(getpid(), SIGSTOP) }
+        if freezeOnAcknowledgement { kill(getpid(), SIGSTOP) }
         try session.acknowledge(through: through)
-        daemon.log.info("events", "events through \(through) acknowledged", session: session.key.identifier.rawValue)
+        log.info("events", "events through \(through) acknowledged", session: session.key.identifier.rawValue)
     }
 
     /// Sends a push to the session's holder, if any. Progress is never durable: while commits
@@ -50,9 +70,9 @@ final class EventDelivery {
         guard let holder = session.holder else { return }
         var isProgress = false
         if case .progress = push { isProgress = true }
-        if !holder.send(.push(push), overtaking: isProgress && daemon.commits.failure != nil) {
-            daemon.log.error("ipc", "\(holder.label) is not reading; disconnecting it", session: session.key.identifier.rawValue)
-            daemon.clients.disconnect(holder)
+        if !holder.send(.push(push), overtaking: isProgress && surroundings.commitsFailing) {
+            log.error("ipc", "\(holder.label) is not reading; disconnecting it", session: session.key.identifier.rawValue)
+            surroundings.disconnectHolder(holder)
         }
     }
 
@@ -60,14 +80,14 @@ final class EventDelivery {
     /// lets housekeeping see at once whether the app must be launched.
     func pushPendingEvents(_ session: DaemonSession) {
         guard let holder = session.holder else {
-            daemon.requestHousekeeping()
+            surroundings.requestHousekeeping()
             return
         }
         for event in session.events(after: session.pushedThrough) {
             if let encoded = session.takeEncodedEvent(event.number), let frame = try? encoded.pushFrame(session: session.key.identifier) {
                 guard holder.send(frame: frame) else {
-                    daemon.log.error("ipc", "\(holder.label) is not reading; disconnecting it", session: session.key.identifier.rawValue)
-                    daemon.clients.disconnect(holder)
+                    log.error("ipc", "\(holder.label) is not reading; disconnecting it", session: session.key.identifier.rawValue)
+                    surroundings.disconnectHolder(holder)
                     return
                 }
             } else {

@@ -4,11 +4,33 @@ import TransferTransport
 import TransferPOSIX
 import TransferLogging
 
+/// What the socket's server sees of the rest of the daemon. `TransferDaemon` answers, on the loop thread.
+protocol ClientServerSurroundings: AnyObject {
+    /// The sessions: a connection that goes stops holding its own.
+    var sessions: [SessionKey: DaemonSession] { get }
+    /// The descriptors this process may hold: how many connections are served at once.
+    var descriptorLimit: DescriptorLimit { get }
+    /// Housekeeping at the end of this turn: a session left by its holder may need its app launched.
+    func requestHousekeeping()
+    /// The answer to a verified peer's request (`RequestHandler`); `afterReply` runs once the reply is queued.
+    func handleRequest(_ request: DaemonRequest, from connection: ClientConnection, afterReply: inout [() -> Void]) throws -> DaemonReply
+}
+
 /// The daemon's socket: accepts clients, reads their frames within each one's share of a
 /// turn, hands each request to `RequestHandler`, queues the replies, and drops peers that do
 /// not say who they are or do not read. Owned by the daemon's loop thread.
 final class ClientServer {
-    unowned let daemon: TransferDaemon
+    private unowned let surroundings: any ClientServerSurroundings
+    /// The listening socket a service manager passed; nil: one is bound at the container's path.
+    private let passedListener: FileDescriptor?
+    private let layout: ContainerLayout
+    private let log: TransferLog
+    private let loop: EventLoop
+    private let clock: any TimeSource
+    /// While commits fail, replies that tell of no change go ahead of what waits for the disk.
+    private let commits: GroupCommit
+    /// Transfers running at once: each holds descriptors the clients may not take.
+    private let maximumConcurrentTransfers: Int
     var connections: [Int32: ClientConnection] = [:]
     private var nextConnectionID = 0
     /// What unidentified peers hold of unfinished requests, all together (see `InputAccount`).
@@ -26,8 +48,16 @@ final class ClientServer {
     /// has its name, no client can reach this daemon again (`isReachable`).
     private var boundSocket: (device: UInt64, inode: UInt64)?
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(surroundings: any ClientServerSurroundings, listener: FileDescriptor?, layout: ContainerLayout, log: TransferLog, loop: EventLoop,
+         clock: any TimeSource, commits: GroupCommit, maximumConcurrentTransfers: Int) {
+        self.surroundings = surroundings
+        self.passedListener = listener
+        self.layout = layout
+        self.log = log
+        self.loop = loop
+        self.clock = clock
+        self.commits = commits
+        self.maximumConcurrentTransfers = maximumConcurrentTransfers
     }
 
     deinit {
@@ -36,14 +66,14 @@ final class ClientServer {
 
     /// Listens on the container's daemon socket: the one a service manager passed, else one it binds.
     func listen() throws {
-        let listener = try daemon.options.listener ?? UnixSocket.listen(at: daemon.layout.daemonSocket.path)
+        let listener = try passedListener ?? UnixSocket.listen(at: layout.daemonSocket.path)
         // Every read says which process wrote the bytes, with a pidfd of it (inherited by accepted connections).
         do { try UnixSocket.identifyWriters(listener, handles: true) } catch {
-            daemon.log.error("trust", "cannot ask the kernel who writes to the socket: \(error); no hello can be verified")
+            log.error("trust", "cannot ask the kernel who writes to the socket: \(error); no hello can be verified")
         }
         self.listener = listener
         var bound = stat()
-        if stat(daemon.layout.daemonSocket.path, &bound) == 0 { boundSocket = (UInt64(bound.st_dev), UInt64(bound.st_ino)) }
+        if stat(layout.daemonSocket.path, &bound) == 0 { boundSocket = (UInt64(bound.st_dev), UInt64(bound.st_ino)) }
         spareDescriptor = try? FileDescriptor.open("/dev/null", O_RDONLY)
         watchListener()
     }
@@ -53,7 +83,7 @@ final class ClientServer {
     var isReachable: Bool {
         guard let boundSocket else { return true }
         var named = stat()
-        guard stat(daemon.layout.daemonSocket.path, &named) == 0 else { return errno != ENOENT && errno != ENOTDIR }
+        guard stat(layout.daemonSocket.path, &named) == 0 else { return errno != ENOENT && errno != ENOTDIR }
         return UInt64(named.st_dev) == boundSocket.device && UInt64(named.st_ino) == boundSocket.inode
     }
 
@@ -62,17 +92,17 @@ final class ClientServer {
     /// the next connection.
     func closeAll() {
         for connection in connections.values { connection.close() }
-        if daemon.options.listener == nil && isReachable { unlink(daemon.layout.daemonSocket.path) }
+        if passedListener == nil && isReachable { unlink(layout.daemonSocket.path) }
     }
 
     /// Descriptors kept for the daemon's own work whatever its clients hold: the listener,
     /// the log, a journal opened for each commit, a hello's pidfd and executable, each
     /// transfer's socket and files.
-    var reservedDescriptors: Int { 64 + 4 * daemon.options.maximumConcurrentTransfers }
+    var reservedDescriptors: Int { 64 + 4 * maximumConcurrentTransfers }
 
     /// Connections served at once: what the limit on open files leaves beside the reserve.
     var maximumConnections: Int {
-        max(8, Int(clamping: min(daemon.descriptorLimit.soft, 1 << 30)) - reservedDescriptors)
+        max(8, Int(clamping: min(surroundings.descriptorLimit.soft, 1 << 30)) - reservedDescriptors)
     }
 
     private func acceptClients() {
@@ -89,25 +119,25 @@ final class ClientServer {
                     if waiting != nil && spareDescriptor != nil { continue }
                 }
                 // Stop listening for a moment instead of spinning.
-                daemon.log.error("ipc", "cannot accept a connection: \(error); pausing for 100 ms (\(connections.count) clients)")
-                daemon.loop.unwatch(listener)
-                daemon.loop.schedule(after: 0.1) { [unowned self] in watchListener() }
+                log.error("ipc", "cannot accept a connection: \(error); pausing for 100 ms (\(connections.count) clients)")
+                loop.unwatch(listener)
+                loop.schedule(after: 0.1) { [unowned self] in watchListener() }
                 return
             }
             guard let fd = accepted else { return }
             guard connections.count < maximumConnections else {
-                refuseConnection(fd, because: "transferd serves \(connections.count) connections, the most its limit of \(daemon.descriptorLimit.soft) open files leaves room for beside its own \(reservedDescriptors)")
+                refuseConnection(fd, because: "transferd serves \(connections.count) connections, the most its limit of \(surroundings.descriptorLimit.soft) open files leaves room for beside its own \(reservedDescriptors)")
                 continue
             }
             nextConnectionID += 1
-            let connection = ClientConnection(id: nextConnectionID, descriptor: fd, account: unidentifiedInput, identifiedAccount: identifiedInput, acceptedAt: daemon.clock.now)
+            let connection = ClientConnection(id: nextConnectionID, descriptor: fd, account: unidentifiedInput, identifiedAccount: identifiedInput, acceptedAt: clock.now)
             if let credentials = connection.credentials, credentials.uid != getuid() {
-                daemon.log.error("security", "refused connection from uid \(credentials.uid) pid \(credentials.pid): not this user")
+                log.error("security", "refused connection from uid \(credentials.uid) pid \(credentials.pid): not this user")
                 fd.close()
                 continue
             }
             connections[fd.rawValue] = connection
-            daemon.loop.watch(fd, .init(
+            loop.watch(fd, .init(
                 wantsWrite: { connection.hasReleasedOutput },
                 onReadable: { [unowned self] in read(from: connection) },
                 onWritable: { connection.flush() }))
@@ -116,7 +146,7 @@ final class ClientServer {
 
     /// Tells a peer it is not served (a failure with reply number 0), without waiting, and closes it.
     private func refuseConnection(_ fd: FileDescriptor, because reason: String) {
-        daemon.log.error("ipc", "refused a connection: \(reason)")
+        log.error("ipc", "refused a connection: \(reason)")
         if let frame = try? Frame.encode(DaemonFrame.reply(id: 0, .failure(TransferFailure(code: TransferFailure.requestRefused, message: reason)))) {
             _ = frame.withUnsafeBytes { send(fd.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         }
@@ -125,7 +155,7 @@ final class ClientServer {
 
     private func watchListener() {
         guard let listener else { return }
-        daemon.loop.watch(listener, .init(wantsWrite: { false }, onReadable: { [unowned self] in acceptClients() }, onWritable: {}))
+        loop.watch(listener, .init(wantsWrite: { false }, onReadable: { [unowned self] in acceptClients() }, onWritable: {}))
     }
 
     /// Connections that have not said who they are (with a verified hello) are closed after this long.
@@ -133,7 +163,7 @@ final class ClientServer {
 
     func closeSilentConnections(now: Date) {
         for connection in connections.values where connection.hello == nil && now.timeIntervalSince(connection.acceptedAt) > Self.helloDeadline {
-            daemon.log.info("ipc", "\(connection.label) did not say who it is within \(Int(Self.helloDeadline)) s; closed")
+            log.info("ipc", "\(connection.label) did not say who it is within \(Int(Self.helloDeadline)) s; closed")
             disconnect(connection)
         }
         let deadline = ClientConnection.frameDeadline
@@ -145,7 +175,7 @@ final class ClientServer {
 
     /// Tells the peer why it is cut off (a failure with reply number 0, sent at once) and disconnects it.
     private func refuse(_ connection: ClientConnection, _ failure: TransferFailure) {
-        daemon.log.error("ipc", "\(connection.label): \(failure.message)")
+        log.error("ipc", "\(connection.label): \(failure.message)")
         connection.send(.reply(id: 0, .failure(failure)), overtaking: true)
         connection.flush()
         disconnect(connection)
@@ -158,21 +188,21 @@ final class ClientServer {
         var budget = ClientConnection.bytesPerTurn
         for _ in 0..<ClientConnection.framesPerTurn {
             guard !connection.isClosed else { return }
-            switch connection.nextInput(budget: &budget, scratch: readBuffer, now: daemon.clock.now) {
+            switch connection.nextInput(budget: &budget, scratch: readBuffer, now: clock.now) {
             case .frame(let body):
                 receive(body, from: connection)
             case .idle(let more):
                 if more { readAgainNextTurn(connection) }
                 return
             case .closed(let reason):
-                if let reason { daemon.log.error("ipc", "\(connection.label): \(reason); connection closed") }
+                if let reason { log.error("ipc", "\(connection.label): \(reason); connection closed") }
                 disconnect(connection)
                 return
             case .refused(let failure):
                 refuse(connection, failure)
                 return
             case .foreignWriter(let what):
-                daemon.log.error("trust", "\(connection.label): \(what); connection closed (a connection speaks for the one process that wrote on it first)")
+                log.error("trust", "\(connection.label): \(what); connection closed (a connection speaks for the one process that wrote on it first)")
                 disconnect(connection)
                 return
             }
@@ -185,7 +215,7 @@ final class ClientServer {
     private func readAgainNextTurn(_ connection: ClientConnection) {
         guard !connection.readAgainScheduled else { return }
         connection.readAgainScheduled = true
-        daemon.loop.schedule(after: 0) { [unowned self, weak connection] in
+        loop.schedule(after: 0) { [unowned self, weak connection] in
             guard let connection, !connection.isClosed else { return }
             connection.readAgainScheduled = false
             read(from: connection)
@@ -205,7 +235,7 @@ final class ClientServer {
                 refuse(connection, TransferFailure(code: failure.code, message: failure.message + "; not even its number can be read, so the connection is closed"))
                 return
             }
-            daemon.log.error("ipc", "\(connection.label) sent an unreadable request (number \(id)): \(error)")
+            log.error("ipc", "\(connection.label) sent an unreadable request (number \(id)): \(error)")
             answer(connection, .reply(id: id, .failure(failure)))
             return
         }
@@ -215,18 +245,18 @@ final class ClientServer {
         defer { connection.endAnswer() }
         let reply: DaemonReply
         do {
-            reply = try daemon.requests.handle(frame.request, from: connection, afterReply: &afterReply)
+            reply = try surroundings.handleRequest(frame.request, from: connection, afterReply: &afterReply)
         } catch let failure as TransferFailure {
-            daemon.log.error("ipc", "\(connection.label): refused: \(failure.message)", event: LogEvent(.requestFailed, pid: connection.pid, code: failure.code))
+            log.error("ipc", "\(connection.label): refused: \(failure.message)", event: LogEvent(.requestFailed, pid: connection.pid, code: failure.code))
             reply = .failure(failure)
         } catch {
-            daemon.log.error("ipc", "\(connection.label): request failed: \(error)")
+            log.error("ipc", "\(connection.label): request failed: \(error)")
             reply = .failure(TransferFailure(code: TransferFailure.unknown, message: "\(error)"))
         }
         // While commits fail, requests that change something are refused: a reply then tells
         // of no change, and goes ahead of the output that waits for the disk. Not a task's
         // record: the answer to a creation sent again, which may be the change that waits.
-        var overtaking = daemon.commits.failure != nil
+        var overtaking = commits.failure != nil
         if case .task = reply { overtaking = false }
         guard answer(connection, .reply(id: frame.id, reply), overtaking: overtaking) else { return }
         afterReply.forEach { $0() }
@@ -237,23 +267,23 @@ final class ClientServer {
     private func answer(_ connection: ClientConnection, _ frame: DaemonFrame, overtaking: Bool = false) -> Bool {
         guard !connection.send(frame, overtaking: overtaking) else { return true }
         if !connection.isClosed {
-            daemon.log.error("ipc", "\(connection.label) is not reading its replies (\(connection.outboxBytes) bytes wait); disconnecting it")
+            log.error("ipc", "\(connection.label) is not reading its replies (\(connection.outboxBytes) bytes wait); disconnecting it")
             disconnect(connection)
         }
         return false
     }
 
     func disconnect(_ connection: ClientConnection) {
-        daemon.loop.unwatch(connection.descriptor)
+        loop.unwatch(connection.descriptor)
         connections.removeValue(forKey: connection.descriptor.rawValue)
         for key in connection.attachedSessions {
-            if let session = daemon.sessions[key], session.holder === connection {
+            if let session = surroundings.sessions[key], session.holder === connection {
                 session.holder = nil
-                daemon.log.info("ipc", "\(connection.label) detached", session: key.identifier.rawValue)
+                log.info("ipc", "\(connection.label) detached", session: key.identifier.rawValue)
             }
         }
         connection.attachedSessions.removeAll()
         connection.close()
-        daemon.requestHousekeeping()
+        surroundings.requestHousekeeping()
     }
 }
