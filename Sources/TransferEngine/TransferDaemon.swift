@@ -91,7 +91,7 @@ public final class TransferDaemon {
     private(set) lazy var delayedRequests = DelayedRequests(daemon: self)
     private(set) lazy var relauncher = Relauncher(surroundings: self, registry: registry, lifecycle: lifecycle, layout: layout, log: log, clock: clock)
     private(set) lazy var transfers = RunningTransfers(surroundings: self, layout: layout, loop: loop, clock: clock)
-    private(set) lazy var completion = TaskCompletion(daemon: self)
+    private(set) lazy var completion = TaskCompletion(surroundings: self, transfers: transfers, resumeData: resumeData, lifecycle: lifecycle, loop: loop, log: log, clock: clock)
     private(set) lazy var downloads = Downloads(daemon: self)
     private(set) lazy var uploads = Uploads(daemon: self)
     private(set) lazy var resumeData = ResumeDataStore(layout: layout, root: root, log: log, registry: registry)
