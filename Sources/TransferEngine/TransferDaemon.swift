@@ -95,7 +95,7 @@ public final class TransferDaemon {
     private(set) lazy var downloads = Downloads(daemon: self)
     private(set) lazy var uploads = Uploads(daemon: self)
     private(set) lazy var resumeData = ResumeDataStore(layout: layout, root: root, log: log, registry: registry)
-    private(set) lazy var coalescing = Coalescing(daemon: self)
+    private(set) lazy var coalescing = Coalescing(surroundings: self, transfers: transfers, completion: completion, root: root, clock: clock)
     private(set) lazy var challenges = Challenges(daemon: self)
     private(set) lazy var requests = RequestHandler(daemon: self)
     private(set) lazy var listing = TaskListing(transfers: transfers)
