@@ -144,7 +144,7 @@ public final class TransferDaemon {
 
         sessionRecovery.loadSessions()
         guardAgainstCrashLoops()
-        CacheSweep.removeOrphans(in: self) // before any transfer makes new files
+        CacheSweep.removeOrphans(of: sessions, layout: layout, root: root, log: log) // before any transfer makes new files
         scheduler.loadConditions()
         serverTrust.loadDeviceRoots()
         try clients.listen()
