@@ -23,6 +23,8 @@ final class Downloads {
     private let transfers: RunningTransfers
     private let completion: TaskCompletion
     private let coalescing: Coalescing
+    /// The container's root, through which every file is opened (read too by the request
+    /// body's helpers, in their own file).
     let root: RootDirectory
     private let log: TransferLog
     private let clock: any TimeSource
