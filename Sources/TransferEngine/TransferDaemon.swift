@@ -90,12 +90,12 @@ public final class TransferDaemon {
     private(set) lazy var scheduler = Scheduler(daemon: self)
     private(set) lazy var delayedRequests = DelayedRequests(daemon: self)
     private(set) lazy var relauncher = Relauncher(surroundings: self, registry: registry, lifecycle: lifecycle, layout: layout, log: log, clock: clock)
-    private(set) lazy var transfers = RunningTransfers(daemon: self)
-    private(set) lazy var completion = TaskCompletion(daemon: self)
-    private(set) lazy var downloads = Downloads(daemon: self)
-    private(set) lazy var uploads = Uploads(daemon: self)
+    private(set) lazy var transfers = RunningTransfers(surroundings: self, layout: layout, loop: loop, clock: clock)
+    private(set) lazy var completion = TaskCompletion(surroundings: self, transfers: transfers, resumeData: resumeData, lifecycle: lifecycle, loop: loop, log: log, clock: clock)
+    private(set) lazy var downloads = Downloads(surroundings: self, transfers: transfers, completion: completion, coalescing: coalescing, root: root, log: log, clock: clock, freeSpaceReserve: options.freeSpaceReserve, crashOnResponseHeader: options.crashOnResponseHeader)
+    private(set) lazy var uploads = Uploads(surroundings: self, transfers: transfers, completion: completion, resumeData: resumeData, root: root, log: log, clock: clock, retryPolicy: retryPolicy)
     private(set) lazy var resumeData = ResumeDataStore(layout: layout, root: root, log: log, registry: registry)
-    private(set) lazy var coalescing = Coalescing(daemon: self)
+    private(set) lazy var coalescing = Coalescing(surroundings: self, transfers: transfers, completion: completion, root: root, clock: clock)
     private(set) lazy var challenges = Challenges(daemon: self)
     private(set) lazy var requests = RequestHandler(surroundings: self, layout: layout, log: log, root: root, clock: clock, registry: registry, peers: peers, commits: commits, delivery: delivery, clients: clients, sessionRecovery: sessionRecovery, relauncher: relauncher, resumeData: resumeData, maximumTasksPerApp: options.maximumTasksPerApp, freeSpaceReserve: options.freeSpaceReserve)
     private(set) lazy var listing = TaskListing(transfers: transfers)
@@ -144,7 +144,7 @@ public final class TransferDaemon {
 
         sessionRecovery.loadSessions()
         guardAgainstCrashLoops()
-        CacheSweep.removeOrphans(in: self) // before any transfer makes new files
+        CacheSweep.removeOrphans(of: sessions, layout: layout, root: root, log: log) // before any transfer makes new files
         scheduler.loadConditions()
         serverTrust.loadDeviceRoots()
         try clients.listen()

@@ -2,35 +2,37 @@ internal import Glibc
 import Foundation
 import TransferContainer
 import TransferPOSIX
+import TransferLogging
 
 /// At start-up, once the journals are read: removes from the sessions' cache folders the
 /// files the daemon makes for tasks (partial data and its error page, an upload's body and
 /// the server's answer, a download's request body, a finished download) that no unfinished task and no undelivered
 /// event names. Power cuts leave them: an unlink after an acknowledgement that the cut undid
 /// is done again by nobody, and a task whose creation the cut took leaves its partial data.
-/// Runs once, on the daemon's loop thread, before the daemon listens.
+/// Runs once, on the daemon's loop thread, before the daemon listens, with the sessions the
+/// daemon loaded.
 enum CacheSweep {
-    static func removeOrphans(in daemon: TransferDaemon) {
+    static func removeOrphans(of sessions: [SessionKey: DaemonSession], layout: ContainerLayout, root: RootDirectory, log: TransferLog) {
         // Sessions skipped at start (their record unusable) are taken up again later with
         // their journals, which may name files in a folder of the same name: left alone.
         var skipped = Set<String>()
-        let families = (try? FileManager.default.contentsOfDirectory(atPath: daemon.layout.sessionsDirectory.path)) ?? []
+        let families = (try? FileManager.default.contentsOfDirectory(atPath: layout.sessionsDirectory.path)) ?? []
         for family in families {
-            let identifiers = (try? FileManager.default.contentsOfDirectory(atPath: daemon.layout.sessionsDirectory.appendingPathComponent(family).path)) ?? []
-            let loaded = Set(daemon.sessions.keys.filter { $0.family.rawValue == family }.map(\.identifier.rawValue))
+            let identifiers = (try? FileManager.default.contentsOfDirectory(atPath: layout.sessionsDirectory.appendingPathComponent(family).path)) ?? []
+            let loaded = Set(sessions.keys.filter { $0.family.rawValue == family }.map(\.identifier.rawValue))
             skipped.formUnion(identifiers.filter { !loaded.contains($0) })
         }
         var byFolder: [String: [DaemonSession]] = [:] // sessions of two app families may share one
-        for session in daemon.sessions.values { byFolder[session.downloadsDirectory, default: []].append(session) }
+        for session in sessions.values { byFolder[session.downloadsDirectory, default: []].append(session) }
 
         var removed = 0
         var failures: [String] = []
-        for (folder, sessions) in byFolder where !skipped.contains((folder as NSString).lastPathComponent) {
+        for (folder, sharing) in byFolder where !skipped.contains((folder as NSString).lastPathComponent) {
             // From the container's root: a cache folder (or one on the way) swapped for a
             // symlink is not swept, so no file elsewhere is removed.
-            guard let names = try? daemon.root.names(in: folder) else { continue }
-            let liveTasks = Set(sessions.flatMap { $0.tasks.keys })
-            let named = Set(sessions.flatMap { session in
+            guard let names = try? root.names(in: folder) else { continue }
+            let liveTasks = Set(sharing.flatMap { $0.tasks.keys })
+            let named = Set(sharing.flatMap { session in
                 (session.events.values.compactMap(\.downloadedFile) + session.tasks.values.compactMap(\.uploadFile)).compactMap(session.resolvedPath)
             })
             var removedHere = 0
@@ -38,14 +40,14 @@ enum CacheSweep {
                 // Anything else is kept: above all `resume-…` files, which resume data handed
                 // to an app names (the daemon keeps no record of it), and files not the daemon's.
                 guard let task = taskIdentifier(inDaemonFile: name), !liveTasks.contains(task), !named.contains(folder + "/" + name) else { continue }
-                do { try daemon.root.remove(folder + "/" + name); removedHere += 1 } catch { failures.append("\(error)") }
+                do { try root.remove(folder + "/" + name); removedHere += 1 } catch { failures.append("\(error)") }
             }
             guard removedHere > 0 else { continue }
             removed += removedHere
             do { try DurableFile.syncDirectory(folder) } catch { failures.append("\(error)") }
         }
         guard removed > 0 || !failures.isEmpty else { return }
-        daemon.log.notice("store", "removed \(removed) files from the sessions' caches that no task or event names"
+        log.notice("store", "removed \(removed) files from the sessions' caches that no task or event names"
                           + (failures.isEmpty ? "" : "; \(failures.count) could not be removed or synced, e.g. \(failures[0])"))
     }
 

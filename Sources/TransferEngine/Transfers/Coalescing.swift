@@ -2,6 +2,18 @@ internal import Glibc
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferPOSIX
+
+/// What coalescing sees of the rest of the daemon (on the loop thread): the sessions, the
+/// device's conditions (a follower held by them does not ride along) and delivery to
+/// holders. `TransferDaemon` answers (`TransferDaemon+CoalescingSurroundings.swift`).
+protocol CoalescingSurroundings: AnyObject {
+    var sessions: [SessionKey: DaemonSession] { get }
+    /// The device's conditions now (network, power), as the scheduler keeps them.
+    var deviceConditions: DeviceConditions { get }
+    /// Progress for the holder of `session`.
+    func pushToHolder(_ push: DaemonPush, of session: DaemonSession)
+}
 
 /// Same-URL coalescing (S7.4), for sessions whose configuration asks for it
 /// (`coalescesIdenticalDownloads`): download tasks of one session with the same GET are
@@ -10,10 +22,18 @@ import TransferTransport
 /// leader fails or stops, the others are scheduled as usual and one of them leads. Owned by
 /// the daemon's loop thread.
 final class Coalescing {
-    unowned let daemon: TransferDaemon
+    private unowned let surroundings: any CoalescingSurroundings
+    private let transfers: RunningTransfers
+    private let completion: TaskCompletion
+    private let root: RootDirectory
+    private let clock: any TimeSource
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(surroundings: any CoalescingSurroundings, transfers: RunningTransfers, completion: TaskCompletion, root: RootDirectory, clock: any TimeSource) {
+        self.surroundings = surroundings
+        self.transfers = transfers
+        self.completion = completion
+        self.root = root
+        self.clock = clock
     }
 
     /// What makes two downloads the same fetch: nil for tasks that are never coalesced.
@@ -29,8 +49,8 @@ final class Coalescing {
     /// The coalescing keys of the downloads in flight.
     func coalescedRequestsInFlight() -> Set<String> {
         var keys = Set<String>()
-        for (key, transfer) in daemon.transfers.transfersByTask {
-            if let session = daemon.sessions[key.session], let request = coalescingKey(transfer.task, in: session) { keys.insert(request) }
+        for (key, transfer) in transfers.transfersByTask {
+            if let session = surroundings.sessions[key.session], let request = coalescingKey(transfer.task, in: session) { keys.insert(request) }
         }
         return keys
     }
@@ -38,11 +58,11 @@ final class Coalescing {
     /// The tasks riding on a download in flight: same session, same request, resumed and not held.
     func followers(of transfer: DownloadTransfer, in session: DaemonSession) -> [TaskRecord] {
         guard let request = coalescingKey(transfer.task, in: session) else { return [] }
-        let now = daemon.clock.now
+        let now = clock.now
         return session.unfinishedTasks.filter { task in
             task.taskIdentifier != transfer.task.taskIdentifier && task.state == .running
-                && daemon.transfers.transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)] == nil
-                && task.hold(under: daemon.scheduler.conditions, now: now) == nil
+                && transfers.transfersByTask[TaskKey(session: session.key, task: task.taskIdentifier)] == nil
+                && task.hold(under: surroundings.deviceConditions, now: now) == nil
                 && coalescingKey(task, in: session) == request
         }
     }
@@ -53,7 +73,7 @@ final class Coalescing {
         for follower in followers(of: transfer, in: session) {
             var progress = transfer.progress
             progress.taskIdentifier = follower.taskIdentifier
-            daemon.delivery.push(.progress(session: session.key.identifier, progress), to: session)
+            surroundings.pushToHolder(.progress(session: session.key.identifier, progress), of: session)
         }
     }
 
@@ -70,14 +90,14 @@ final class Coalescing {
             let copy = session.finishedPath(for: task)
             do {
                 // From the container's root: never from or to a file a symlink points at.
-                try daemon.root.remove(copy)
-                try daemon.root.copy(finishedFile, to: copy)
+                try root.remove(copy)
+                try root.copy(finishedFile, to: copy)
                 session.update(task)
             } catch {
-                daemon.completion.fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot copy the download of task \(transfer.task.taskIdentifier): \(error)", subject: copy))
+                completion.fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot copy the download of task \(transfer.task.taskIdentifier): \(error)", subject: copy))
                 continue
             }
-            daemon.completion.end(task, in: session, downloadedFile: copy, note: "finished with task \(transfer.task.taskIdentifier), fetched once (coalesced): HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
+            completion.end(task, in: session, downloadedFile: copy, note: "finished with task \(transfer.task.taskIdentifier), fetched once (coalesced): HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
         }
     }
 }

@@ -14,8 +14,8 @@ extension Downloads {
         let path = session.requestBodyPath(for: task)
         do {
             // From the container's root, never through a symlink planted on the way.
-            try daemon.root.makeDirectory(session.downloadsDirectory)
-            let file = try daemon.root.open(path, O_WRONLY | O_CREAT | O_TRUNC)
+            try root.makeDirectory(session.downloadsDirectory)
+            let file = try root.open(path, O_WRONLY | O_CREAT | O_TRUNC)
             do { try file.writeAll(body) } catch { file.close(); throw error }
             session.syncBeforeCommit(file, path: path)
             session.syncBeforeCommit(directory: session.downloadsDirectory)
@@ -32,7 +32,7 @@ extension Downloads {
         guard task.requestBodyLength != nil else { return nil }
         let path = session.requestBodyPath(for: task)
         // From the container's root, never through a symlink; read with the bound it was kept under.
-        let body = try daemon.root.read(path, limit: TransferLimits.requestBodyBytes)
+        let body = try root.read(path, limit: TransferLimits.requestBodyBytes)
         guard Int64(body.count) == task.requestBodyLength else {
             throw TransferFailure(code: TransferFailure.cannotOpenFile, message: "the request body kept at \(path) has \(body.count) bytes, not the \(task.requestBodyLength ?? 0) the task was created with", subject: path)
         }

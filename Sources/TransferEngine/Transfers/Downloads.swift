@@ -3,21 +3,54 @@ import Foundation
 import TransferContainer
 import TransferTransport
 import TransferPOSIX
+import TransferLogging
+
+/// What downloads see of the rest of the daemon (on the loop thread), beyond an exchange's
+/// needs: the sessions, delivery to holders, and the scheduler's look at the queue.
+/// `TransferDaemon` answers (`TransferDaemon+DownloadsSurroundings.swift`).
+protocol DownloadsSurroundings: ExchangeSurroundings {
+    var sessions: [SessionKey: DaemonSession] { get }
+    /// `didResume` for the holder of `session`.
+    func pushToHolder(_ push: DaemonPush, of session: DaemonSession)
+    /// The scheduler looks at every task again (a download starts over from zero).
+    func transfersNeedScheduling()
+}
 
 /// Download tasks in the daemon: where their bytes lie, how a download starts, resumes and
 /// ends (S2, S6). The exchange itself is `DownloadTransfer`'s. Owned by the daemon's loop thread.
 final class Downloads {
-    unowned let daemon: TransferDaemon
+    private unowned let surroundings: any DownloadsSurroundings
+    private let transfers: RunningTransfers
+    private let completion: TaskCompletion
+    private let coalescing: Coalescing
+    /// The container's root, through which every file is opened (read too by the request
+    /// body's helpers, in their own file).
+    let root: RootDirectory
+    private let log: TransferLog
+    private let clock: any TimeSource
+    /// Bytes a download leaves free on the container's file system (`Options.freeSpaceReserve`).
+    private let freeSpaceReserve: Int64
+    /// A testing aid: a response with this header field traps (`Options.crashOnResponseHeader`).
+    private let crashOnResponseHeader: String?
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(surroundings: any DownloadsSurroundings, transfers: RunningTransfers, completion: TaskCompletion, coalescing: Coalescing,
+         root: RootDirectory, log: TransferLog, clock: any TimeSource, freeSpaceReserve: Int64, crashOnResponseHeader: String?) {
+        self.surroundings = surroundings
+        self.transfers = transfers
+        self.completion = completion
+        self.coalescing = coalescing
+        self.root = root
+        self.log = log
+        self.clock = clock
+        self.freeSpaceReserve = freeSpaceReserve
+        self.crashOnResponseHeader = crashOnResponseHeader
     }
 
     /// After a restart: announces downloads finished before the kill; running tasks start again.
     func recoverTasks() {
-        for session in daemon.sessions.values {
+        for session in surroundings.sessions.values {
             // One listing of the folder, not a stat a task: a session may hold 100,000.
-            let present = Set((try? daemon.root.names(in: session.downloadsDirectory)) ?? [])
+            let present = Set((try? root.names(in: session.downloadsDirectory)) ?? [])
             guard !present.isEmpty else { continue }
             for task in session.unfinishedTasks where present.contains(DaemonSession.finishedName(for: task)) {
                 completeDownload(task, in: session)
@@ -28,22 +61,22 @@ final class Downloads {
     func startDownload(_ task: TaskRecord, in session: DaemonSession) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         do {
-            try daemon.root.makeDirectory(session.downloadsDirectory)
+            try root.makeDirectory(session.downloadsDirectory)
             let partial = session.partialPath(for: task)
             // The folder is opened from the container's root without following a symlink on
             // the way, and the file in that folder as opened: a client that plants a link
             // anywhere cannot have the download written outside its container.
-            let folder = try daemon.root.openDirectory(session.downloadsDirectory)
+            let folder = try root.openDirectory(session.downloadsDirectory)
             defer { folder.close() }
             let name = (partial as NSString).lastPathComponent
-            let file = try daemon.transfers.spareFiles.take(as: name, in: folder) // unless there is one: resume from it
+            let file = try transfers.spareFiles.take(as: name, in: folder) // unless there is one: resume from it
                 ?? folder.openBeneath(name, O_WRONLY | O_CREAT)
-            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, file: file, root: daemon.root, configuration: session.record.configuration,
-                                                credentials: daemon.challenges.credentials(for: task, in: session), freeSpaceReserve: daemon.options.freeSpaceReserve,
-                                                tls: daemon.serverTrust.tlsPolicy(for: task, in: session), cookies: daemon.cookieJar(for: session),
+            let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, file: file, root: root, configuration: session.record.configuration,
+                                                credentials: surroundings.credentials(for: task, in: session), freeSpaceReserve: freeSpaceReserve,
+                                                tls: surroundings.tlsPolicy(for: task, in: session), cookies: surroundings.cookieJar(for: session),
                                                 requestBody: requestBody(of: task, in: session))
             transfer.onResponse = { [unowned self, unowned session] task in
-                if let name = daemon.options.crashOnResponseHeader, task.response?.header(name) != nil {
+                if let name = crashOnResponseHeader, task.response?.header(name) != nil {
                     fatalError("transferd: the response carries \(name) (--fault-crash-on-response-header)")
                 }
                 session.update(task)
@@ -53,14 +86,14 @@ final class Downloads {
                 var task = task
                 task.reportsResumeOffset = false
                 session.update(task)
-                daemon.delivery.push(.didResume(session: session.key.identifier, taskIdentifier: task.taskIdentifier, offset: offset, expectedTotalBytes: task.countOfBytesExpectedToReceive), to: session)
+                surroundings.pushToHolder(.didResume(session: session.key.identifier, taskIdentifier: task.taskIdentifier, offset: offset, expectedTotalBytes: task.countOfBytesExpectedToReceive), of: session)
             }
-            try daemon.transfers.attach(transfer, for: key)
-            daemon.log.info("transfers", "started at offset \(transfer.bytesOnDisk)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            try transfers.attach(transfer, for: key)
+            log.info("transfers", "started at offset \(transfer.bytesOnDisk)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         } catch {
             let failure = error as? TransferFailure // a request body that cannot be read says so itself
                 ?? TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot start the download: \(error)", subject: session.partialPath(for: task))
-            daemon.completion.fail(task, in: session, failure)
+            completion.fail(task, in: session, failure)
         }
     }
 
@@ -72,49 +105,49 @@ final class Downloads {
         var task = transfer.finish(success: succeeded) { session.syncBeforeCommit($0, path: transfer.bodyPath) }
 
         if transfer.mustRestartFromZero {
-            try? daemon.root.truncate(transfer.partialPath, to: 0)
+            try? root.truncate(transfer.partialPath, to: 0)
             task.validator = nil
             task.countOfBytesReceived = 0
             session.update(task)
-            daemon.log.notice("transfers", "server answered an unexpected range; starting over from zero", session: session.key.identifier.rawValue, task: key.task)
-            daemon.scheduler.scheduleTransfers()
+            log.notice("transfers", "server answered an unexpected range; starting over from zero", session: session.key.identifier.rawValue, task: key.task)
+            surroundings.transfersNeedScheduling()
             return
         }
         if let failure = transfer.diskFailure ?? transfer.protocolFailure {
-            daemon.completion.transferEnded(task, .failed(failure), in: session)
+            completion.transferEnded(task, .failed(failure), in: session)
             return
         }
-        if case .success = result, let wait = transfer.serverWait(now: daemon.clock.now) {
+        if case .success = result, let wait = transfer.serverWait(now: clock.now) {
             // The server asks us to come back later; the bytes on disk stay (S6.4).
-            try? daemon.root.remove(transfer.errorBodyPath)
-            daemon.completion.retryOrFail(task, in: session, after: wait)
+            try? root.remove(transfer.errorBodyPath)
+            completion.retryOrFail(task, in: session, after: wait)
             return
         }
-        if case .success = result, transfer.bodyIsErrorResponse, daemon.challenges.takeChallenge(task, in: session) { return }
-        if transfer.tunnelNeedsProxyCredentials, daemon.challenges.takeChallenge(task, in: session) { return } // 407 to CONNECT
+        if case .success = result, transfer.bodyIsErrorResponse, surroundings.takeChallenge(task, in: session) { return }
+        if transfer.tunnelNeedsProxyCredentials, surroundings.takeChallenge(task, in: session) { return } // 407 to CONNECT
         switch result {
         case .success:
             do {
                 // No record of its own: the completion event carries the task as it ended.
-                if transfer.bodyIsErrorResponse { try? daemon.root.remove(transfer.partialPath) }
+                if transfer.bodyIsErrorResponse { try? root.remove(transfer.partialPath) }
                 // Within the folder as opened now: a folder swapped for a symlink meanwhile is refused.
-                let folder = try daemon.root.openDirectory(session.downloadsDirectory)
+                let folder = try root.openDirectory(session.downloadsDirectory)
                 defer { folder.close() }
                 guard renameat(folder.rawValue, (transfer.bodyPath as NSString).lastPathComponent, folder.rawValue, DaemonSession.finishedName(for: task)) == 0 else {
                     throw Errno.current("rename", path: transfer.bodyPath)
                 }
-                daemon.coalescing.completeFollowers(of: transfer, finishedFile: session.finishedPath(for: task), in: session)
+                coalescing.completeFollowers(of: transfer, finishedFile: session.finishedPath(for: task), in: session)
                 completeDownload(task, in: session)
             } catch {
-                daemon.completion.transferEnded(task, .failed(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath)), in: session)
+                completion.transferEnded(task, .failed(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath)), in: session)
             }
         case .failure(let error):
-            daemon.completion.retryOrFail(task, in: session, error)
+            completion.retryOrFail(task, in: session, error)
         }
     }
 
     /// Announces a finished download: durable event, then delivery to the holder.
     func completeDownload(_ task: TaskRecord, in session: DaemonSession) {
-        daemon.completion.transferEnded(task, .downloaded(file: session.finishedPath(for: task)), in: session)
+        completion.transferEnded(task, .downloaded(file: session.finishedPath(for: task)), in: session)
     }
 }

@@ -2,23 +2,56 @@ internal import Glibc
 import Foundation
 import TransferContainer
 import TransferTransport
+import TransferLogging
+
+/// What task completion sees of the rest of the daemon (on the loop thread): the sessions,
+/// the scheduler's look at the queue, delivery to holders, and the parts that keep something
+/// of a task in memory. `TransferDaemon` answers (`TransferDaemon+TaskCompletionSurroundings.swift`).
+protocol TaskCompletionSurroundings: AnyObject {
+    var sessions: [SessionKey: DaemonSession] { get }
+    /// The earliest resource deadline of a task the scheduler has queued: nothing to look
+    /// at before it. Kept by the scheduler, moved on here after each look.
+    var nextResourceDeadline: Date { get set }
+    /// A chain that does not verify goes to the app to judge (S3.6, `ServerTrustChallenges`).
+    func serverTrustFailed(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError)
+    /// The scheduler looks at every task again (a retry came due).
+    func transfersNeedScheduling()
+    /// A push (`invalidated`) for the holder of `session`.
+    func pushToHolder(_ push: DaemonPush, of session: DaemonSession)
+    /// The session's events not yet pushed go to its holder, once durable.
+    func deliverPendingEvents(of session: DaemonSession)
+    /// A task ended: its delayed request, challenge and trust question are dropped.
+    func forgetRequestsAndChallenges(of key: TaskKey)
+}
 
 /// Carries out what `TaskLifecycle` decides of how a task ends or goes on after an attempt
 /// (a retry held and woken, S6.4; the resource deadline; the completion event made durable
 /// before it is delivered), and ends tasks on request (cancel, invalidation). Owned by the
 /// daemon's loop thread.
 final class TaskCompletion {
-    unowned let daemon: TransferDaemon
+    private unowned let surroundings: any TaskCompletionSurroundings
+    private let transfers: RunningTransfers
+    private let resumeData: ResumeDataStore
+    private let lifecycle: TaskLifecycle
+    private let loop: EventLoop
+    private let log: TransferLog
+    private let clock: any TimeSource
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(surroundings: any TaskCompletionSurroundings, transfers: RunningTransfers, resumeData: ResumeDataStore, lifecycle: TaskLifecycle, loop: EventLoop, log: TransferLog, clock: any TimeSource) {
+        self.surroundings = surroundings
+        self.transfers = transfers
+        self.resumeData = resumeData
+        self.lifecycle = lifecycle
+        self.loop = loop
+        self.log = log
+        self.clock = clock
     }
 
     /// A transport failure: a chain that does not verify goes to the app (S3.6); anything
     /// else is tried again or ends the task, as the retry policy decides (S6.4).
     func retryOrFail(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {
         if error.isServerTrustFailure {
-            daemon.serverTrust.trustFailed(task, in: session, error) // the app judges the chain (S3.6)
+            surroundings.serverTrustFailed(task, in: session, error) // the app judges the chain (S3.6)
             return
         }
         retryOrFail(task, in: session, after: .networkTrouble(code: error.urlErrorCode, message: error.description))
@@ -32,7 +65,7 @@ final class TaskCompletion {
 
     /// An attempt of `task` came to `outcome`: what `TaskLifecycle` makes of it is carried out.
     func transferEnded(_ task: TaskRecord, _ outcome: TransferOutcome, in session: DaemonSession) {
-        carryOut(daemon.lifecycle.onTransferEnded(task, outcome: outcome, resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: daemon.clock.now), in: session)
+        carryOut(lifecycle.onTransferEnded(task, outcome: outcome, resourceTimeout: session.record.configuration.timeoutIntervalForResource, now: clock.now), in: session)
     }
 
     /// Carries out the lifecycle's decisions about tasks of `session`.
@@ -43,13 +76,13 @@ final class TaskCompletion {
             case .hold(let task, let hold):
                 session.update(task)
                 let wait = if case .retry(let attempt, let start, let cause) = hold {
-                    "\(cause); retry \(attempt) in \(String(format: "%.2f", max(0, start.timeIntervalSince(daemon.clock.now)))) s"
+                    "\(cause); retry \(attempt) in \(String(format: "%.2f", max(0, start.timeIntervalSince(clock.now)))) s"
                 } else { "\(hold)" }
-                daemon.log.notice("transfers", wait, session: session.key.identifier.rawValue, task: task.taskIdentifier, hold: hold)
+                log.notice("transfers", wait, session: session.key.identifier.rawValue, task: task.taskIdentifier, hold: hold)
             case .wake(let date):
-                daemon.loop.schedule(at: date) { [unowned self] in daemon.scheduler.scheduleTransfers() }
+                loop.schedule(at: date) { [unowned self] in surroundings.transfersNeedScheduling() }
             case .stopTransfer(let identifier):
-                daemon.transfers.stopTransfer(TaskKey(session: session.key, task: identifier))
+                transfers.stopTransfer(TaskKey(session: session.key, task: identifier))
                 stopped.insert(identifier)
             case .end(let ended, let ending):
                 // A stopped transfer wrote what it learnt (counts, validator) into the record.
@@ -59,10 +92,10 @@ final class TaskCompletion {
                     end(task, in: session, downloadedFile: file, note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
                 case .uploaded(let body):
                     if end(task, in: session, responseBody: body, note: "finished: HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesSent) bytes sent") {
-                        daemon.transfers.removeTransferFiles(of: task, in: session) // the daemon's copy of the body goes
+                        transfers.removeTransferFiles(of: task, in: session) // the daemon's copy of the body goes
                     }
                 case .failed(var failure, let keepsResumeData):
-                    if keepsResumeData { failure.resumeData = daemon.resumeData.makeResumeData(for: task, in: session) } // S6.2
+                    if keepsResumeData { failure.resumeData = resumeData.makeResumeData(for: task, in: session) } // S6.2
                     fail(task, in: session, failure)
                 }
             case .resetLimiter, .relaunch, .terminate:
@@ -74,7 +107,7 @@ final class TaskCompletion {
     /// Ends a task with an error; its partial data goes once the end is durable.
     func fail(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure) {
         if end(task, in: session, error: failure, note: "failed: \(failure.message)") {
-            daemon.transfers.removeTransferFiles(of: task, in: session)
+            transfers.removeTransferFiles(of: task, in: session)
         }
     }
 
@@ -84,39 +117,39 @@ final class TaskCompletion {
     @discardableResult
     func end(_ task: TaskRecord, in session: DaemonSession, downloadedFile: String? = nil, error: TransferFailure? = nil, responseBody: Data? = nil, note: String) -> Bool {
         do {
-            _ = try session.complete(task, downloadedFile: downloadedFile, error: error, responseBody: responseBody, at: daemon.clock.now)
+            _ = try session.complete(task, downloadedFile: downloadedFile, error: error, responseBody: responseBody, at: clock.now)
             forgetTask(TaskKey(session: session.key, task: task.taskIdentifier))
         } catch let storeError {
-            daemon.log.error("store", "cannot record the end of the task (\(note)): \(storeError)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            log.error("store", "cannot record the end of the task (\(note)): \(storeError)", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return false
         }
         if error == nil {
-            daemon.log.notice("transfers", note, session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            log.notice("transfers", note, session: session.key.identifier.rawValue, task: task.taskIdentifier)
         } else {
-            daemon.log.error("transfers", note, session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            log.error("transfers", note, session: session.key.identifier.rawValue, task: task.taskIdentifier)
         }
-        daemon.delivery.pushPendingEvents(session)
+        surroundings.deliverPendingEvents(of: session)
         finishInvalidationIfDone(session)
         return true
     }
 
     /// Tasks whose whole budget is spent end with -1001 (S5 `timeoutIntervalForResource`).
     func enforceResourceTimeouts(now: Date) {
-        guard now >= daemon.scheduler.nextResourceDeadline else { return }
+        guard now >= surroundings.nextResourceDeadline else { return }
         var next = Date.distantFuture
-        for session in daemon.sessions.values {
+        for session in surroundings.sessions.values {
             let budget = session.record.configuration.timeoutIntervalForResource
             for task in session.tasks.values {
-                let actions = daemon.lifecycle.onTimer(task, resourceTimeout: budget, now: now)
+                let actions = lifecycle.onTimer(task, resourceTimeout: budget, now: now)
                 if actions.isEmpty { // not past it, or suspended (looked at again when resumed)
-                    let deadline = daemon.retryPolicy.deadline(createdAt: task.createdAt, resourceTimeout: budget)
+                    let deadline = lifecycle.retryPolicy.deadline(createdAt: task.createdAt, resourceTimeout: budget)
                     if deadline >= now { next = min(next, deadline) }
                     continue
                 }
                 carryOut(actions, in: session)
             }
         }
-        daemon.scheduler.nextResourceDeadline = next
+        surroundings.nextResourceDeadline = next
     }
 
     /// Ends a task with a failure (cancel, invalidation, force quit): an event stays; its
@@ -125,32 +158,30 @@ final class TaskCompletion {
     func cancel(_ taskID: Int, in session: DaemonSession, failure: TransferFailure, keepResumeData: Bool = false) throws -> Data? {
         guard session.tasks[taskID] != nil else { return nil }
         let key = TaskKey(session: session.key, task: taskID)
-        daemon.transfers.stopTransfer(key)
+        transfers.stopTransfer(key)
         let task = session.tasks[taskID]!
         var failure = failure
-        if keepResumeData { failure.resumeData = daemon.resumeData.makeResumeData(for: task, in: session) }
-        _ = try session.complete(task, downloadedFile: nil, error: failure, at: daemon.clock.now)
-        daemon.transfers.removeTransferFiles(of: task, in: session)
+        if keepResumeData { failure.resumeData = resumeData.makeResumeData(for: task, in: session) }
+        _ = try session.complete(task, downloadedFile: nil, error: failure, at: clock.now)
+        transfers.removeTransferFiles(of: task, in: session)
         forgetTask(key)
-        daemon.log.notice("tasks", "ended: \(failure.message)\(failure.resumeData == nil ? "" : " (resume data kept)")", session: session.key.identifier.rawValue, task: taskID)
-        daemon.delivery.pushPendingEvents(session)
+        log.notice("tasks", "ended: \(failure.message)\(failure.resumeData == nil ? "" : " (resume data kept)")", session: session.key.identifier.rawValue, task: taskID)
+        surroundings.deliverPendingEvents(of: session)
         return failure.resumeData
     }
 
     /// Sends `invalidated` once an invalidating session has no task left (S1.4).
     func finishInvalidationIfDone(_ session: DaemonSession) {
         guard session.invalidateWhenDone, session.tasks.isEmpty, session.holder != nil else { return }
-        daemon.delivery.push(.invalidated(session: session.key.identifier, nil), to: session)
+        surroundings.pushToHolder(.invalidated(session: session.key.identifier, nil), of: session)
         // The holder keeps the session until it lets go (closeSession, after acknowledging the
         // events it was handed) or goes away: let go of now, the events its delegate has seen
         // would stay unacknowledged and the app be relaunched for them.
-        daemon.log.notice("sessions", "invalidated", session: session.key.identifier.rawValue)
+        log.notice("sessions", "invalidated", session: session.key.identifier.rawValue)
     }
 
     /// A task ended: what the daemon kept in memory for it goes.
     func forgetTask(_ key: TaskKey) {
-        daemon.delayedRequests.forget(key)
-        daemon.challenges.forget(key)
-        daemon.serverTrust.forget(key)
+        surroundings.forgetRequestsAndChallenges(of: key)
     }
 }

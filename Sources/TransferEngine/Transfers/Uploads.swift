@@ -3,15 +3,33 @@ import Foundation
 import TransferContainer
 import TransferTransport
 import TransferPOSIX
+import TransferLogging
 
 /// Upload tasks in the daemon: the body taken into the daemon's keeping, each step of a
 /// (resumable) upload started and ended (S2.5, S6.3). The exchange itself is
-/// `UploadTransfer`'s. Owned by the daemon's loop thread.
+/// `UploadTransfer`'s. Owned by the daemon's loop thread. What it needs from outside the
+/// transfer layer is an exchange's needs (`ExchangeSurroundings`).
 final class Uploads {
-    unowned let daemon: TransferDaemon
+    private unowned let surroundings: any ExchangeSurroundings
+    private let transfers: RunningTransfers
+    private let completion: TaskCompletion
+    private let resumeData: ResumeDataStore
+    private let root: RootDirectory
+    private let log: TransferLog
+    private let clock: any TimeSource
+    /// Which failed exchanges are tried again (a resumable upload's steps judge by it).
+    private let retryPolicy: RetryPolicy
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(surroundings: any ExchangeSurroundings, transfers: RunningTransfers, completion: TaskCompletion, resumeData: ResumeDataStore,
+         root: RootDirectory, log: TransferLog, clock: any TimeSource, retryPolicy: RetryPolicy) {
+        self.surroundings = surroundings
+        self.transfers = transfers
+        self.completion = completion
+        self.resumeData = resumeData
+        self.root = root
+        self.log = log
+        self.clock = clock
+        self.retryPolicy = retryPolicy
     }
 
     /// At creation: checks the app's file (it must exist, be a regular file the app may read,
@@ -21,7 +39,7 @@ final class Uploads {
         guard let path, !path.isEmpty else {
             return TransferFailure(code: TransferFailure.fileDoesNotExist, message: "an upload task needs a file to upload")
         }
-        guard let source = daemon.resumeData.allowedFile(path, for: identity) else {
+        guard let source = resumeData.allowedFile(path, for: identity) else {
             var st = stat()
             if lstat(path, &st) != 0, errno == ENOENT || errno == ENOTDIR {
                 return TransferFailure(code: TransferFailure.fileDoesNotExist, message: "cannot read file at \(path): it does not exist", subject: path)
@@ -34,7 +52,7 @@ final class Uploads {
         let readable: FileDescriptor
         let st: stat
         do throws(Errno) {
-            readable = try daemon.root.open(source, O_RDONLY | O_NONBLOCK)
+            readable = try root.open(source, O_RDONLY | O_NONBLOCK)
             do { st = try readable.status() } catch { readable.close(); throw error }
         } catch {
             if error.code == ENOENT || error.code == ENOTDIR {
@@ -49,8 +67,8 @@ final class Uploads {
         }
         let destination = session.uploadBodyPath(for: task)
         do {
-            try daemon.root.makeDirectory(session.downloadsDirectory)
-            let folder = try daemon.root.openDirectory(session.downloadsDirectory)
+            try root.makeDirectory(session.downloadsDirectory)
+            let folder = try root.openDirectory(session.downloadsDirectory)
             defer { folder.close() }
             let name = (destination as NSString).lastPathComponent
             unlinkat(folder.rawValue, name, 0)
@@ -100,7 +118,7 @@ final class Uploads {
     /// for only when a file has more than one name.
     private func ownLinks(to st: stat, in session: DaemonSession) -> Int {
         session.tasks.values.count { task in
-            guard task.kind == .upload, let other = try? daemon.root.status(session.uploadBodyPath(for: task)) else { return false }
+            guard task.kind == .upload, let other = try? root.status(session.uploadBodyPath(for: task)) else { return false }
             return other.st_dev == st.st_dev && other.st_ino == st.st_ino
         }
     }
@@ -109,70 +127,70 @@ final class Uploads {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         let sessionName = session.key.identifier.rawValue
         do {
-            try daemon.root.makeDirectory(session.downloadsDirectory)
+            try root.makeDirectory(session.downloadsDirectory)
             let transfer = try UploadTransfer(session: session.key, task: task, step: step, bodyPath: task.uploadFile.flatMap(session.resolvedPath), responsePath: session.uploadResponsePath(for: task),
-                                              configuration: session.record.configuration, credentials: daemon.challenges.credentials(for: task, in: session), conflicts: conflicts, retryPolicy: daemon.retryPolicy,
-                                              tls: daemon.serverTrust.tlsPolicy(for: task, in: session), cookies: daemon.cookieJar(for: session), root: daemon.root)
+                                              configuration: session.record.configuration, credentials: surroundings.credentials(for: task, in: session), conflicts: conflicts, retryPolicy: retryPolicy,
+                                              tls: surroundings.tlsPolicy(for: task, in: session), cookies: surroundings.cookieJar(for: session), root: root)
             transfer.onResumptionOffered = { [unowned self, unowned session] task in
                 session.update(task)
-                daemon.log.info("transfers", "server keeps the upload at \(task.uploadResumption?.location ?? "?") (interop version \(task.uploadResumption?.interopVersion ?? 0))", session: sessionName, task: task.taskIdentifier)
+                log.info("transfers", "server keeps the upload at \(task.uploadResumption?.location ?? "?") (interop version \(task.uploadResumption?.interopVersion ?? 0))", session: sessionName, task: task.taskIdentifier)
             }
-            try daemon.transfers.attach(transfer, for: key)
+            try transfers.attach(transfer, for: key)
             switch step {
-            case .create: daemon.log.info("transfers", "started upload of \(transfer.task.countOfBytesExpectedToSend) bytes", session: sessionName, task: task.taskIdentifier)
-            case .retrieveOffset: daemon.log.info("transfers", "asking the server how much of the upload it has", session: sessionName, task: task.taskIdentifier)
-            case .append(let offset): daemon.log.info("transfers", "resuming the upload at \(offset) bytes", session: sessionName, task: task.taskIdentifier)
+            case .create: log.info("transfers", "started upload of \(transfer.task.countOfBytesExpectedToSend) bytes", session: sessionName, task: task.taskIdentifier)
+            case .retrieveOffset: log.info("transfers", "asking the server how much of the upload it has", session: sessionName, task: task.taskIdentifier)
+            case .append(let offset): log.info("transfers", "resuming the upload at \(offset) bytes", session: sessionName, task: task.taskIdentifier)
             }
         } catch let failure as TransferFailure {
-            daemon.completion.fail(task, in: session, failure)
+            completion.fail(task, in: session, failure)
         } catch let error as Errno {
             let code = error.code == ENOENT ? TransferFailure.fileDoesNotExist : TransferFailure.noPermissionsToReadFile
-            daemon.completion.fail(task, in: session, TransferFailure(code: code, message: "cannot read the upload body: \(error)", subject: task.uploadFile))
+            completion.fail(task, in: session, TransferFailure(code: code, message: "cannot read the upload body: \(error)", subject: task.uploadFile))
         } catch {
-            daemon.completion.fail(task, in: session, TransferFailure(code: TransferFailure.unknown, message: "cannot start the upload: \(error)", subject: task.originalRequest.url))
+            completion.fail(task, in: session, TransferFailure(code: TransferFailure.unknown, message: "cannot start the upload: \(error)", subject: task.originalRequest.url))
         }
     }
 
     /// libcurl finished one exchange of an upload: go on, retry, or announce the answer.
     func uploadEnded(_ transfer: UploadTransfer, _ result: Result<Void, CurlError>, in session: DaemonSession) {
-        let outcome = transfer.finish(result, now: daemon.clock.now)
+        let outcome = transfer.finish(result, now: clock.now)
         var task = transfer.task
         let sessionName = session.key.identifier.rawValue
         if let failure = transfer.diskFailure {
-            daemon.completion.transferEnded(task, .failed(failure), in: session)
+            completion.transferEnded(task, .failed(failure), in: session)
             return
         }
         switch outcome {
         case .completed:
-            if daemon.challenges.takeChallenge(task, in: session) { return }
+            if surroundings.takeChallenge(task, in: session) { return }
             if transfer.responseBytesDropped > 0 {
-                daemon.log.error("transfers", "the server's answer exceeds \(UploadTransfer.responseBodyLimit) bytes; \(transfer.responseBytesDropped) bytes not delivered", session: sessionName, task: task.taskIdentifier)
+                log.error("transfers", "the server's answer exceeds \(UploadTransfer.responseBodyLimit) bytes; \(transfer.responseBytesDropped) bytes not delivered", session: sessionName, task: task.taskIdentifier)
             }
             completeUpload(task, responseBody: transfer.responseBody(), in: session)
         case .next(let step):
             session.updateInMemory(task)
             let conflicts = step == .retrieveOffset ? transfer.conflicts + 1 : transfer.conflicts
-            if step == .retrieveOffset { daemon.log.notice("transfers", "the server disagrees about the upload offset (409); asking it again", session: sessionName, task: task.taskIdentifier) }
+            if step == .retrieveOffset { log.notice("transfers", "the server disagrees about the upload offset (409); asking it again", session: sessionName, task: task.taskIdentifier) }
             startUpload(task, in: session, step: step, conflicts: conflicts)
         case .restartFromZero(let reason):
             task.uploadResumption = nil
             task.countOfBytesSent = 0
             session.update(task)
-            daemon.log.notice("transfers", "\(reason); sending the whole body again", session: sessionName, task: task.taskIdentifier)
+            log.notice("transfers", "\(reason); sending the whole body again", session: sessionName, task: task.taskIdentifier)
             startUpload(task, in: session, step: .create)
         case .serverWait(let wait):
-            try? daemon.root.remove(transfer.responsePath)
-            daemon.completion.retryOrFail(task, in: session, after: wait)
+            try? root.remove(transfer.responsePath)
+            completion.retryOrFail(task, in: session, after: wait)
         case .transportFailure(let error):
             if task.uploadResumption == nil { task.countOfBytesSent = 0 }
             session.updateInMemory(task)
-            daemon.completion.retryOrFail(task, in: session, error)
+            completion.retryOrFail(task, in: session, error)
         }
     }
 
     /// Announces a finished upload with the server's answer (`didReceive data`, then
     /// `didCompleteWithError(nil)`); the daemon's copy of the body goes.
     func completeUpload(_ task: TaskRecord, responseBody: Data?, in session: DaemonSession) {
-        daemon.completion.transferEnded(task, .uploaded(responseBody: responseBody), in: session)
+        completion.transferEnded(task, .uploaded(responseBody: responseBody), in: session)
     }
 }
