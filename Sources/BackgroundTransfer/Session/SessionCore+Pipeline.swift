@@ -97,9 +97,11 @@ extension SessionCore {
         return true
     }
 
+    /// Whether a failed request is asked again: the connection was lost, or a restarted daemon
+    /// has not seen the session reopened yet (`TransferFailure.Refusal.sessionNotOpen`).
     static func isTransient(_ failure: TransferFailure) -> Bool {
         failure.code == TransferFailure.networkConnectionLost
-            || (failure.code == TransferFailure.requestRefused && failure.message.contains("is not open in this process"))
+            || failure.refusal == .sessionNotOpen
     }
 
     func perform(_ request: DaemonRequest, on task: URLSessionTask) {

@@ -17,6 +17,8 @@ public struct TransferFailure: Error, Codable, Sendable, Equatable, CustomString
     /// For a TLS failure: the chain the server presented and what the default evaluation
     /// said of it (the counterpart of `NSURLErrorFailingURLPeerTrustErrorKey`).
     public var serverTrust: ServerTrustRecord?
+    /// Why the daemon refused a request, where the asking library acts on the reason.
+    public var refusal: Refusal?
 
     public init(code: Int, message: String, subject: String? = nil, backgroundTaskCancelledReason: Int? = nil, resumeData: Data? = nil) {
         self.code = code

@@ -255,7 +255,7 @@ final class RequestHandler {
     private func heldSession(_ identifier: SessionIdentifier, _ connection: ClientConnection) throws -> DaemonSession {
         guard let family = connection.hello?.identity.family,
               let session = surroundings.sessions[SessionKey(family: family, identifier: identifier)], session.holder === connection else {
-            throw TransferFailure(code: TransferFailure.requestRefused, message: "session \(identifier) is not open in this process", subject: identifier.rawValue)
+            throw TransferFailure.sessionNotOpen(identifier.rawValue)
         }
         return session
     }
