@@ -154,6 +154,10 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     /// beside the task (`task-N.body` in the session's cache folder) and sends them with every
     /// attempt; nil for a request without a body.
     public var requestBodyLength: Int64?
+    /// The kept body came with the request the app gave in `willBeginDelayedRequest`
+    /// (`task-N.new-body`), not with the task (`task-N.body`): a power cut then leaves the
+    /// record naming the file that goes with it. nil otherwise.
+    public var requestBodyReplaced: Bool?
     /// For uploads to a server that offered resumption: where the upload continues.
     public var uploadResumption: UploadResumption?
     public var createdAt: Date
