@@ -203,6 +203,10 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     /// `URLSessionTaskTransactionMetrics.networkProtocolName`); nil before one arrived and in
     /// records written before it existed.
     public var networkProtocolName: String?
+    /// The redirects followed on the way to the last response (Apple's
+    /// `URLSessionTaskMetrics.redirectCount`); nil before a response arrived and in records
+    /// written before it existed.
+    public var redirectCount: Int?
 
     public init(taskIdentifier: Int, kind: TaskKind, originalRequest: RequestRecord, createdAt: Date = Date()) {
         self.taskIdentifier = taskIdentifier
