@@ -50,4 +50,11 @@ public enum TransferLimits {
                                message: "the request body has \(count) bytes, more than the \(requestBodyBytes) (1 MiB) a background download task may send: upload it from a file (uploadTask(with:fromFile:))",
                                subject: String(url.prefix(100)))
     }
+
+    /// Why a background download task's `httpBodyStream` is refused (-1): background sessions
+    /// take bodies from a file, as on Apple's systems.
+    public static func refusalOfBodyStream(url: String) -> TransferFailure {
+        TransferFailure(code: TransferFailure.unknown,
+                        message: "a background session's download task cannot send an httpBodyStream: background sessions take bodies from a file (uploadTask(with:fromFile:)), or set httpBody (at most \(requestBodyBytes) bytes)", subject: url)
+    }
 }

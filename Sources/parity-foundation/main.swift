@@ -38,6 +38,10 @@ final class Recorder: NSObject, URLSessionDataDelegate, URLSessionDownloadDelega
     var credential: URLCredential?
     var challengeAnswer: URLSession.AuthChallengeDisposition = .cancelAuthenticationChallenge
     var streamBody: Data?
+    /// The last `didSendBodyData`'s totals; and whether the task's own counts said as much
+    /// in every call.
+    let lastSent = Shared<String?>(nil)
+    let countsAgree = Shared(true)
 
     private func note(_ event: String) {
         events.with { list in
@@ -61,6 +65,9 @@ final class Recorder: NSObject, URLSessionDataDelegate, URLSessionDownloadDelega
     }
     func urlSession(_ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
         note("sent")
+        lastSent.with { $0 = "\(totalBytesSent)/\(totalBytesExpectedToSend)" }
+        // More may have been sent since the call was made, never less.
+        if task.countOfBytesSent < totalBytesSent || task.countOfBytesExpectedToSend != totalBytesExpectedToSend { countsAgree.with { $0 = false } }
     }
     func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
         note("redirect(\(response.statusCode) \(request.url?.path ?? "?"))")
@@ -161,6 +168,15 @@ func delegateRun(_ name: String, recorder: Recorder = Recorder(), within limit: 
     say("\(name).bytesReceived", recorder.bytes.with { $0 })
     say("\(name).countOfBytesReceived", task.countOfBytesReceived)
     say("\(name).countOfBytesSent", task.countOfBytesSent)
+    if let sent = recorder.lastSent.with({ $0 }) {
+        // What an upload's delegate was told of the body, and what its task says once it ended.
+        say("\(name).didSendBodyData", sent)
+        say("\(name).countsAgreeWhileSending", recorder.countsAgree.with { $0 })
+        say("\(name).countOfBytesExpectedToSend", task.countOfBytesExpectedToSend)
+        // The body bytes sent, out of its length (-1 while a stream's is unknown).
+        let progress = task.progress, expected = task.countOfBytesExpectedToSend
+        say("\(name).progressAgrees", progress.completedUnitCount == task.countOfBytesSent && progress.totalUnitCount == (expected > 0 ? expected : -1))
+    }
     say("\(name).currentPath", task.currentRequest?.url?.path)
     say("\(name).originalMethod", task.originalRequest?.httpMethod)
 }

@@ -31,10 +31,92 @@ final class BackgroundDownloadBodyTests: InProcessSuite, @unchecked Sendable {
         return request
     }
 
-    /// The names in the session's cache folder that are kept request bodies.
+    /// The names in the session's cache folder that are kept request bodies (given at creation,
+    /// or with the new request of `willBeginDelayedRequest`).
     func keptBodies(_ session: String) -> [String] {
         let folder = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(session)")
-        return ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { $0.hasSuffix(".body") }
+        return ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { $0.hasSuffix(".body") || $0.hasSuffix(".new-body") }
+    }
+
+    /// A task of `request` held by `earliestBeginDate` in a new session, whose delegate answers
+    /// `willBeginDelayedRequest` with `.useNewRequest` and `newRequest`; resumed.
+    func delayedTask(_ request: URLRequest, replacedBy newRequest: URLRequest, session name: String) -> (URLSession, RecordingDelegate, URLSessionDownloadTask) {
+        let delegate = RecordingDelegate()
+        let replacement = UncheckedBox(newRequest)
+        delegate.delayedRequestAnswer = { _ in (.useNewRequest, replacement.value) }
+        let session = fixture.session(name, delegate: delegate)
+        let task = session.downloadTask(with: request)
+        task.earliestBeginDate = Date().addingTimeInterval(0.3)
+        task.resume()
+        return (session, delegate, task)
+    }
+
+    @Test("willBeginDelayedRequest .useNewRequest with another body (S5.1): the server receives the new request's URL, method, headers and body, never the body the task was made with")
+    func newRequestBodyReplacesKept() throws {
+        _ = try DaemonUnderTest.start(container)
+        let payload = testPayload(size: 200_000, seed: 21)
+        servePOST("/search-old", Data("stale".utf8))
+        servePOST("/search-new", payload)
+        let oldBody = testPayload(size: 70_000, seed: 22)
+        let newBody = testPayload(size: 5_000, seed: 23)
+        var fresh = postRequest("/search-new", body: newBody)
+        fresh.setValue("fresh", forHTTPHeaderField: "X-Query")
+        let (session, delegate, task) = delayedTask(postRequest("/search-old", body: oldBody), replacedBy: fresh, session: "post-replaced")
+        defer { session.invalidateAndCancel() }
+        #expect(delegate.wait { $0 == .completed(task: task.taskIdentifier, code: nil, status: 200) }, "\(delegate.calls)")
+        #expect(delegate.digests[task.taskIdentifier] == SHA256.hexDigest(of: payload), "the new request's answer is the file")
+        #expect(server.requests.filter { $0.path == "/search-old" }.isEmpty)
+        let received = server.requests.filter { $0.path == "/search-new" }
+        #expect(received.count == 1)
+        #expect(received.first?.method == "POST")
+        #expect(received.first?.body == newBody, "the new body: \(received.first?.bodyLength ?? -1) bytes of \(newBody.count); the old one has \(oldBody.count)")
+        #expect(received.first?.header("Content-Length") == String(newBody.count))
+        #expect(received.first?.header("X-Query") == "fresh")
+        #expect(session.waitUntilDurable(timeout: 10))
+        #expect(keptBodies("post-replaced").isEmpty, "both kept bodies are removed: \(keptBodies("post-replaced"))")
+    }
+
+    @Test("willBeginDelayedRequest .useNewRequest without a body (S5.1): a POST made with a body becomes a GET that sends none")
+    func newRequestWithoutBodySendsNone() throws {
+        _ = try DaemonUnderTest.start(container)
+        let payload = testPayload(size: 30_000, seed: 24)
+        servePOST("/report", Data("stale".utf8))
+        server.serve("/report.bin", data: payload)
+        let (session, delegate, task) = delayedTask(postRequest("/report", body: testPayload(size: 40_000, seed: 25)),
+                                                    replacedBy: URLRequest(url: server.url(for: "/report.bin")), session: "post-to-get")
+        defer { session.invalidateAndCancel() }
+        #expect(delegate.wait { $0 == .completed(task: task.taskIdentifier, code: nil, status: 200) }, "\(delegate.calls)")
+        #expect(delegate.digests[task.taskIdentifier] == SHA256.hexDigest(of: payload))
+        let received = server.requests.filter { $0.path == "/report.bin" }
+        #expect(received.count == 1)
+        #expect(received.first?.method == "GET")
+        #expect(received.first?.bodyLength == 0, "no body: \(received.first?.bodyLength ?? -1) bytes")
+        #expect(received.first?.header("Content-Length") == nil)
+        #expect(server.requests.filter { $0.path == "/report" }.isEmpty)
+    }
+
+    @Test("willBeginDelayedRequest .useNewRequest with a body past 1 MiB (-1103) or an httpBodyStream (-1) ends the task as at creation; the server gets no request",
+          arguments: ["too-long", "stream"])
+    func newRequestBodyRefused(_ kind: String) throws {
+        _ = try DaemonUnderTest.start(container)
+        server.serve("/plain", data: Data("plain".utf8))
+        servePOST("/search", Data("never".utf8))
+        var fresh = URLRequest(url: server.url(for: "/search"))
+        fresh.httpMethod = "POST"
+        if kind == "stream" {
+            fresh.httpBodyStream = InputStream(data: testPayload(size: 10_000, seed: 26))
+        } else {
+            fresh.httpBody = testPayload(size: TransferLimits.requestBodyBytes + 1, seed: 27)
+        }
+        let code = kind == "stream" ? -1 : URLError.Code.dataLengthExceedsMaximum.rawValue
+        let (session, delegate, task) = delayedTask(URLRequest(url: server.url(for: "/plain")), replacedBy: fresh, session: "new-body-\(kind)")
+        defer { session.invalidateAndCancel() }
+        #expect(delegate.wait { $0 == .completed(task: task.taskIdentifier, code: code, status: nil) }, "\(delegate.calls)")
+        let message = (task.error as? URLError)?.localizedDescription ?? ""
+        #expect(message.contains(kind == "stream" ? "httpBodyStream" : "\(TransferLimits.requestBodyBytes)"), "\(message)")
+        #expect(server.requests.isEmpty, "nothing sent: \(server.requests.map(\.path))")
+        #expect(session.waitUntilDurable(timeout: 10))
+        #expect(keptBodies("new-body-\(kind)").isEmpty)
     }
 
     @Test("The server receives the exact body bytes of a background POST download task (0 bytes, 1 byte, the 1 MiB limit), and the answer is the downloaded file",
@@ -120,4 +202,10 @@ final class BackgroundDownloadBodyTests: InProcessSuite, @unchecked Sendable {
         #expect(received.allSatisfy { $0.method == "POST" && $0.body == body }, "every request carried the body: \(received.map { "\($0.method) \($0.bodyLength)" })")
     }
 }
+}
+
+/// A request handed to the delegate queue's answer: the test makes it, the delegate only reads it.
+private final class UncheckedBox<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

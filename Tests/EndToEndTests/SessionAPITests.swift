@@ -5,6 +5,7 @@ import TransferContainer
 import LoopbackServer
 import ContainerInspection
 import TransferPOSIX
+import Digests
 
 /// Tests that use the client library inside this test process. The process has one identity
 /// (`AppEnvironment`) at a time, so all of them run one after another, under this suite.
@@ -83,6 +84,26 @@ final class SessionAPITests: InProcessSuite, @unchecked Sendable {
         task.resume()
         #expect(delegate.wait { $0 == .completed(task: task.taskIdentifier, code: nil, status: 404) }, "\(delegate.calls)")
         session.invalidateAndCancel()
+    }
+
+    @Test("A background download through two 302s: didFinishCollecting's metrics, before didCompleteWithError, count 2 redirects")
+    func metricsCountRedirects() throws {
+        let payload = testPayload(size: 20_000, seed: 31)
+        server.serve("/hop-1", data: Data(), options: RouteOptions(redirectTo: "/hop-2"))
+        server.serve("/hop-2", data: Data(), options: RouteOptions(redirectTo: "/landed"))
+        server.serve("/landed", data: payload)
+        let delegate = RecordingDelegate()
+        let session = fixture.session("redirect-metrics", delegate: delegate)
+        defer { session.invalidateAndCancel() }
+        let task = session.downloadTask(with: server.url(for: "/hop-1"))
+        task.resume()
+        #expect(delegate.wait { $0 == .completed(task: task.taskIdentifier, code: nil, status: 200) }, "\(delegate.calls)")
+        #expect(delegate.digests[task.taskIdentifier] == SHA256.hexDigest(of: payload))
+        let paths = server.requests.map(\.path).filter { $0.hasPrefix("/hop") || $0 == "/landed" }
+        #expect(paths == ["/hop-1", "/hop-2", "/landed"], "the daemon followed both redirects once: \(paths)")
+        let metrics = try #require(delegate.metrics(of: task.taskIdentifier), "metrics come before the completion")
+        #expect(metrics.redirectCount == 2)
+        #expect(metrics.transactionMetrics.last?.response?.url?.path == "/landed")
     }
 
     @Test("cancel() ends a running task with -999; an ftp: URL fails with -1002 when resumed")

@@ -12,7 +12,7 @@ public final class URLSessionTaskMetrics: @unchecked Sendable, CustomStringConve
     public let transactionMetrics: [URLSessionTaskTransactionMetrics]
     /// From the task's creation to its completion.
     public let taskInterval: DateInterval
-    /// Redirects followed (not counted by the daemon: 0).
+    /// Redirects followed on the way to the task's last response.
     public let redirectCount: Int
 
     init(transactionMetrics: [URLSessionTaskTransactionMetrics], taskInterval: DateInterval, redirectCount: Int) {
@@ -26,7 +26,8 @@ public final class URLSessionTaskMetrics: @unchecked Sendable, CustomStringConve
     convenience init(task record: TaskRecord, endedAt end: Date, request: URLRequest?, response: URLResponse?) {
         let interval = DateInterval(start: min(record.createdAt, end), end: end)
         let transaction = URLSessionTaskTransactionMetrics(request: request, response: response, networkProtocolName: record.networkProtocolName, responseEndDate: response == nil ? nil : end)
-        self.init(transactionMetrics: request == nil ? [] : [transaction], taskInterval: interval, redirectCount: 0)
+        // A record from disk is not trusted to hold a count that makes sense.
+        self.init(transactionMetrics: request == nil ? [] : [transaction], taskInterval: interval, redirectCount: max(0, record.redirectCount ?? 0))
     }
 
     /// The task's duration and the protocol of each exchange, for logs.

@@ -225,7 +225,10 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     }
 
     func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
-        guard let (task, delegate) = ours(inner), let delegate else { return }
+        guard let (task, delegate) = ours(inner) else { return }
+        // Before the app hears of it, so that the task's progress says as much in the call.
+        task.noteSent(totalBytesSent, of: totalBytesExpectedToSend)
+        guard let delegate else { return }
         deliver { session in delegate.urlSession(session, task: task, didSendBodyData: bytesSent, totalBytesSent: totalBytesSent, totalBytesExpectedToSend: totalBytesExpectedToSend) }
     }
 

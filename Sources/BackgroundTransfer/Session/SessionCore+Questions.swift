@@ -21,7 +21,10 @@ extension SessionCore {
                     reply = .continueLoading
                     break
                 }
-                reply = .useNewRequest(URLSession.record(of: newRequest, configuration: configuration))
+                // A download task sends the new request's body, as it would have sent one given
+                // at creation; an upload's body stays its file.
+                let body = task is URLSessionDownloadTask ? NewRequestBody(of: newRequest) : .absent
+                reply = .useNewRequest(URLSession.record(of: newRequest, configuration: configuration), body: body)
             }
             perform(.answerDelayedRequest(session: identifier, task: task.taskIdentifier, reply), on: task)
         }

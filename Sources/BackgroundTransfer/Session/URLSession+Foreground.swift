@@ -114,10 +114,6 @@ extension URLSession {
             return TransferFailure(code: TransferFailure.unknown,
                                    message: "a default session's download task sends no request body here: use a data or upload task for \(method) with a body", subject: url)
         }
-        guard let body = request.httpBody else {
-            return TransferFailure(code: TransferFailure.unknown,
-                                   message: "a background session's download task cannot send an httpBodyStream: background sessions take bodies from a file (uploadTask(with:fromFile:)), or set httpBody (at most \(TransferLimits.requestBodyBytes) bytes)", subject: url)
-        }
-        return TransferLimits.refusal(ofBodyBytes: body.count, url: url)
+        return NewRequestBody(of: request).refusal(url: url)
     }
 }

@@ -54,7 +54,7 @@ open class URLSessionTask: @unchecked Sendable {
             let bytes = fields.record.progressBytes
             // No implicit parent: the task's progress is its own, whatever is current when it is read.
             let progress = Progress(parent: nil, userInfo: nil)
-            progress.totalUnitCount = max(bytes.expected, 0)
+            progress.totalUnitCount = Self.total(of: bytes) ?? 0
             progress.completedUnitCount = bytes.done
             fields.progress = progress
             return progress
@@ -249,6 +249,18 @@ open class URLSessionTask: @unchecked Sendable {
         made.map { Self.update($0, to: bytes) }
     }
 
+    /// Body bytes a default session's upload task sent, as FoundationNetworking's
+    /// `didSendBodyData` tells them (its task does not tell ours): `progress` counts them.
+    /// `expected` 0 is corelibs' word for a stream's unknown length.
+    func noteSent(_ total: Int64, of expected: Int64) {
+        let (bytes, made) = fields.withLock { fields in
+            fields.record.countOfBytesSent = max(fields.record.countOfBytesSent, total)
+            fields.record.countOfBytesExpectedToSend = expected > 0 ? expected : -1
+            return (fields.record.progressBytes, fields.progress)
+        }
+        made.map { Self.update($0, to: bytes) }
+    }
+
     func setState(_ state: TaskState) {
         fields.withLock { $0.record.state = state }
     }
@@ -263,8 +275,14 @@ open class URLSessionTask: @unchecked Sendable {
 
     /// Outside the task's lock: a `Progress` tells its observers and parent as it changes.
     private static func update(_ progress: Progress, to bytes: (done: Int64, expected: Int64)) {
-        if bytes.expected >= 0 { progress.totalUnitCount = bytes.expected }
+        if let total = total(of: bytes) { progress.totalUnitCount = total }
         progress.completedUnitCount = bytes.done
+    }
+
+    /// A `Progress`'s total for these counts: the length when known; -1 (indeterminate, as
+    /// Apple's and corelibs' show it) once bytes moved without one; nil (keep) before.
+    private static func total(of bytes: (done: Int64, expected: Int64)) -> Int64? {
+        bytes.expected >= 0 ? bytes.expected : (bytes.done > 0 ? -1 : nil)
     }
 
     static func request(from record: RequestRecord) -> URLRequest? {

@@ -154,6 +154,10 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     /// beside the task (`task-N.body` in the session's cache folder) and sends them with every
     /// attempt; nil for a request without a body.
     public var requestBodyLength: Int64?
+    /// The kept body came with the request the app gave in `willBeginDelayedRequest`
+    /// (`task-N.new-body`), not with the task (`task-N.body`): a power cut then leaves the
+    /// record naming the file that goes with it. nil otherwise.
+    public var requestBodyReplaced: Bool?
     /// For uploads to a server that offered resumption: where the upload continues.
     public var uploadResumption: UploadResumption?
     public var createdAt: Date
@@ -199,6 +203,10 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     /// `URLSessionTaskTransactionMetrics.networkProtocolName`); nil before one arrived and in
     /// records written before it existed.
     public var networkProtocolName: String?
+    /// The redirects followed on the way to the last response (Apple's
+    /// `URLSessionTaskMetrics.redirectCount`); nil before a response arrived and in records
+    /// written before it existed.
+    public var redirectCount: Int?
 
     public init(taskIdentifier: Int, kind: TaskKind, originalRequest: RequestRecord, createdAt: Date = Date()) {
         self.taskIdentifier = taskIdentifier

@@ -81,7 +81,8 @@ public struct TaskProperties: Codable, Sendable, Equatable {
 /// The app's answer to `willBeginDelayedRequest` (Apple's `URLSession.DelayedRequestDisposition`, S5.1).
 public enum DelayedRequestAnswer: Codable, Sendable, Equatable {
     case continueLoading
-    case useNewRequest(RequestRecord)
+    /// Send this request instead: its method, headers and URL, and for a download task its body.
+    case useNewRequest(RequestRecord, body: NewRequestBody = .absent)
     case cancel
 }
 

@@ -52,9 +52,9 @@ enum CacheSweep {
     }
 
     /// The task a file the daemon makes is named after (`task-N.partial`, `task-N.partial.response`,
-    /// `task-N.upload`, `task-N.upload-response`, `task-N.body`, `CFNetworkDownload_N.tmp`); nil for any other name.
+    /// `task-N.upload`, `task-N.upload-response`, `task-N.body`, `task-N.new-body`, `CFNetworkDownload_N.tmp`); nil for any other name.
     static func taskIdentifier(inDaemonFile name: String) -> Int? {
-        let forms: [(prefix: String, suffixes: [String])] = [("task-", [".partial", ".partial.response", ".upload", ".upload-response", ".body"]), ("CFNetworkDownload_", [".tmp"])]
+        let forms: [(prefix: String, suffixes: [String])] = [("task-", [".partial", ".partial.response", ".upload", ".upload-response", ".body", ".new-body"]), ("CFNetworkDownload_", [".tmp"])]
         for form in forms where name.hasPrefix(form.prefix) {
             for suffix in form.suffixes where name.hasSuffix(suffix) && name.count > form.prefix.count + suffix.count {
                 let digits = name.dropFirst(form.prefix.count).dropLast(suffix.count)

@@ -41,18 +41,27 @@ final class DelayedRequests {
         return ready
     }
 
-    /// The app's answer to `willBeginDelayedRequest`: go on, go on with another request, or cancel.
+    /// The app's answer to `willBeginDelayedRequest`: go on, go on with another request, or
+    /// cancel. Taken only while the question is open: an answer after the task went on
+    /// (overdue, or never asked) changes nothing, so a request body is replaced once at most.
     func answerDelayedRequest(_ answer: DelayedRequestAnswer, for taskID: Int, in session: DaemonSession) throws -> TaskRecord? {
         guard var task = session.tasks[taskID] else { return nil } // ended meanwhile
         let key = TaskKey(session: session.key, task: taskID)
-        delayedRequestsAsked[key] = nil
+        guard delayedRequestsAsked.removeValue(forKey: key) != nil, !task.delayedRequestAnswered else {
+            daemon.log.notice("transfers", "an answer to willBeginDelayedRequest that was not asked for (or came too late); ignored", session: session.key.identifier.rawValue, task: taskID)
+            return task
+        }
         task.delayedRequestAnswered = true
         switch answer {
         case .continueLoading:
             session.update(task)
             daemon.log.info("transfers", "willBeginDelayedRequest: continue loading", session: session.key.identifier.rawValue, task: taskID)
-        case .useNewRequest(let request):
-            if let refusal = daemon.requests.refusal(of: TaskCreation(kind: task.kind, request: request)) {
+        case .useNewRequest(let request, let body):
+            // The rules of a new task: its URL and headers, and a download's body (S5.1).
+            let isDownload = task.kind == .download
+            if let refusal = TransferLimits.refusal(of: request) ?? daemon.requests.refusal(of: TaskCreation(kind: task.kind, request: request))
+                ?? (isDownload ? body.refusal(url: request.url) : nil)
+                ?? (isDownload ? daemon.downloads.replaceRequestBody(with: body, of: &task, in: session) : nil) {
                 daemon.completion.fail(task, in: session, refusal)
                 return nil
             }

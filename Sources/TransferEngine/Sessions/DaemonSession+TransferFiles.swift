@@ -31,8 +31,9 @@ extension DaemonSession {
         downloadsPath("task-\(task.taskIdentifier).upload-response")
     }
 
-    /// A download task's request body (a POST that answers with a file), kept for every attempt.
+    /// A download task's request body (a POST that answers with a file), kept for every
+    /// attempt; the one the app gave in `willBeginDelayedRequest` has a name of its own.
     func requestBodyPath(for task: TaskRecord) -> String {
-        downloadsPath("task-\(task.taskIdentifier).body")
+        downloadsPath("task-\(task.taskIdentifier).\(task.requestBodyReplaced == true ? "new-body" : "body")")
     }
 }

@@ -38,4 +38,24 @@ extension Downloads {
         }
         return body
     }
+
+    /// `.useNewRequest` in `willBeginDelayedRequest` (S5.1): `body` replaces the kept one,
+    /// `.absent` leaves none. New bytes go to the task's other file (`task-N.new-body`),
+    /// durable before the commit that names it: a power cut leaves the old record with the old
+    /// file or the new record with the new one, never a mix. The old file goes after that
+    /// commit. Returns why the task fails instead; `body` is within bounds (checked before).
+    func replaceRequestBody(with body: NewRequestBody, of task: inout TaskRecord, in session: DaemonSession) -> TransferFailure? {
+        let old = task.requestBodyLength == nil ? nil : session.requestBodyPath(for: task)
+        var replaced = task
+        replaced.requestBodyLength = nil
+        replaced.requestBodyReplaced = nil
+        if case .bytes(let bytes) = body {
+            replaced.requestBodyReplaced = true
+            replaced.requestBodyLength = Int64(bytes.count)
+            if let failure = keepRequestBody(bytes, of: replaced, in: session) { return failure }
+        }
+        if let old, old != session.requestBodyPath(for: replaced) { session.removeAfterCommit([old]) }
+        task = replaced
+        return nil
+    }
 }

@@ -334,6 +334,7 @@ package final class DownloadTransfer: Transfer {
         CookieJar.keep(cookies, cookieSettings, head, from: easy.effectiveURL ?? task.requestToSend.url)
         task.currentURL = easy.effectiveURL
         task.networkProtocolName = easy.networkProtocolName
+        task.redirectCount = easy.redirectCount
         let resumed = head.statusCode == 206 && resumeOffset > 0
         if (200..<300).contains(head.statusCode) { task.validator = head.validator }
         if resumed {

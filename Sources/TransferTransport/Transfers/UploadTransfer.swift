@@ -263,6 +263,7 @@ package final class UploadTransfer: Transfer {
         task.response = ResponseRecord(url: easy.effectiveURL ?? task.requestToSend.url, statusCode: head.statusCode, headers: head.headerDictionary)
         CookieJar.keep(cookies, cookieSettings, head, from: easy.effectiveURL ?? task.requestToSend.url)
         task.networkProtocolName = easy.networkProtocolName
+        task.redirectCount = easy.redirectCount
         task.currentURL = easy.effectiveURL
         task.countOfBytesReceived = min(responseBytes, Self.responseBodyLimit)
         task.countOfBytesExpectedToReceive = head.contentLength ?? responseBytes

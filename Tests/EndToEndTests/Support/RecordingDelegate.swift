@@ -42,6 +42,8 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
     /// Every challenge asked, in order: checked by the test in its own task (an `#expect` in
     /// `challengeAnswer` would run on the delegate queue, outside any test).
     private(set) var challenges: [URLAuthenticationChallenge] = []
+    /// What didFinishCollecting handed over, by task.
+    private var metricsLog: [Int: URLSessionTaskMetrics] = [:]
     /// Every didWriteData's bytesWritten and totalBytesWritten, by task, in order.
     private var writeLog: [Int: [(bytesWritten: Int64, total: Int64)]] = [:]
 
@@ -49,6 +51,12 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
         condition.lock()
         defer { condition.unlock() }
         return writeLog[task] ?? []
+    }
+
+    func metrics(of task: Int) -> URLSessionTaskMetrics? {
+        condition.lock()
+        defer { condition.unlock() }
+        return metricsLog[task]
     }
 
     var calls: [Call] {
@@ -105,6 +113,12 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
 
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {
         record(.resumed(task: downloadTask.taskIdentifier, offset: fileOffset, expected: expectedTotalBytes))
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
+        condition.lock()
+        metricsLog[task.taskIdentifier] = metrics
+        condition.unlock()
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
