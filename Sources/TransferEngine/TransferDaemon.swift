@@ -101,7 +101,7 @@ public final class TransferDaemon {
     private(set) lazy var listing = TaskListing(transfers: transfers)
     private(set) lazy var watchers = Watchers(surroundings: self, scheduler: scheduler, log: log, clock: clock)
     private(set) lazy var sessionRecovery = SessionRecovery(daemon: self)
-    private(set) lazy var serverTrust = ServerTrustChallenges(daemon: self)
+    private(set) lazy var serverTrust = ServerTrustChallenges(surroundings: self, layout: layout, root: root, log: log, waker: loop.multi.waker)
     private(set) lazy var service = ServiceReports(notifier: options.notifier, log: log) { [unowned self] in sessions }
 
     public init(options: Options) throws {
