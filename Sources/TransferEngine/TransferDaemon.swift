@@ -96,7 +96,7 @@ public final class TransferDaemon {
     private(set) lazy var uploads = Uploads(daemon: self)
     private(set) lazy var resumeData = ResumeDataStore(layout: layout, root: root, log: log, registry: registry)
     private(set) lazy var coalescing = Coalescing(daemon: self)
-    private(set) lazy var challenges = Challenges(daemon: self)
+    private(set) lazy var challenges = Challenges(surroundings: self, serverTrust: serverTrust, retryPolicy: retryPolicy, layout: layout, root: root, log: log, clock: clock)
     private(set) lazy var requests = RequestHandler(daemon: self)
     private(set) lazy var listing = TaskListing(transfers: transfers)
     private(set) lazy var watchers = Watchers(surroundings: self, scheduler: scheduler, log: log, clock: clock)
