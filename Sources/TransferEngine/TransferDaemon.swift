@@ -87,7 +87,7 @@ public final class TransferDaemon {
     private(set) lazy var clients = ClientServer(daemon: self)
     private(set) lazy var delivery = EventDelivery(daemon: self)
     private(set) lazy var commits = GroupCommit(daemon: self)
-    private(set) lazy var scheduler = Scheduler(daemon: self)
+    private(set) lazy var scheduler = Scheduler(surroundings: self, challenges: challenges, delayedRequests: delayedRequests, serverTrust: serverTrust, maximumConcurrentTransfers: options.maximumConcurrentTransfers, layout: layout, root: root, log: log, clock: clock)
     private(set) lazy var delayedRequests = DelayedRequests(surroundings: self, log: log)
     private(set) lazy var relauncher = Relauncher(surroundings: self, registry: registry, lifecycle: lifecycle, layout: layout, log: log, clock: clock)
     private(set) lazy var transfers = RunningTransfers(daemon: self)
