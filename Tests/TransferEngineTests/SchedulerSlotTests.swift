@@ -14,7 +14,7 @@ import TransferTransport
 
     /// The scheduler and the parts it holds, over a container path nothing creates.
     final class Parts {
-        let surroundings = StubSurroundings()
+        let surroundings = Surroundings()
         let multi: CurlMulti
         let scheduler: Scheduler
 
@@ -50,57 +50,57 @@ import TransferTransport
         parts.surroundings.transfersInFlight[TaskKey(session: b, task: 1)] = nil // it ended
         #expect(parts.scheduler.slotWait() == nil, "a slot is free again")
     }
-}
 
-/// The scheduler's and its gates' surroundings, with no daemon: transfers in flight as the
-/// test sets them, no sessions, and nothing else done.
-final class StubSurroundings: SchedulerSurroundings, ChallengeSurroundings, ServerTrustSurroundings, DelayedRequestSurroundings {
-    var sessions: [SessionKey: DaemonSession] = [:]
-    var transfersInFlight: [TaskKey: any Transfer] = [:]
+    /// The scheduler's and its gates' surroundings, with no daemon: transfers in flight as the
+    /// test sets them, no sessions, and nothing else done.
+    final class Surroundings: SchedulerSurroundings, ChallengeSurroundings, ServerTrustSurroundings, DelayedRequestSurroundings {
+        var sessions: [SessionKey: DaemonSession] = [:]
+        var transfersInFlight: [TaskKey: any Transfer] = [:]
 
-    /// A download of `key` in flight.
-    func run(_ key: TaskKey) throws {
-        let task = TaskRecord(taskIdentifier: key.task, kind: .download, originalRequest: RequestRecord(url: "http://127.0.0.1:9/\(key.task)"), createdAt: .distantPast)
-        transfersInFlight[key] = try StubTransfer(session: key.session, task: task)
+        /// A download of `key` in flight.
+        func run(_ key: TaskKey) throws {
+            let task = TaskRecord(taskIdentifier: key.task, kind: .download, originalRequest: RequestRecord(url: "http://127.0.0.1:9/\(key.task)"), createdAt: .distantPast)
+            transfersInFlight[key] = try IdleTransfer(session: key.session, task: task)
+        }
+
+        func pauseTransfer(_ key: TaskKey) { transfersInFlight[key] = nil }
+        func prepareSpareFiles(_ count: Int) {}
+        func coalescedRequestsInFlight() -> Set<String> { [] }
+        func coalescingKey(_ task: TaskRecord, in session: DaemonSession) -> String? { nil }
+        func startDownload(_ task: TaskRecord, in session: DaemonSession) {}
+        func startUpload(_ task: TaskRecord, in session: DaemonSession, step: UploadTransfer.Step) {}
+        func pushToHolder(_ push: DaemonPush, of session: DaemonSession) {}
+        func askHolder(_ asked: inout [TaskKey: AskedHolder], _ key: TaskKey, in session: DaemonSession,
+                       now: Date, timeout: TimeInterval?, _ question: @autoclosure () -> DaemonPush) -> EventDelivery.HolderQuestion { .nobodyAttached }
+        func announcePendingEvents(_ session: DaemonSession) {}
+        func cancelTask(_ taskID: Int, in session: DaemonSession, failure: TransferFailure) throws {}
+        func failTask(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure) {}
+        func completeDownload(_ task: TaskRecord, in session: DaemonSession) {}
+        func completeUpload(_ task: TaskRecord, responseBody: Data?, in session: DaemonSession) {}
+        func retryOrFailTask(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {}
+        func retryOrFailTask(_ task: TaskRecord, in session: DaemonSession, after cause: RetryCause) {}
+        func refusal(of creation: TaskCreation) -> TransferFailure? { nil }
+        func requestScheduling() {}
+        func requestScheduling(of task: TaskRecord, in session: DaemonSession) {}
+        func challengeSettled(_ key: TaskKey) {}
     }
 
-    func pauseTransfer(_ key: TaskKey) { transfersInFlight[key] = nil }
-    func prepareSpareFiles(_ count: Int) {}
-    func coalescedRequestsInFlight() -> Set<String> { [] }
-    func coalescingKey(_ task: TaskRecord, in session: DaemonSession) -> String? { nil }
-    func startDownload(_ task: TaskRecord, in session: DaemonSession) {}
-    func startUpload(_ task: TaskRecord, in session: DaemonSession, step: UploadTransfer.Step) {}
-    func pushToHolder(_ push: DaemonPush, of session: DaemonSession) {}
-    func askHolder(_ asked: inout [TaskKey: AskedHolder], _ key: TaskKey, in session: DaemonSession,
-                   now: Date, timeout: TimeInterval?, _ question: @autoclosure () -> DaemonPush) -> EventDelivery.HolderQuestion { .nobodyAttached }
-    func announcePendingEvents(_ session: DaemonSession) {}
-    func cancelTask(_ taskID: Int, in session: DaemonSession, failure: TransferFailure) throws {}
-    func failTask(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure) {}
-    func completeDownload(_ task: TaskRecord, in session: DaemonSession) {}
-    func completeUpload(_ task: TaskRecord, responseBody: Data?, in session: DaemonSession) {}
-    func retryOrFailTask(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {}
-    func retryOrFailTask(_ task: TaskRecord, in session: DaemonSession, after cause: RetryCause) {}
-    func refusal(of creation: TaskCreation) -> TransferFailure? { nil }
-    func requestScheduling() {}
-    func requestScheduling(of task: TaskRecord, in session: DaemonSession) {}
-    func challengeSettled(_ key: TaskKey) {}
-}
+    /// A transfer in flight that moves nothing: a libcurl handle never added to a multi.
+    final class IdleTransfer: Transfer {
+        let session: SessionKey
+        let task: TaskRecord
+        let easy: CurlEasy
+        var lastProgressReport = Date.distantPast
+        var lastReportedBytes: Int64 = 0
+        var bytesMoved: Int64 { 0 }
+        var progress: TaskProgress { TaskProgress(taskIdentifier: task.taskIdentifier, state: .running) }
 
-/// A transfer in flight that moves nothing: a libcurl handle never added to a multi.
-final class StubTransfer: Transfer {
-    let session: SessionKey
-    let task: TaskRecord
-    let easy: CurlEasy
-    var lastProgressReport = Date.distantPast
-    var lastReportedBytes: Int64 = 0
-    var bytesMoved: Int64 { 0 }
-    var progress: TaskProgress { TaskProgress(taskIdentifier: task.taskIdentifier, state: .running) }
+        init(session: SessionKey, task: TaskRecord) throws {
+            self.session = session
+            self.task = task
+            easy = try CurlEasy()
+        }
 
-    init(session: SessionKey, task: TaskRecord) throws {
-        self.session = session
-        self.task = task
-        easy = try CurlEasy()
+        func close() {}
     }
-
-    func close() {}
 }
