@@ -11,29 +11,19 @@ import TransferTransport
 /// that offers Basic holds its task and has the app asked; the app's credential is what the
 /// retry sends; with no credential the `401` is delivered as it is.
 @Suite final class ChallengesTests {
-    let root: URL
-    let session: DaemonSession
+    let container: SessionFixture
+    var session: DaemonSession { container.session }
     let surroundings = Surroundings()
     let multi: CurlMulti
     let challenges: Challenges
 
     init() throws {
-        root = FileManager.default.temporaryDirectory.appendingPathComponent("challenges-\(UUID().uuidString)")
-        let layout = ContainerLayout(root: root)
-        try layout.prepare()
-        let log = TransferLog(layout: layout, process: "test", subsystem: "test", minimumLevel: .error)
-        let directory = try RootDirectory.open(root.path)
-        let clock = ManualClock(Date(timeIntervalSince1970: 1_700_000_000))
-        let family = try BundleIdentifier("com.example.host")
-        let record = SessionRecord(identifier: try SessionIdentifier("com.example.host.background"), owner: family, family: family, configuration: SessionConfiguration(), createdAt: clock.now)
-        session = try DaemonSession(layout: layout, log: log, record: record)
+        container = try SessionFixture("challenges", identifier: "com.example.host.background")
+        let root = try RootDirectory.open(container.root.path)
         multi = try CurlMulti()
-        let serverTrust = ServerTrustChallenges(surroundings: surroundings, layout: layout, root: directory, log: log, waker: multi.waker)
-        challenges = Challenges(surroundings: surroundings, serverTrust: serverTrust, retryPolicy: RetryPolicy(), layout: layout, root: directory, log: log, clock: clock)
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(at: root)
+        let serverTrust = ServerTrustChallenges(surroundings: surroundings, layout: container.layout, root: root, log: container.log, waker: multi.waker)
+        challenges = Challenges(surroundings: surroundings, serverTrust: serverTrust, retryPolicy: RetryPolicy(), layout: container.layout, root: root,
+                                log: container.log, clock: ManualClock(Date(timeIntervalSince1970: 1_700_000_000)))
     }
 
     /// A running download whose attempt ended with a 401 carrying `headers`.
