@@ -4,7 +4,6 @@ import TransferContainer
 @testable import TransferEngine
 import TransferLogging
 import TransferPOSIX
-import TransferTransport
 
 /// The challenges built with no daemon: one session in a container of the test's own, and a
 /// stub of their surroundings that records what they ask of the rest of the daemon. A `401`
@@ -13,17 +12,13 @@ import TransferTransport
 @Suite final class ChallengesTests {
     let container: SessionFixture
     var session: DaemonSession { container.session }
-    let surroundings = Surroundings()
-    let multi: CurlMulti
-    let challenges: Challenges
+    let parts: SchedulerParts
+    var challenges: Challenges { parts.challenges }
+    var surroundings: SchedulerPartsStub { parts.surroundings }
 
     init() throws {
-        container = try SessionFixture("challenges", identifier: "com.example.host.background")
-        let root = try RootDirectory.open(container.root.path)
-        multi = try CurlMulti()
-        let serverTrust = ServerTrustChallenges(surroundings: surroundings, layout: container.layout, root: root, log: container.log, waker: multi.waker)
-        challenges = Challenges(surroundings: surroundings, serverTrust: serverTrust, retryPolicy: RetryPolicy(), layout: container.layout, root: root,
-                                log: container.log, clock: ManualClock(Date(timeIntervalSince1970: 1_700_000_000)))
+        container = try SessionFixture("challenges")
+        parts = try SchedulerParts(layout: container.layout, root: RootDirectory.open(container.root.path), log: container.log)
     }
 
     /// A running download whose attempt ended with a 401 carrying `headers`.
@@ -65,26 +60,5 @@ import TransferTransport
         #expect(!challenges.takeChallenge(negotiate, in: session))
         #expect(session.tasks[negotiate.taskIdentifier]?.pendingChallenge == nil)
         #expect(surroundings.announced == [session.key], "only the first was announced")
-    }
-
-    /// The challenges' and server trust's surroundings, with no daemon: what they ask is recorded.
-    final class Surroundings: ChallengeSurroundings, ServerTrustSurroundings {
-        var sessions: [SessionKey: DaemonSession] = [:]
-        private(set) var announced: [SessionKey] = []
-        private(set) var schedulingRequests = 0
-        private(set) var completed: [Int] = []
-
-        func announcePendingEvents(_ session: DaemonSession) { announced.append(session.key) }
-        func requestScheduling() { schedulingRequests += 1 }
-        func completeDownload(_ task: TaskRecord, in session: DaemonSession) { completed.append(task.taskIdentifier) }
-        func completeUpload(_ task: TaskRecord, responseBody: Data?, in session: DaemonSession) { completed.append(task.taskIdentifier) }
-        func askHolder(_ asked: inout [TaskKey: AskedHolder], _ key: TaskKey, in session: DaemonSession,
-                       now: Date, timeout: TimeInterval?, _ question: @autoclosure () -> DaemonPush) -> EventDelivery.HolderQuestion { .nobodyAttached }
-        func cancelTask(_ taskID: Int, in session: DaemonSession, failure: TransferFailure) throws {}
-        func failTask(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure) {}
-        func retryOrFailTask(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {}
-        func retryOrFailTask(_ task: TaskRecord, in session: DaemonSession, after cause: RetryCause) {}
-        func requestScheduling(of task: TaskRecord, in session: DaemonSession) {}
-        func challengeSettled(_ key: TaskKey) {}
     }
 }
