@@ -36,6 +36,10 @@ final class SchedulerPartsStub: SchedulerSurroundings, ChallengeSurroundings, Se
     var sessions: [SessionKey: DaemonSession] = [:]
     var transfersInFlight: [TaskKey: any Transfer] = [:]
     var watchingConnections: [ClientConnection] = []
+    /// What asking a session's holder comes to (`EventDelivery.askHolder`): nobody attached, unless the test says.
+    var holderQuestion = EventDelivery.HolderQuestion.nobodyAttached
+    /// Why a request the app gives instead is refused; nil: it is not.
+    var refusal: TransferFailure?
     /// Sessions whose pending events were announced (the app told, or launched for them).
     private(set) var announced: [SessionKey] = []
     /// Times the scheduler was asked to look at every task.
@@ -44,6 +48,8 @@ final class SchedulerPartsStub: SchedulerSurroundings, ChallengeSurroundings, Se
     private(set) var completed: [Int] = []
     /// Watchers disconnected, by connection id.
     private(set) var disconnected: [Int] = []
+    /// Tasks failed, with their codes.
+    private(set) var failed: [(task: Int, code: Int)] = []
 
     /// A download of `key` in flight.
     func run(_ key: TaskKey) throws {
@@ -61,7 +67,7 @@ final class SchedulerPartsStub: SchedulerSurroundings, ChallengeSurroundings, Se
         connection.close()
     }
     func askHolder(_ asked: inout [TaskKey: AskedHolder], _ key: TaskKey, in session: DaemonSession,
-                   now: Date, timeout: TimeInterval?, _ question: @autoclosure () -> DaemonPush) -> EventDelivery.HolderQuestion { .nobodyAttached }
+                   now: Date, timeout: TimeInterval?, _ question: @autoclosure () -> DaemonPush) -> EventDelivery.HolderQuestion { holderQuestion }
     func pauseTransfer(_ key: TaskKey) { transfersInFlight[key] = nil }
     func prepareSpareFiles(_ count: Int) {}
     func coalescedRequestsInFlight() -> Set<String> { [] }
@@ -70,10 +76,10 @@ final class SchedulerPartsStub: SchedulerSurroundings, ChallengeSurroundings, Se
     func startUpload(_ task: TaskRecord, in session: DaemonSession, step: UploadTransfer.Step) {}
     func pushToHolder(_ push: DaemonPush, of session: DaemonSession) {}
     func cancelTask(_ taskID: Int, in session: DaemonSession, failure: TransferFailure) throws {}
-    func failTask(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure) {}
+    func failTask(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure) { failed.append((task.taskIdentifier, failure.code)) }
     func retryOrFailTask(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) {}
     func retryOrFailTask(_ task: TaskRecord, in session: DaemonSession, after cause: RetryCause) {}
-    func refusal(of creation: TaskCreation) -> TransferFailure? { nil }
+    func refusal(of creation: TaskCreation) -> TransferFailure? { refusal }
     func challengeSettled(_ key: TaskKey) {}
 
     /// A transfer in flight that moves nothing: a libcurl handle never added to a multi.

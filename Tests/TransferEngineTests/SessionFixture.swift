@@ -2,6 +2,7 @@ import Foundation
 import TransferContainer
 @testable import TransferEngine
 import TransferLogging
+import TransferPOSIX
 
 /// A container of the test's own holding one session, and no daemon: for unit tests of one
 /// part, built with a stub of its surroundings. The container goes when the fixture does.
@@ -26,5 +27,19 @@ final class SessionFixture {
 
     deinit {
         try? FileManager.default.removeItem(at: root)
+    }
+}
+
+/// `SchedulerParts` over the one session of a container of the test's own: for unit tests of
+/// the challenges, delayed requests and watchers with real task records and no daemon.
+final class SessionParts {
+    let container: SessionFixture
+    let parts: SchedulerParts
+    var session: DaemonSession { container.session }
+    var surroundings: SchedulerPartsStub { parts.surroundings }
+
+    init(_ name: String) throws {
+        container = try SessionFixture(name)
+        parts = try SchedulerParts(layout: container.layout, root: RootDirectory.open(container.root.path), log: container.log)
     }
 }

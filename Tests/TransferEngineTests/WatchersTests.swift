@@ -12,15 +12,13 @@ import TransferPOSIX
 /// reading (`bgtransfer watch` piped into something stuck) is disconnected once it has taken
 /// nothing for `watcherPatience`, not before, and one that reads keeps getting the list.
 @Suite final class WatchersTests {
-    let container: SessionFixture
-    let parts: SchedulerParts
+    let fixture: SessionParts
     let reading: ClientConnection
     let stalled: ClientConnection
     var peers: [FileDescriptor] = []
 
     init() throws {
-        container = try SessionFixture("watchers")
-        parts = try SchedulerParts(layout: container.layout, root: RootDirectory.open(container.root.path), log: container.log)
+        fixture = try SessionParts("watchers")
         var connections: [ClientConnection] = []
         for id in 1...2 {
             var fds: [Int32] = [0, 0]
@@ -31,12 +29,12 @@ import TransferPOSIX
             peers.append(FileDescriptor(rawValue: fds[1]))
         }
         (reading, stalled) = (connections[0], connections[1])
-        parts.surroundings.watchingConnections = connections
-        var task = try container.session.createTask(TaskCreation(kind: .download, request: RequestRecord(url: "http://127.0.0.1:9/watched")),
-                                                   inBackground: false, pendingFailure: nil, at: parts.clock.now)
+        fixture.surroundings.watchingConnections = connections
+        var task = try fixture.session.createTask(TaskCreation(kind: .download, request: RequestRecord(url: "http://127.0.0.1:9/watched")),
+                                                   inBackground: false, pendingFailure: nil, at: fixture.parts.clock.now)
         task.state = .running
-        container.session.update(task)
-        parts.surroundings.sessions[container.session.key] = container.session
+        fixture.session.update(task)
+        fixture.surroundings.sessions[fixture.session.key] = fixture.session
     }
 
     deinit {
@@ -59,8 +57,8 @@ import TransferPOSIX
     /// One housekeeping turn `seconds` after the clock's start: the lists go out, and the
     /// reading watcher's peer reads what it was sent.
     private func turn(at seconds: TimeInterval, start: Date) -> Int {
-        parts.clock.advance(by: start.addingTimeInterval(seconds).timeIntervalSince(parts.clock.now))
-        parts.watchers.pushTransfersToWatchers(now: parts.clock.now)
+        fixture.parts.clock.advance(by: start.addingTimeInterval(seconds).timeIntervalSince(fixture.parts.clock.now))
+        fixture.parts.watchers.pushTransfersToWatchers(now: fixture.parts.clock.now)
         reading.releaseAll()
         reading.flush()
         return readByPeer()
@@ -68,15 +66,15 @@ import TransferPOSIX
 
     @Test("A watcher that takes nothing is disconnected after watcherPatience (3 s) behind, not before; one that reads is kept and gets the list")
     func stalledWatcherDisconnected() throws {
-        let start = parts.clock.now
+        let start = fixture.parts.clock.now
         #expect(turn(at: 0, start: start) > 0, "the reading watcher got the running task")
         // (Quarter seconds: the watchers' pace is 0.2 s, and these add up exactly.)
         _ = turn(at: 0.25, start: start) // the stalled one's first list is still queued: it is behind from here
         _ = turn(at: 3.0, start: start)
-        #expect(parts.surroundings.disconnected.isEmpty, "2.75 s behind")
+        #expect(fixture.surroundings.disconnected.isEmpty, "2.75 s behind")
         _ = turn(at: 3.25, start: start)
-        #expect(parts.surroundings.disconnected == [stalled.id], "3 s behind")
+        #expect(fixture.surroundings.disconnected == [stalled.id], "3 s behind")
         #expect(turn(at: 3.5, start: start) > 0, "the reading watcher still gets the list")
-        #expect(parts.surroundings.disconnected == [stalled.id])
+        #expect(fixture.surroundings.disconnected == [stalled.id])
     }
 }
