@@ -87,8 +87,8 @@ public final class TransferDaemon {
     private(set) lazy var clients = ClientServer(surroundings: self, listener: options.listener, layout: layout, log: log, loop: loop, clock: clock, commits: commits, maximumConcurrentTransfers: options.maximumConcurrentTransfers)
     private(set) lazy var delivery = EventDelivery(surroundings: self, log: log, freezeOnAcknowledgement: options.freezeOnAcknowledgement)
     private(set) lazy var commits = GroupCommit(surroundings: self, loop: loop, log: log, root: root, clock: clock)
-    private(set) lazy var scheduler = Scheduler(daemon: self)
-    private(set) lazy var delayedRequests = DelayedRequests(daemon: self)
+    private(set) lazy var scheduler = Scheduler(surroundings: self, challenges: challenges, delayedRequests: delayedRequests, serverTrust: serverTrust, maximumConcurrentTransfers: options.maximumConcurrentTransfers, layout: layout, root: root, log: log, clock: clock)
+    private(set) lazy var delayedRequests = DelayedRequests(surroundings: self, log: log)
     private(set) lazy var relauncher = Relauncher(surroundings: self, registry: registry, lifecycle: lifecycle, layout: layout, log: log, clock: clock)
     private(set) lazy var transfers = RunningTransfers(surroundings: self, layout: layout, loop: loop, clock: clock)
     private(set) lazy var completion = TaskCompletion(surroundings: self, transfers: transfers, resumeData: resumeData, lifecycle: lifecycle, loop: loop, log: log, clock: clock)
@@ -96,12 +96,12 @@ public final class TransferDaemon {
     private(set) lazy var uploads = Uploads(surroundings: self, transfers: transfers, completion: completion, resumeData: resumeData, root: root, log: log, clock: clock, retryPolicy: retryPolicy)
     private(set) lazy var resumeData = ResumeDataStore(layout: layout, root: root, log: log, registry: registry)
     private(set) lazy var coalescing = Coalescing(surroundings: self, transfers: transfers, completion: completion, root: root, clock: clock)
-    private(set) lazy var challenges = Challenges(daemon: self)
+    private(set) lazy var challenges = Challenges(surroundings: self, serverTrust: serverTrust, retryPolicy: retryPolicy, layout: layout, root: root, log: log, clock: clock)
     private(set) lazy var requests = RequestHandler(surroundings: self, layout: layout, log: log, root: root, clock: clock, registry: registry, peers: peers, commits: commits, delivery: delivery, clients: clients, sessionRecovery: sessionRecovery, relauncher: relauncher, resumeData: resumeData, maximumTasksPerApp: options.maximumTasksPerApp, freeSpaceReserve: options.freeSpaceReserve)
     private(set) lazy var listing = TaskListing(transfers: transfers)
-    private(set) lazy var watchers = Watchers(daemon: self)
+    private(set) lazy var watchers = Watchers(surroundings: self, scheduler: scheduler, log: log, clock: clock)
     private(set) lazy var sessionRecovery = SessionRecovery(surroundings: self, layout: layout, log: log, root: root, clock: clock, registry: registry)
-    private(set) lazy var serverTrust = ServerTrustChallenges(daemon: self)
+    private(set) lazy var serverTrust = ServerTrustChallenges(surroundings: self, layout: layout, root: root, log: log, waker: loop.multi.waker)
     private(set) lazy var service = ServiceReports(notifier: options.notifier, log: log) { [unowned self] in sessions }
 
     public init(options: Options) throws {

@@ -7,20 +7,11 @@ import TransferLogging
 /// The scheduler's ready queue on its own: the order tasks start in, lanes whose host is
 /// full, and tasks passed over, queued or removed while the scheduler looks down the queue.
 @Suite final class ReadyQueueTests {
-    let session: DaemonSession
-    let root: URL
+    let container: SessionFixture
+    var session: DaemonSession { container.session }
 
     init() throws {
-        root = FileManager.default.temporaryDirectory.appendingPathComponent("ready-queue-\(UUID().uuidString)")
-        let layout = ContainerLayout(root: root)
-        try layout.prepare()
-        let record = SessionRecord(identifier: try SessionIdentifier("com.example.queue"), owner: try BundleIdentifier("com.example.app"),
-                                   family: try BundleIdentifier("com.example.app"), configuration: SessionConfiguration(), createdAt: Date(timeIntervalSince1970: 1_700_000_000))
-        session = try DaemonSession(layout: layout, log: TransferLog(layout: layout, process: "test", subsystem: "test", echoLevel: nil), record: record)
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(at: root)
+        container = try SessionFixture("ready-queue", identifier: "com.example.queue")
     }
 
     private func candidate(_ task: Int, host: String, priority: Float = 0.5, age: TimeInterval) -> ReadyQueue.Candidate {

@@ -1,7 +1,29 @@
 internal import Glibc
 import Foundation
 import TransferContainer
+import TransferLogging
+import TransferPOSIX
 import TransferTransport
+
+/// What the challenges need of the rest of the daemon: asking the app, telling it of the
+/// task now held, ending a task with its challenge response or as cancelled, and the
+/// scheduler's attention. `TransferDaemon` answers (`TransferDaemon+ChallengeSurroundings.swift`).
+protocol ChallengeSurroundings: AnyObject {
+    /// Puts a question to the session's holder, once per holder (`EventDelivery.askHolder`).
+    func askHolder(_ asked: inout [TaskKey: AskedHolder], _ key: TaskKey, in session: DaemonSession,
+                   now: Date, timeout: TimeInterval?, _ question: @autoclosure () -> DaemonPush) -> EventDelivery.HolderQuestion
+    /// Pushes the session's events to its holder; with nobody attached, housekeeping looks at once
+    /// whether to launch the app (for the challenge it must answer).
+    func announcePendingEvents(_ session: DaemonSession)
+    /// Ends a task the app cancelled (-999).
+    func cancelTask(_ taskID: Int, in session: DaemonSession, failure: TransferFailure) throws
+    /// Ends a download with the challenge response as its file (S2.5: not an error).
+    func completeDownload(_ task: TaskRecord, in session: DaemonSession)
+    /// Ends an upload with the challenge response as its data.
+    func completeUpload(_ task: TaskRecord, responseBody: Data?, in session: DaemonSession)
+    /// An answer may let a task start: the scheduler looks at every task at the end of the turn.
+    func requestScheduling()
+}
 
 /// Authentication challenges (S3.1 "…or one needs authentication"): a `401` or `407` that
 /// offers Basic or Digest holds the task and asks the app — the attached process, or the
@@ -9,15 +31,30 @@ import TransferTransport
 /// app's answer. Also the apps' refreshed headers before a retry (ours). Owned by the
 /// daemon's loop thread.
 final class Challenges {
-    unowned let daemon: TransferDaemon
+    private unowned let surroundings: any ChallengeSurroundings
+    /// Where answers to server-trust challenges go.
+    private let serverTrust: ServerTrustChallenges
+    /// When to ask for fresh headers before a retry, and how long to wait for them.
+    private let retryPolicy: RetryPolicy
+    private let layout: ContainerLayout
+    private let root: RootDirectory
+    private let log: TransferLog
+    private let clock: any TimeSource
     var challengesAsked: [TaskKey: AskedHolder] = [:]
     var retryHeadersAsked: [TaskKey: AskedHolder] = [:]
     var retryHeadersAnswered: Set<TaskKey> = []
     /// The credentials apps gave in answer to challenges.
-    lazy var credentialStore = CredentialStore(layout: daemon.layout, root: daemon.root, log: daemon.log)
+    lazy var credentialStore = CredentialStore(layout: layout, root: root, log: log)
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(surroundings: any ChallengeSurroundings, serverTrust: ServerTrustChallenges, retryPolicy: RetryPolicy,
+         layout: ContainerLayout, root: RootDirectory, log: TransferLog, clock: any TimeSource) {
+        self.surroundings = surroundings
+        self.serverTrust = serverTrust
+        self.retryPolicy = retryPolicy
+        self.layout = layout
+        self.root = root
+        self.log = log
+        self.clock = clock
     }
 
     /// The credentials an exchange of `task` sends: for its server and for the session's proxy.
@@ -50,9 +87,9 @@ final class Challenges {
         if sent != nil { task.authenticationFailures += 1 }
         task.pendingChallenge = ChallengeRecord(protectionSpace: space, previousFailureCount: sent == nil ? 0 : task.authenticationFailures, proposedUser: sent?.credential.user)
         session.update(task)
-        daemon.log.notice("auth", "\(response.statusCode): \(TaskHold.authentication(task.pendingChallenge!))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-        daemon.delivery.pushPendingEvents(session) // nobody attached: housekeeping launches the app for it
-        daemon.scheduler.scheduleTransfers()
+        log.notice("auth", "\(response.statusCode): \(TaskHold.authentication(task.pendingChallenge!))", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        surroundings.announcePendingEvents(session) // nobody attached: housekeeping launches the app for it
+        surroundings.requestScheduling()
         return true
     }
 
@@ -60,7 +97,7 @@ final class Challenges {
     /// answer as long as it holds the session (see `scheduleTransfers`).
     func askAboutChallenge(_ task: TaskRecord, in session: DaemonSession) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        _ = daemon.delivery.askHolder(&challengesAsked, key, in: session, now: daemon.clock.now, timeout: nil, .challenge(session: session.key.identifier, task))
+        _ = surroundings.askHolder(&challengesAsked, key, in: session, now: clock.now, timeout: nil, .challenge(session: session.key.identifier, task))
     }
 
     /// Whether a session has a task waiting for the app to answer a challenge.
@@ -75,7 +112,7 @@ final class Challenges {
         let key = TaskKey(session: session.key, task: taskID)
         challengesAsked[key] = nil
         let name = session.key.identifier.rawValue
-        if challenge.serverTrust != nil { return try daemon.serverTrust.answer(answer, to: challenge, for: task, in: session) }
+        if challenge.serverTrust != nil { return try serverTrust.answer(answer, to: challenge, for: task, in: session) }
         let given = answer.disposition == .useCredential ? answer.credential : nil
         // Default handling uses what is stored (given since this attempt started), if not yet refused.
         let space = challenge.protectionSpace
@@ -83,21 +120,21 @@ final class Challenges {
             ? credentialStore.credential(host: space.host, port: space.port, isProxy: space.isProxy, task: key)?.credential : nil
         switch answer.disposition {
         case .cancelAuthenticationChallenge:
-            daemon.log.notice("auth", "the app cancelled the authentication challenge", session: name, task: taskID)
-            try daemon.completion.cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the app cancelled the authentication challenge", subject: task.originalRequest.url))
+            log.notice("auth", "the app cancelled the authentication challenge", session: name, task: taskID)
+            try surroundings.cancelTask(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the app cancelled the authentication challenge", subject: task.originalRequest.url))
             return nil
         case .useCredential, .performDefaultHandling, .rejectProtectionSpace:
             task.pendingChallenge = nil
             guard let credential = given ?? stored else {
                 // No credential: the response is the answer (Apple delivers the 401 / 407).
-                daemon.log.notice("auth", "no credential given (\(answer.disposition.rawValue)); delivering the \(task.response?.statusCode ?? 0) response", session: name, task: taskID)
+                log.notice("auth", "no credential given (\(answer.disposition.rawValue)); delivering the \(task.response?.statusCode ?? 0) response", session: name, task: taskID)
                 deliverChallengeResponse(task, in: session)
                 return nil
             }
             if let given { credentialStore.remember(given, for: space, task: key) }
             session.update(task)
-            daemon.log.notice("auth", "the app answered with a credential (\(credential.persistence.rawValue)); trying again", session: name, task: taskID)
-            daemon.scheduler.scheduleTransfers()
+            log.notice("auth", "the app answered with a credential (\(credential.persistence.rawValue)); trying again", session: name, task: taskID)
+            surroundings.requestScheduling()
             return session.tasks[taskID]
         }
     }
@@ -110,16 +147,16 @@ final class Challenges {
             // From the container's root, never through a symlink planted on the way.
             let page = DownloadTransfer.errorBodyPath(partialPath: session.partialPath(for: task))
             let finished = session.finishedPath(for: task)
-            try? daemon.root.remove(session.partialPath(for: task))
-            if (try? daemon.root.rename(page, to: finished)) == nil {
-                (try? daemon.root.open(finished, O_WRONLY | O_CREAT))?.close()
+            try? root.remove(session.partialPath(for: task))
+            if (try? root.rename(page, to: finished)) == nil {
+                (try? root.open(finished, O_WRONLY | O_CREAT))?.close()
             }
             session.update(task)
-            daemon.downloads.completeDownload(task, in: session)
+            surroundings.completeDownload(task, in: session)
         case .upload:
-            let body = try? daemon.root.read(session.uploadResponsePath(for: task), limit: Int(UploadTransfer.responseBodyLimit))
+            let body = try? root.read(session.uploadResponsePath(for: task), limit: Int(UploadTransfer.responseBodyLimit))
             session.update(task)
-            daemon.uploads.completeUpload(task, responseBody: body, in: session)
+            surroundings.completeUpload(task, responseBody: body, in: session)
         }
     }
 
@@ -129,13 +166,13 @@ final class Challenges {
     /// (the policy's `freshHeadersWait`). Returns true when the task may start now.
     func headersReadyForRetry(_ task: TaskRecord, in session: DaemonSession, now: Date) -> Bool {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        let policy = daemon.retryPolicy
+        let policy = retryPolicy
         guard policy.asksForFreshHeaders(before: task), !retryHeadersAnswered.contains(key) else { return true }
-        switch daemon.delivery.askHolder(&retryHeadersAsked, key, in: session, now: now, timeout: policy.freshHeadersWait, .retryHeaders(session: session.key.identifier, task)) {
+        switch surroundings.askHolder(&retryHeadersAsked, key, in: session, now: now, timeout: policy.freshHeadersWait, .retryHeaders(session: session.key.identifier, task)) {
         case .asked, .waiting:
             return false
         case .overdue:
-            daemon.log.error("auth", "no refreshed headers within \(Int(policy.freshHeadersWait)) s; retrying with the headers it has", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            log.error("auth", "no refreshed headers within \(Int(policy.freshHeadersWait)) s; retrying with the headers it has", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return true
         case .nobodyAttached:
             return true
@@ -154,9 +191,9 @@ final class Challenges {
             request.headers = request.headers.filter { !names.contains($0.name.lowercased()) } + fields
             task.replacementRequest = request
             session.update(task)
-            daemon.log.notice("auth", "the app refreshed \(fields.map(\.name).sorted().joined(separator: ", ")) before the retry", session: session.key.identifier.rawValue, task: taskID)
+            log.notice("auth", "the app refreshed \(fields.map(\.name).sorted().joined(separator: ", ")) before the retry", session: session.key.identifier.rawValue, task: taskID)
         }
-        daemon.scheduler.scheduleTransfers()
+        surroundings.requestScheduling()
         return session.tasks[taskID]
     }
 

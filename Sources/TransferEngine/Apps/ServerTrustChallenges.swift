@@ -1,6 +1,33 @@
 import Foundation
 import TransferContainer
+import TransferLogging
+import TransferPOSIX
 import TransferTransport
+
+/// What server trust needs of the rest of the daemon: the sessions a probe's tasks belong to,
+/// ending or retrying a task, telling the app, the scheduler's attention, and the challenges'
+/// bookkeeping. `TransferDaemon` answers (`TransferDaemon+ServerTrustSurroundings.swift`).
+protocol ServerTrustSurroundings: AnyObject {
+    /// Where the tasks a finished probe was for are looked up (they may have ended meanwhile).
+    var sessions: [SessionKey: DaemonSession] { get }
+    /// Ends a task with a failure (its event queued).
+    func failTask(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure)
+    /// Ends a task the app cancelled (-999).
+    func cancelTask(_ taskID: Int, in session: DaemonSession, failure: TransferFailure) throws
+    /// A transport failure: the task is tried again later, or fails (`TaskCompletion`).
+    func retryOrFailTask(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError)
+    /// The task is tried again after `cause`'s backoff, or fails past its bound.
+    func retryOrFailTask(_ task: TaskRecord, in session: DaemonSession, after cause: RetryCause)
+    /// Pushes the session's events to its holder; with nobody attached, housekeeping looks at once
+    /// whether to launch the app (for the challenge it must answer).
+    func announcePendingEvents(_ session: DaemonSession)
+    /// Something changed that may let tasks start: the scheduler looks at every task.
+    func requestScheduling()
+    /// One task may start: it joins the scheduler's ready queue.
+    func requestScheduling(of task: TaskRecord, in session: DaemonSession)
+    /// A task's challenge was settled by another task's answer: its holder is not asked about it.
+    func challengeSettled(_ key: TaskKey)
+}
 
 /// Server trust for background sessions (S3.6): a chain that does not verify against the
 /// system store (and the roots installed on the simulated device) holds its task and asks the
@@ -10,14 +37,19 @@ import TransferTransport
 /// to a server nobody trusts: the chain is learnt by a handshake-only probe (`TrustProbes`:
 /// one per server, on a thread of its own, with a deadline). Owned by the daemon's loop thread.
 final class ServerTrustChallenges {
-    unowned let daemon: TransferDaemon
+    private unowned let surroundings: any ServerTrustSurroundings
+    private let layout: ContainerLayout
+    private let root: RootDirectory
+    private let log: TransferLog
+    /// Wakes the loop when a probe ends (probes run on threads of their own).
+    private let waker: CurlMulti.Waker
     /// Root certificates installed on the simulated device (`Daemon/trusted-roots.pem`),
     /// trusted besides the system store for every app, as a profile's CA is on iOS.
     private(set) var deviceRoots: [Data] = []
     /// The tasks waiting for a probe of their server's chain, by server: one probe per server
     /// at a time, however many tasks (of any session) failed together.
     private var probing: [TrustProbes.Target: Set<TaskKey>] = [:]
-    private lazy var probes = TrustProbes(waker: daemon.loop.multi.waker)
+    private lazy var probes = TrustProbes(waker: waker)
     /// How many times each task was moved on to another origin by a redirect (`trustFailed`),
     /// for the daemon's life: servers that send a task back and forth are not followed forever
     /// (libcurl's own limit counts within one exchange).
@@ -32,23 +64,27 @@ final class ServerTrustChallenges {
         var port: Int
     }
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(surroundings: any ServerTrustSurroundings, layout: ContainerLayout, root: RootDirectory, log: TransferLog, waker: CurlMulti.Waker) {
+        self.surroundings = surroundings
+        self.layout = layout
+        self.root = root
+        self.log = log
+        self.waker = waker
     }
 
     /// Reads the device's installed roots (at start, and when `bgtransfer` says the device changed).
     func loadDeviceRoots() {
-        let path = daemon.layout.deviceTrustedRoots.path
+        let path = layout.deviceTrustedRoots.path
         let bytes: Data
-        do { bytes = try daemon.root.read(path, limit: StateFileLimits.trustedRoots) } catch {
+        do { bytes = try root.read(path, limit: StateFileLimits.trustedRoots) } catch {
             deviceRoots = []
             // Not there is the usual case; anything else (too big, a symlink, not a file) is said.
-            if error.code != ENOENT { daemon.log.error("trust", "no root certificates installed on the device: \(error)") }
+            if error.code != ENOENT { log.error("trust", "no root certificates installed on the device: \(error)") }
             return
         }
         deviceRoots = CertificatePEM.certificates(in: String(decoding: bytes, as: UTF8.self))
         // At notice: any program of the user can write the file, so the user should see what it holds.
-        daemon.log.notice("trust", "\(deviceRoots.count) root certificates installed on the device (\(path))")
+        log.notice("trust", "\(deviceRoots.count) root certificates installed on the device (\(path))")
     }
 
     /// How a transfer of `task` judges its server: the system store and the device's roots,
@@ -72,7 +108,7 @@ final class ServerTrustChallenges {
         if let url = error.url, origin(of: url, in: session) != origin(of: task.requestToSend.url, in: session) {
             originMoves[key, default: 0] += 1
             guard originMoves[key, default: 0] <= Self.maximumOriginMoves else {
-                daemon.completion.fail(task, in: session, TransferFailure(code: -1007, message: "too many redirects: moved on to another origin \(Self.maximumOriginMoves) times, now to \(url)", subject: task.originalRequest.url))
+                surroundings.failTask(task, in: session, TransferFailure(code: -1007, message: "too many redirects: moved on to another origin \(Self.maximumOriginMoves) times, now to \(url)", subject: task.originalRequest.url))
                 return
             }
             var request = task.requestToSend
@@ -81,16 +117,16 @@ final class ServerTrustChallenges {
             task.currentURL = url
             session.update(task)
             if error.kind == .redirectFromAcceptedKey {
-                daemon.log.notice("trust", "redirected to \(url), another origin than the key the app accepted is for; going on from there", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-                daemon.scheduler.scheduleTransfer(task, in: session)
+                log.notice("trust", "redirected to \(url), another origin than the key the app accepted is for; going on from there", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+                surroundings.requestScheduling(of: task, in: session)
                 return
             }
         }
         guard let origin = origin(of: task.requestToSend.url, in: session) else {
-            daemon.completion.fail(task, in: session, error.transferFailure(url: task.requestToSend.url))
+            surroundings.failTask(task, in: session, error.transferFailure(url: task.requestToSend.url))
             return
         }
-        daemon.log.notice("trust", "\(error); looking at the server's chain", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        log.notice("trust", "\(error); looking at the server's chain", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         let url = task.requestToSend.url
         let target = TrustProbes.Target(scheme: origin.scheme, host: origin.host, port: origin.port, proxy: session.record.configuration.proxy(for: url))
         probing[target, default: []].insert(key)
@@ -103,7 +139,7 @@ final class ServerTrustChallenges {
     func deliverProbeResults() {
         for (target, outcome) in probes.takeFinished() {
             for key in probing.removeValue(forKey: target) ?? [] {
-                guard let session = daemon.sessions[key.session], let task = session.tasks[key.task] else { continue }
+                guard let session = surroundings.sessions[key.session], let task = session.tasks[key.task] else { continue }
                 act(on: outcome, for: task, in: session)
             }
         }
@@ -114,7 +150,7 @@ final class ServerTrustChallenges {
         switch outcome {
         case .failure(let error):
             // No handshake at all now (the server went away): an ordinary transport failure.
-            daemon.completion.retryOrFail(task, in: session, error)
+            surroundings.retryOrFailTask(task, in: session, error)
         case .success(let record) where record.isTrustedByDefault:
             retryAfterDisagreement(task, about: record, in: session)
         case .success(let record):
@@ -131,7 +167,7 @@ final class ServerTrustChallenges {
         let count = min(task.trustDisagreements ?? 0, CheckedNumbers.counters.upperBound - 1) + 1
         var task = task
         task.trustDisagreements = count
-        daemon.completion.retryOrFail(task, in: session, after: .trustDisagreement(host: record.host, port: record.port, count: count))
+        surroundings.retryOrFailTask(task, in: session, after: .trustDisagreement(host: record.host, port: record.port, count: count))
     }
 
     /// Holds the task with a server-trust challenge, durably, and asks the app (attached, or
@@ -141,9 +177,9 @@ final class ServerTrustChallenges {
         task.pendingChallenge = ChallengeRecord(serverTrust: record)
         task.lastError = record.failureReason
         session.update(task)
-        daemon.log.notice("trust", "\(record.host):\(record.port) presented a chain that does not verify (\(record.failureReason ?? "code \(record.failureCode ?? 0)")); asking the app", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-        daemon.delivery.pushPendingEvents(session) // nobody attached: housekeeping launches the app for it
-        daemon.scheduler.scheduleTransfers()
+        log.notice("trust", "\(record.host):\(record.port) presented a chain that does not verify (\(record.failureReason ?? "code \(record.failureCode ?? 0)")); asking the app", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        surroundings.announcePendingEvents(session) // nobody attached: housekeeping launches the app for it
+        surroundings.requestScheduling()
     }
 
     /// The app's answer to a server-trust challenge: trust exactly the key it accepted, keep the
@@ -155,19 +191,19 @@ final class ServerTrustChallenges {
         task.pendingChallenge = nil
         switch answer.disposition {
         case .cancelAuthenticationChallenge:
-            daemon.log.notice("trust", "the app cancelled the server-trust challenge", session: name, task: task.taskIdentifier)
-            try daemon.completion.cancel(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the app cancelled the server-trust challenge", subject: task.originalRequest.url))
+            log.notice("trust", "the app cancelled the server-trust challenge", session: name, task: task.taskIdentifier)
+            try surroundings.cancelTask(task.taskIdentifier, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled: the app cancelled the server-trust challenge", subject: task.originalRequest.url))
             return nil
         case .useCredential where answer.credential?.serverKeyPin != nil && answer.credential?.serverKeyPin == record.leafPublicKeyPin:
             session.update(task)
             if let pin = record.leafPublicKeyPin, let origin = origin(of: task.requestToSend.url, in: session) {
                 do { try session.acceptServerKey(AcceptedServerKey(scheme: origin.scheme, host: origin.host, port: origin.port, pin: pin)) } catch {
-                    daemon.log.error("store", "cannot keep the accepted key of \(record.host):\(record.port) in the session's record: \(error); trusted until transferd stops", session: name, task: task.taskIdentifier)
+                    log.error("store", "cannot keep the accepted key of \(record.host):\(record.port) in the session's record: \(error); trusted until transferd stops", session: name, task: task.taskIdentifier)
                 }
                 try settleOthers(waitingFor: pin, at: origin, in: session)
             }
-            daemon.log.notice("trust", "the app trusts the key of \(record.host):\(record.port); trying again, pinned to it", session: name, task: task.taskIdentifier)
-            daemon.scheduler.scheduleTransfers()
+            log.notice("trust", "the app trusts the key of \(record.host):\(record.port); trying again, pinned to it", session: name, task: task.taskIdentifier)
+            surroundings.requestScheduling()
             return session.tasks[task.taskIdentifier]
         case .useCredential, .performDefaultHandling, .rejectProtectionSpace:
             let why = answer.disposition == .useCredential ? "a credential for another key" : answer.disposition.rawValue
@@ -176,7 +212,7 @@ final class ServerTrustChallenges {
                                           subject: task.originalRequest.url)
             failure.failingURL = task.requestToSend.url
             failure.serverTrust = record
-            daemon.completion.fail(task, in: session, failure)
+            surroundings.failTask(task, in: session, failure)
             return nil
         }
     }
@@ -187,7 +223,7 @@ final class ServerTrustChallenges {
         for var other in session.tasks.values where other.pendingChallenge?.serverTrust?.leafPublicKeyPin == pin && self.origin(of: other.requestToSend.url, in: session) == origin {
             other.pendingChallenge = nil
             session.update(other)
-            daemon.challenges.answered(TaskKey(session: session.key, task: other.taskIdentifier))
+            surroundings.challengeSettled(TaskKey(session: session.key, task: other.taskIdentifier))
         }
     }
 

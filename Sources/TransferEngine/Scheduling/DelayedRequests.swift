@@ -1,16 +1,37 @@
 import Foundation
 import TransferContainer
+import TransferLogging
+
+/// What delayed requests need of the rest of the daemon: asking the app, judging the request
+/// it gives instead, ending the task it cancels, and the scheduler's attention.
+/// `TransferDaemon` answers (`TransferDaemon+DelayedRequestSurroundings.swift`).
+protocol DelayedRequestSurroundings: AnyObject {
+    /// Puts a question to the session's holder, once per holder (`EventDelivery.askHolder`).
+    func askHolder(_ asked: inout [TaskKey: AskedHolder], _ key: TaskKey, in session: DaemonSession,
+                   now: Date, timeout: TimeInterval?, _ question: @autoclosure () -> DaemonPush) -> EventDelivery.HolderQuestion
+    /// Why a request the app gives instead cannot be sent (as a new task's would be refused).
+    func refusal(of creation: TaskCreation) -> TransferFailure?
+    /// Keeps the body of the request the app gives instead, for a download (`Downloads`); why it cannot.
+    func replaceRequestBody(with body: NewRequestBody, of task: inout TaskRecord, in session: DaemonSession) -> TransferFailure?
+    /// Ends a task with a failure (its event queued).
+    func failTask(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure)
+    /// Ends a task the app cancelled.
+    func cancelTask(_ taskID: Int, in session: DaemonSession, failure: TransferFailure) throws
+    /// An answer may let a task start: the scheduler looks at every task at the end of the turn.
+    func requestScheduling()
+}
 
 /// Delayed requests (S5.1): a task with an `earliestBeginDate` whose date has come asks the
 /// attached app `willBeginDelayedRequest` before it starts. Owned by the daemon's loop thread.
 final class DelayedRequests {
-    unowned let daemon: TransferDaemon
-    /// Tasks whose holder was asked `willBeginDelayedRequest`, a challenge, or refreshed
-    /// headers before a retry (see `askHolder`); and the tasks whose headers were answered.
+    private unowned let surroundings: any DelayedRequestSurroundings
+    private let log: TransferLog
+    /// Tasks whose holder was asked `willBeginDelayedRequest` (see `askHolder`).
     var delayedRequestsAsked: [TaskKey: AskedHolder] = [:]
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(surroundings: any DelayedRequestSurroundings, log: TransferLog) {
+        self.surroundings = surroundings
+        self.log = log
     }
 
     /// How long an attached app has to answer `willBeginDelayedRequest` before the task
@@ -24,14 +45,14 @@ final class DelayedRequests {
     func readyAfterDelayedRequest(_ task: TaskRecord, in session: DaemonSession, now: Date) -> TaskRecord? {
         guard task.earliestBeginDate != nil, !task.delayedRequestAnswered else { return task }
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        switch daemon.delivery.askHolder(&delayedRequestsAsked, key, in: session, now: now, timeout: Self.delayedRequestAnswerTimeout, .delayedRequest(session: session.key.identifier, task)) {
+        switch surroundings.askHolder(&delayedRequestsAsked, key, in: session, now: now, timeout: Self.delayedRequestAnswerTimeout, .delayedRequest(session: session.key.identifier, task)) {
         case .asked:
-            daemon.log.info("transfers", "earliestBeginDate reached; asking willBeginDelayedRequest", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            log.info("transfers", "earliestBeginDate reached; asking willBeginDelayedRequest", session: session.key.identifier.rawValue, task: task.taskIdentifier)
             return nil
         case .waiting:
             return nil
         case .overdue:
-            daemon.log.error("transfers", "no answer to willBeginDelayedRequest within \(Int(Self.delayedRequestAnswerTimeout)) s; continuing", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+            log.error("transfers", "no answer to willBeginDelayedRequest within \(Int(Self.delayedRequestAnswerTimeout)) s; continuing", session: session.key.identifier.rawValue, task: task.taskIdentifier)
         case .nobodyAttached:
             break
         }
@@ -48,31 +69,31 @@ final class DelayedRequests {
         guard var task = session.tasks[taskID] else { return nil } // ended meanwhile
         let key = TaskKey(session: session.key, task: taskID)
         guard delayedRequestsAsked.removeValue(forKey: key) != nil, !task.delayedRequestAnswered else {
-            daemon.log.notice("transfers", "an answer to willBeginDelayedRequest that was not asked for (or came too late); ignored", session: session.key.identifier.rawValue, task: taskID)
+            log.notice("transfers", "an answer to willBeginDelayedRequest that was not asked for (or came too late); ignored", session: session.key.identifier.rawValue, task: taskID)
             return task
         }
         task.delayedRequestAnswered = true
         switch answer {
         case .continueLoading:
             session.update(task)
-            daemon.log.info("transfers", "willBeginDelayedRequest: continue loading", session: session.key.identifier.rawValue, task: taskID)
+            log.info("transfers", "willBeginDelayedRequest: continue loading", session: session.key.identifier.rawValue, task: taskID)
         case .useNewRequest(let request, let body):
             // The rules of a new task: its URL and headers, and a download's body (S5.1).
             let isDownload = task.kind == .download
-            if let refusal = TransferLimits.refusal(of: request) ?? daemon.requests.refusal(of: TaskCreation(kind: task.kind, request: request))
+            if let refusal = TransferLimits.refusal(of: request) ?? surroundings.refusal(of: TaskCreation(kind: task.kind, request: request))
                 ?? (isDownload ? body.refusal(url: request.url) : nil)
-                ?? (isDownload ? daemon.downloads.replaceRequestBody(with: body, of: &task, in: session) : nil) {
-                daemon.completion.fail(task, in: session, refusal)
+                ?? (isDownload ? surroundings.replaceRequestBody(with: body, of: &task, in: session) : nil) {
+                surroundings.failTask(task, in: session, refusal)
                 return nil
             }
             task.replacementRequest = request
             session.update(task)
-            daemon.log.notice("transfers", "willBeginDelayedRequest: using a new request for \(request.url)", session: session.key.identifier.rawValue, task: taskID)
+            log.notice("transfers", "willBeginDelayedRequest: using a new request for \(request.url)", session: session.key.identifier.rawValue, task: taskID)
         case .cancel:
-            try daemon.completion.cancel(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled in willBeginDelayedRequest"))
+            try surroundings.cancelTask(taskID, in: session, failure: TransferFailure(code: TransferFailure.cancelled, message: "cancelled in willBeginDelayedRequest"))
             return nil
         }
-        daemon.scheduler.scheduleTransfers()
+        surroundings.requestScheduling()
         return session.tasks[taskID]
     }
 

@@ -1,11 +1,50 @@
 import Foundation
 import TransferPOSIX
 import TransferContainer
+import TransferLogging
+import TransferTransport
+
+/// What the scheduler needs of the rest of the daemon: the tasks, the transfers in flight,
+/// starting and pausing them, and telling an attached app. `TransferDaemon` answers
+/// (`TransferDaemon+SchedulerSurroundings.swift`).
+protocol SchedulerSurroundings: AnyObject {
+    /// Every session, whose running tasks may start.
+    var sessions: [SessionKey: DaemonSession] { get }
+    /// The transfers in flight, by task: the slots taken, and by whom.
+    var transfersInFlight: [TaskKey: any Transfer] { get }
+    /// Stops a transfer without ending its task (new conditions forbid it, or its slot goes to
+    /// a task below its fair share); what it learnt stays in the task.
+    func pauseTransfer(_ key: TaskKey)
+    /// Has empty files made ahead for this many downloads about to start.
+    func prepareSpareFiles(_ count: Int)
+    /// The requests that coalesced tasks fetch now (S7.4): a task asking for the same bytes waits.
+    func coalescedRequestsInFlight() -> Set<String>
+    /// What a task fetches, when another task of its session may share it (S7.4).
+    func coalescingKey(_ task: TaskRecord, in session: DaemonSession) -> String?
+    /// Hands a download to libcurl.
+    func startDownload(_ task: TaskRecord, in session: DaemonSession)
+    /// Hands an upload to libcurl at `step` (a new one, or asking the server how much it has).
+    func startUpload(_ task: TaskRecord, in session: DaemonSession, step: UploadTransfer.Step)
+    /// Tells the session's holder, if any (`taskIsWaitingForConnectivity`).
+    func pushToHolder(_ push: DaemonPush, of session: DaemonSession)
+}
 
 /// The scheduler: what may transfer when (S5, S6.5): the ready queue, holds, device
 /// conditions, priorities and connection limits. Owned by the daemon's loop thread.
 final class Scheduler {
-    unowned let daemon: TransferDaemon
+    private unowned let surroundings: any SchedulerSurroundings
+    // What may hold a task that could start: a probe of its server's chain, a challenge or
+    // fresh headers the app is asked for, a delayed request's question (and the device's roots
+    // the conditions come with).
+    private let challenges: Challenges
+    private let delayedRequests: DelayedRequests
+    private let serverTrust: ServerTrustChallenges
+    /// Transfers running at once in the whole daemon (`transferd --max-transfers`).
+    private let maximumConcurrentTransfers: Int
+    private let layout: ContainerLayout
+    private let root: RootDirectory
+    private let log: TransferLog
+    private let clock: any TimeSource
     /// The simulated device conditions, as `bgtransfer conditions` last set them.
     var conditions = DeviceConditions()
     /// Set by `scheduleTransfers()`: the queue is looked at once, at the end of the turn.
@@ -33,8 +72,17 @@ final class Scheduler {
     /// Tasks whose wait for a slot was logged (once per wait, for the timeline).
     private var loggedSlotWaits: Set<TaskKey> = []
 
-    init(daemon: TransferDaemon) {
-        self.daemon = daemon
+    init(surroundings: any SchedulerSurroundings, challenges: Challenges, delayedRequests: DelayedRequests, serverTrust: ServerTrustChallenges,
+         maximumConcurrentTransfers: Int, layout: ContainerLayout, root: RootDirectory, log: TransferLog, clock: any TimeSource) {
+        self.surroundings = surroundings
+        self.challenges = challenges
+        self.delayedRequests = delayedRequests
+        self.serverTrust = serverTrust
+        self.maximumConcurrentTransfers = maximumConcurrentTransfers
+        self.layout = layout
+        self.root = root
+        self.log = log
+        self.clock = clock
     }
 
     /// Something changed that may let any task start or stop it from starting (a resume, new
@@ -53,7 +101,7 @@ final class Scheduler {
         schedulingRequested = true
         nextResourceDeadline = min(nextResourceDeadline, task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource))
         guard !readyQueue.isStale else { return }
-        switch readiness(of: task, in: session, now: daemon.clock.now) {
+        switch readiness(of: task, in: session, now: clock.now) {
         case .ready(let candidate): readyQueue.insert(candidate)
         case .held: readyQueue.hasHeldTasks = true
         case .notWaiting: break
@@ -66,26 +114,26 @@ final class Scheduler {
     /// above their share while others wait below theirs.
     func startReadyTransfers() {
         schedulingRequested = false
-        let now = daemon.clock.now
+        let now = clock.now
         if readyQueue.isStale { lookAtEveryTask(now: now) }
-        let limit = daemon.options.maximumConcurrentTransfers
+        let limit = maximumConcurrentTransfers
         var perHost = connectionsPerHost()
-        if daemon.transfers.transfersByTask.count >= limit, readyQueue.count > 0 {
+        if surroundings.transfersInFlight.count >= limit, readyQueue.count > 0 {
             giveBackSlots(FairShare(limit: limit), perHost: perHost, now: now)
             perHost = connectionsPerHost()
         }
-        var counts = FairShare.Counts(running: daemon.transfers.transfersByTask.keys)
-        defer { if daemon.transfers.transfersByHandle.count >= limit { noteSlotWaits(behind: counts.holders()) } }
-        guard daemon.transfers.transfersByHandle.count < limit else { return }
-        var fetching = daemon.coalescing.coalescedRequestsInFlight()
+        var counts = FairShare.Counts(running: surroundings.transfersInFlight.keys)
+        defer { if surroundings.transfersInFlight.count >= limit { noteSlotWaits(behind: counts.holders()) } }
+        guard surroundings.transfersInFlight.count < limit else { return }
+        var fetching = surroundings.coalescedRequestsInFlight()
         var pass = readyQueue.beginPass()
-        while daemon.transfers.transfersByHandle.count < limit, let candidate = readyQueue.next(in: &pass, hasRoom: { candidate in
+        while surroundings.transfersInFlight.count < limit, let candidate = readyQueue.next(in: &pass, hasRoom: { candidate in
             perHost[candidate.lane, default: 0] < transfersAllowed(in: candidate)
         }, rank: { counts.rank(of: $0.session.key) }) {
             // Still ready? Things may have changed since it was queued.
             let session = candidate.session
             var stillReady = false
-            if daemon.sessions[session.key] === session, let queued = session.tasks[candidate.task] {
+            if surroundings.sessions[session.key] === session, let queued = session.tasks[candidate.task] {
                 switch readiness(of: queued, in: session, now: now) {
                 case .ready: stillReady = true
                 case .held: readyQueue.hasHeldTasks = true
@@ -97,7 +145,7 @@ final class Scheduler {
                 readyQueue.take(candidate, in: &pass)
                 continue
             }
-            if let request = daemon.coalescing.coalescingKey(task, in: session), !fetching.insert(request).inserted {
+            if let request = surroundings.coalescingKey(task, in: session), !fetching.insert(request).inserted {
                 // Another task of the session fetches the same bytes: this one takes a copy (S7.4).
                 readyQueue.skip(candidate, in: &pass)
                 continue
@@ -107,7 +155,7 @@ final class Scheduler {
             counts.add(session.key)
             start(task, in: session)
         }
-        daemon.transfers.spareFiles.want(min(readyQueue.count, 16)) // for the next ones to start
+        surroundings.prepareSpareFiles(min(readyQueue.count, 16)) // for the next ones to start
     }
 
     /// Fills the ready queue from every task. Tells attached apps of tasks waiting for
@@ -115,7 +163,7 @@ final class Scheduler {
     private func lookAtEveryTask(now: Date) {
         var candidates: [ReadyQueue.Candidate] = []
         var hasHeldTasks = false
-        for session in daemon.sessions.values {
+        for session in surroundings.sessions.values {
             for task in session.tasks.values {
                 switch readiness(of: task, in: session, now: now) {
                 case .ready(let candidate): candidates.append(candidate)
@@ -139,14 +187,14 @@ final class Scheduler {
 
     private func readiness(of task: TaskRecord, in session: DaemonSession, now: Date) -> Readiness {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        guard task.state == .running, daemon.transfers.transfersByTask[key] == nil, !daemon.serverTrust.isProbing(key) else { return .notWaiting }
+        guard task.state == .running, surroundings.transfersInFlight[key] == nil, !serverTrust.isProbing(key) else { return .notWaiting }
         if let hold = task.hold(under: conditions, now: now) {
             if hold.isWaitingForConnectivity { reportWaitingForConnectivity(task, in: session) }
-            if case .authentication = hold { daemon.challenges.askAboutChallenge(task, in: session) }
+            if case .authentication = hold { challenges.askAboutChallenge(task, in: session) }
             return .held
         }
-        guard let ready = daemon.delayedRequests.readyAfterDelayedRequest(task, in: session, now: now),
-              daemon.challenges.headersReadyForRetry(ready, in: session, now: now) else { return .held }
+        guard let ready = delayedRequests.readyAfterDelayedRequest(task, in: session, now: now),
+              challenges.headersReadyForRetry(ready, in: session, now: now) else { return .held }
         let lane = ReadyQueue.Lane(session: session.key, host: endpoint(of: ready.requestToSend.url).host)
         return .ready(ReadyQueue.Candidate(session: session, task: ready.taskIdentifier, priority: ready.priority, createdAt: ready.createdAt, lane: lane))
     }
@@ -154,17 +202,17 @@ final class Scheduler {
     /// Stops the transfers `policy` takes back from sessions above their share (the slots
     /// are all taken, and tasks wait below theirs); they queue again.
     private func giveBackSlots(_ policy: FairShare, perHost: [ReadyQueue.Lane: Int], now: Date) {
-        if startedAt.count > 4 * policy.limit + 64 { startedAt = startedAt.filter { daemon.transfers.transfersByTask[$0.key] != nil } }
+        if startedAt.count > 4 * policy.limit + 64 { startedAt = startedAt.filter { surroundings.transfersInFlight[$0.key] != nil } }
         var waiting: [SessionKey: Int] = [:]
         for (lane, queued) in readyQueue.queuedByLane() {
             let room = transfersAllowed(in: queued.first) - perHost[lane, default: 0]
             if room > 0 { waiting[lane.session, default: 0] += min(room, queued.count) }
         }
-        let running = daemon.transfers.transfersByTask.keys.map { FairShare.Running(task: $0, startedAt: startedAt[$0] ?? .distantPast) }
+        let running = surroundings.transfersInFlight.keys.map { FairShare.Running(task: $0, startedAt: startedAt[$0] ?? .distantPast) }
         for key in policy.transfersToGiveBack(running: running, waiting: waiting, now: now) {
-            guard let session = daemon.sessions[key.session] else { continue }
-            daemon.transfers.stopTransfer(key)
-            daemon.log.info("transfers", "stopped to give its slot to a task waiting below its fair share; it queues again", session: key.session.identifier.rawValue, task: key.task)
+            guard let session = surroundings.sessions[key.session] else { continue }
+            surroundings.pauseTransfer(key)
+            log.info("transfers", "stopped to give its slot to a task waiting below its fair share; it queues again", session: key.session.identifier.rawValue, task: key.task)
             if let task = session.tasks[key.task] { scheduleTransfer(task, in: session) }
         }
     }
@@ -176,27 +224,27 @@ final class Scheduler {
         for (_, queued) in readyQueue.queuedByLane() {
             let key = TaskKey(session: queued.first.session.key, task: queued.first.task)
             guard loggedSlotWaits.insert(key).inserted else { continue }
-            daemon.log.info("transfers", "waiting for a transfer slot", session: key.session.identifier.rawValue, task: key.task, hold: .waitingForSlot(behind: holders))
+            log.info("transfers", "waiting for a transfer slot", session: key.session.identifier.rawValue, task: key.task, hold: .waitingForSlot(behind: holders))
         }
     }
 
     /// Why a task that may start is not transferring: every slot is taken (nil when one is
     /// free; it then waits only for a connection to its host, or for the next turn).
     func slotWait() -> TaskHold? {
-        guard daemon.transfers.transfersByHandle.count >= daemon.options.maximumConcurrentTransfers else { return nil }
-        return .waitingForSlot(behind: FairShare.Counts(running: daemon.transfers.transfersByTask.keys).holders())
+        guard surroundings.transfersInFlight.count >= maximumConcurrentTransfers else { return nil }
+        return .waitingForSlot(behind: FairShare.Counts(running: surroundings.transfersInFlight.keys).holders())
     }
 
     private func start(_ task: TaskRecord, in session: DaemonSession) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
-        startedAt[key] = daemon.clock.now
+        startedAt[key] = clock.now
         loggedSlotWaits.remove(key)
         CrashGuard.working(on: CrashGuard.note(for: key))
         defer { CrashGuard.idle() }
-        daemon.challenges.retryHeadersAnswered.remove(key) // the next retry asks again
+        challenges.retryHeadersAnswered.remove(key) // the next retry asks again
         switch task.kind {
-        case .download: daemon.downloads.startDownload(task, in: session)
-        case .upload: daemon.uploads.startUpload(task, in: session, step: task.uploadResumption == nil ? .create : .retrieveOffset)
+        case .download: surroundings.startDownload(task, in: session)
+        case .upload: surroundings.startUpload(task, in: session, step: task.uploadResumption == nil ? .create : .retrieveOffset)
         }
     }
 
@@ -231,7 +279,7 @@ final class Scheduler {
     /// Transfers running in each lane (`httpMaximumConnectionsPerHost` is per session).
     private func connectionsPerHost() -> [ReadyQueue.Lane: Int] {
         var counts: [ReadyQueue.Lane: Int] = [:]
-        for (key, transfer) in daemon.transfers.transfersByTask {
+        for (key, transfer) in surroundings.transfersInFlight {
             counts[ReadyQueue.Lane(session: key.session, host: endpoint(of: transfer.task.requestToSend.url).host), default: 0] += 1
         }
         return counts
@@ -239,32 +287,32 @@ final class Scheduler {
 
 
     func loadConditions() {
-        let path = daemon.layout.deviceConditions.path
+        let path = layout.deviceConditions.path
         do {
             // Through the walls and bounded: any program of the user can write the file.
-            conditions = try DeviceConditions.decode(daemon.root.read(path, limit: StateFileLimits.conditions), path: path)
+            conditions = try DeviceConditions.decode(root.read(path, limit: StateFileLimits.conditions), path: path)
         } catch let error as Errno where error.code == ENOENT {
             conditions = DeviceConditions()
         } catch {
-            daemon.log.error("conditions", "\(error); going on with the defaults (\(DeviceConditions()))")
+            log.error("conditions", "\(error); going on with the defaults (\(DeviceConditions()))")
             conditions = DeviceConditions()
         }
-        daemon.log.info("conditions", "device conditions: \(conditions)")
+        log.info("conditions", "device conditions: \(conditions)")
     }
 
     /// `bgtransfer conditions` changed them: transfers the new conditions forbid pause (the
     /// bytes they have stay, and they resume from their offset), waiting ones may start.
     func conditionsChanged() {
-        daemon.serverTrust.loadDeviceRoots()
+        serverTrust.loadDeviceRoots()
         let previous = conditions
         loadConditions()
         guard conditions != previous else { return }
-        daemon.log.notice("conditions", "now \(conditions)")
-        for (key, _) in daemon.transfers.transfersByTask {
-            guard let session = daemon.sessions[key.session], let task = session.tasks[key.task],
-                  let hold = task.hold(under: conditions, now: daemon.clock.now) else { continue }
-            daemon.transfers.stopTransfer(key)
-            daemon.log.notice("transfers", "paused: \(hold)", session: key.session.identifier.rawValue, task: key.task, hold: hold)
+        log.notice("conditions", "now \(conditions)")
+        for (key, _) in surroundings.transfersInFlight {
+            guard let session = surroundings.sessions[key.session], let task = session.tasks[key.task],
+                  let hold = task.hold(under: conditions, now: clock.now) else { continue }
+            surroundings.pauseTransfer(key)
+            log.notice("transfers", "paused: \(hold)", session: key.session.identifier.rawValue, task: key.task, hold: hold)
         }
         scheduleTransfers()
     }
@@ -276,7 +324,7 @@ final class Scheduler {
         var task = task
         task.reportedWaitingForConnectivity = true
         session.update(task)
-        daemon.log.info("transfers", "waiting for connectivity: \(task.requirements.connectivityProblem(under: conditions) ?? "")", session: session.key.identifier.rawValue, task: task.taskIdentifier)
-        daemon.delivery.push(.waitingForConnectivity(session: session.key.identifier, taskIdentifier: task.taskIdentifier), to: session)
+        log.info("transfers", "waiting for connectivity: \(task.requirements.connectivityProblem(under: conditions) ?? "")", session: session.key.identifier.rawValue, task: task.taskIdentifier)
+        surroundings.pushToHolder(.waitingForConnectivity(session: session.key.identifier, taskIdentifier: task.taskIdentifier), of: session)
     }
 }
