@@ -42,16 +42,28 @@ import TransferPOSIX
         #expect(fixture.parts.delayedRequests.readyAfterDelayedRequest(unattended, in: fixture.session, now: fixture.parts.clock.now)?.delayedRequestAnswered == true)
     }
 
-    @Test("The app's new request is what the task sends; one the daemon refuses fails the task with the refusal's code")
-    func newRequest() throws {
+    /// A dated download whose app has been asked `willBeginDelayedRequest` (the question open).
+    private func askedDownload() throws -> TaskRecord {
         let task = try datedDownload()
+        fixture.surroundings.holderQuestion = .asked
+        #expect(fixture.parts.delayedRequests.readyAfterDelayedRequest(task, in: fixture.session, now: fixture.parts.clock.now) == nil)
+        return task
+    }
+
+    @Test("The app's new request is what the task sends; one the daemon refuses fails the task with the refusal's code; an answer nobody asked for changes nothing")
+    func newRequest() throws {
+        let unasked = try datedDownload()
         let replacement = RequestRecord(url: "http://127.0.0.1:9/instead", headers: [HeaderField(name: "X-Token", value: "fresh")])
+        let ignored = try fixture.parts.delayedRequests.answerDelayedRequest(.useNewRequest(replacement), for: unasked.taskIdentifier, in: fixture.session)
+        #expect(ignored?.requestToSend == unasked.originalRequest, "not asked: the task keeps its request")
+
+        let task = try askedDownload()
         let answered = try #require(try fixture.parts.delayedRequests.answerDelayedRequest(.useNewRequest(replacement), for: task.taskIdentifier, in: fixture.session))
         #expect(answered.requestToSend == replacement)
         #expect(fixture.surroundings.schedulingRequests == 1, "it may start now")
         #expect(fixture.surroundings.failed.isEmpty)
 
-        let refused = try datedDownload()
+        let refused = try askedDownload()
         fixture.surroundings.refusal = TransferFailure(code: TransferFailure.unsupportedURL, message: "not HTTP")
         #expect(try fixture.parts.delayedRequests.answerDelayedRequest(.useNewRequest(RequestRecord(url: "file:///etc/passwd")), for: refused.taskIdentifier, in: fixture.session) == nil)
         #expect(fixture.surroundings.failed.map(\.task) == [refused.taskIdentifier])

@@ -67,7 +67,11 @@ final class SchedulerPartsStub: SchedulerSurroundings, ChallengeSurroundings, Se
         connection.close()
     }
     func askHolder(_ asked: inout [TaskKey: AskedHolder], _ key: TaskKey, in session: DaemonSession,
-                   now: Date, timeout: TimeInterval?, _ question: @autoclosure () -> DaemonPush) -> EventDelivery.HolderQuestion { holderQuestion }
+                   now: Date, timeout: TimeInterval?, _ question: @autoclosure () -> DaemonPush) -> EventDelivery.HolderQuestion {
+        // As `EventDelivery.askHolder`: a question put is open until answered.
+        if holderQuestion == .asked { asked[key] = AskedHolder(holder: ObjectIdentifier(self), at: now) }
+        return holderQuestion
+    }
     func pauseTransfer(_ key: TaskKey) { transfersInFlight[key] = nil }
     func prepareSpareFiles(_ count: Int) {}
     func coalescedRequestsInFlight() -> Set<String> { [] }
