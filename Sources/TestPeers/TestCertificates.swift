@@ -43,6 +43,9 @@ package final class TestCertificates: Sendable {
     /// The test CA, PEM file and DER.
     package let caFile: URL
     package let caDER: Data
+    /// Each server certificate's DER, read once when made: a test that compares a chain with it
+    /// reads no file then (a read that failed under a full suite's load made a match fail).
+    private let ders: [Kind: Data]
 
     package func certificateFile(_ kind: Kind) -> URL { directory.appendingPathComponent("\(kind.rawValue).pem") }
     package func keyFile(_ kind: Kind) -> URL { directory.appendingPathComponent(kind == .selfSigned ? "self.key" : "leaf.key") }
@@ -112,9 +115,18 @@ package final class TestCertificates: Sendable {
         let caFile = directory.appendingPathComponent("ca.pem")
         let pem = try String(contentsOf: caFile, encoding: .utf8)
         guard let der = Self.certificates(inPEM: pem).first else { throw PeerProcess.Failure(description: "no certificate in \(caFile.path)") }
+        var ders: [Kind: Data] = [:]
+        for kind in Kind.allCases {
+            let file = directory.appendingPathComponent("\(kind.rawValue).pem")
+            guard let leaf = Self.certificates(inPEM: try String(contentsOf: file, encoding: .utf8)).first else {
+                throw PeerProcess.Failure(description: "no certificate in \(file.path)")
+            }
+            ders[kind] = leaf
+        }
         self.directory = directory
         self.caFile = caFile
         caDER = der
+        self.ders = ders
     }
 
     /// The DER certificates of a PEM file's text.
@@ -130,8 +142,6 @@ package final class TestCertificates: Sendable {
         return result
     }
 
-    /// The DER of a certificate file.
-    package func der(_ kind: Kind) -> Data? {
-        (try? String(contentsOf: certificateFile(kind), encoding: .utf8)).flatMap { Self.certificates(inPEM: $0).first }
-    }
+    /// The DER of a server certificate, as made.
+    package func der(_ kind: Kind) -> Data? { ders[kind] }
 }
