@@ -92,7 +92,8 @@ struct ManyTasksBenchmark {
         var container = try BenchContainer()
         defer { container.tearDown() }
         let server = container.server
-        let daemon = try container.startDaemon()
+        // Past the daemon's default cap on one app's unfinished tasks (200,000), the cap is raised.
+        let daemon = try container.startDaemon(options: count > TransferLimits.tasksPerApp ? ["--max-tasks-per-app", String(count)] : [])
         let app = try BenchApp(entitlements: entitlements, container: container)
         let empty = try ResidentMemory(pid: daemon).current
         let urls = (0..<count).map { server.url(for: "/queued/\($0).bin") }
