@@ -35,13 +35,13 @@ struct BenchContainer {
     /// The app group every stand-in shares.
     var standInGroup: URL { layout.appGroup(try! BundleIdentifier("group.com.example.transfers")) }
 
-    /// Starts `transferd` and waits until its socket answers. `environment` is added to ours
-    /// (e.g. `BGTRANSFER_LOG_LEVEL`).
-    mutating func startDaemon(environment extra: [String: String] = [:]) throws -> Int32 {
+    /// Starts `transferd` (with `options` besides ours) and waits until its socket answers,
+    /// at most `timeout` seconds. `environment` is added to ours (e.g. `BGTRANSFER_LOG_LEVEL`).
+    mutating func startDaemon(environment extra: [String: String] = [:], options: [String] = [], timeout: TimeInterval = 20) throws -> Int32 {
         let environment = ProcessInfo.processInfo.environment.merging(extra) { $1 }
-        let pid = try ProcessSpawner.spawn(Self.executable("transferd"), arguments: ["--container", layout.root.path, "--quiet", "--relaunch-delay", "0.05"], environment: environment, newSession: true, outputPath: parent.appendingPathComponent("transferd.out").path)
+        let pid = try ProcessSpawner.spawn(Self.executable("transferd"), arguments: ["--container", layout.root.path, "--quiet", "--relaunch-delay", "0.05"] + options, environment: environment, newSession: true, outputPath: parent.appendingPathComponent("transferd.out").path)
         pids.append(pid)
-        let deadline = Date().addingTimeInterval(20)
+        let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if let fd = try? UnixSocket.connect(to: layout.daemonSocket.path) { fd.close(); return pid }
             usleep(5_000)

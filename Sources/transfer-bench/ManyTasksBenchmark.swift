@@ -72,7 +72,7 @@ struct ManyTasksBenchmark {
             report.add(Figure(id: "tasks.getAllTasks", title: "getAllTasks with \(count) tasks",
                               result: listing,
                               reference: Measure("encoding and decoding of the reply in one process", unit: "ms", results.map { $0.encodingMilliseconds + $0.decodingMilliseconds }),
-                              target: .atMost(200),
+                              target: .atMost(100),
                               details: [Measure("reply size", unit: "MiB", results.map { Double($0.replyBytes) / 1048576 }),
                                         Measure("encoding of the reply alone", unit: "ms", results.map(\.encodingMilliseconds)),
                                         Measure("decoding of the reply alone", unit: "ms", results.map(\.decodingMilliseconds)),
@@ -82,7 +82,7 @@ struct ManyTasksBenchmark {
             report.add(Figure(id: "tasks.memory", title: "transferd resident memory with \(count) queued tasks (VmRSS)",
                               result: memory,
                               reference: Measure("with the session open and no task", unit: "MiB", results.map(\.emptyResidentMiB)),
-                              target: .atMost(256),
+                              target: .atMost(count >= 1_000_000 ? 1024 : 128), // issue 32
                               details: [Measure("after the getAllTasks calls", unit: "MiB", results.map(\.residentAfterListingsMiB))],
                               notes: ["Read from /proc/PID/status right after the last task was created."]))
         }
@@ -92,7 +92,8 @@ struct ManyTasksBenchmark {
         var container = try BenchContainer()
         defer { container.tearDown() }
         let server = container.server
-        let daemon = try container.startDaemon()
+        // Past the daemon's default cap on one app's unfinished tasks (200,000), the cap is raised.
+        let daemon = try container.startDaemon(options: count > TransferLimits.tasksPerApp ? ["--max-tasks-per-app", String(count)] : [])
         let app = try BenchApp(entitlements: entitlements, container: container)
         let empty = try ResidentMemory(pid: daemon).current
         let urls = (0..<count).map { server.url(for: "/queued/\($0).bin") }
@@ -103,7 +104,9 @@ struct ManyTasksBenchmark {
         for url in urls {
             _ = app.session.downloadTask(with: url)
         }
-        guard app.session.waitUntilDurable(timeout: 120) else { throw BenchError("the daemon did not take \(count) tasks within 120 s") }
+        // At least 2,000 tasks a second: a loaded machine makes 1,000,000 tasks take minutes.
+        let deadline = max(120, Double(count) / 2_000)
+        guard app.session.waitUntilDurable(timeout: deadline) else { throw BenchError("the daemon did not take \(count) tasks within \(Int(deadline)) s") }
         let creationRate = Double(count) / (monotonicNow() - start)
         let resident = try ResidentMemory(pid: daemon).current
         if !referenceFirst { durableRate = try durableWriteRate(count: count, url: urls[0].absoluteString, in: reference) }

@@ -23,7 +23,8 @@ usage: transfer-bench [FIGURE] [--quick] [--runs N] [--out DIR] [--size MiB] [--
   --runs N    runs of each figure and of its reference, alternating (default 5; relaunch at least 10)
   --out DIR   where results.json and results.md go (default Benchmarks)
   --size MiB  the download, upload, refetch, https and cpu size (default 1024)
-  --tasks L   task counts for many-tasks and small-files (default 100,1000,10000; many-tasks also 100000); https uses 1000 or the largest
+  --tasks L   task counts for many-tasks and small-files (default 100,1000,10000; many-tasks also 100000); https uses 1000 or the largest,
+              startup the largest (default 100000)
   --samples N downloads per run for event-latency (default 100)
 """
 
@@ -36,6 +37,8 @@ struct Settings {
     /// Task counts for small-files; many-tasks also goes to 100,000 (issue 22's scale).
     var counts = [100, 1000, 10000]
     var queuedCounts = [100, 1000, 10000, 100_000]
+    /// Queued tasks in the journal for start-up: 100,000, or the largest count `--tasks` names.
+    var startupTasks = 100_000
     var samples = 100
 
     init(_ arguments: [String]) throws {
@@ -66,13 +69,14 @@ struct Settings {
                 guard !list.isEmpty else { throw BenchError("--tasks needs task counts, e.g. 100,1000") }
                 counts = list.sorted()
                 queuedCounts = counts
+                startupTasks = counts.last ?? startupTasks
             default: throw BenchError("unknown option \(option)")
             }
         }
         if quick {
             if !explicit.contains("--runs") { runs = 2 }
             if !explicit.contains("--size") { size = 16 << 20 }
-            if !explicit.contains("--tasks") { counts = [20, 100]; queuedCounts = counts }
+            if !explicit.contains("--tasks") { counts = [20, 100]; queuedCounts = counts; startupTasks = 2000 }
             if !explicit.contains("--samples") { samples = 10 }
         }
     }
@@ -86,7 +90,7 @@ struct Settings {
     var smallFilesHeadline: Int { counts.contains(1000) ? 1000 : counts.last! }
     var relaunchRuns: Int { quick ? runs : max(runs, 10) }
     var scale: ScaleBenchmark {
-        ScaleBenchmark(tasks: quick ? 2000 : 100_000, sessions: quick ? 50 : 1000, extensionStarts: quick ? 10 : 100, runs: runs, entitlements: entitlements)
+        ScaleBenchmark(tasks: startupTasks, sessions: quick ? 50 : 1000, extensionStarts: quick ? 10 : 100, runs: runs, entitlements: entitlements)
     }
 }
 

@@ -92,13 +92,13 @@ extension TaskRecord {
     /// What holds the task back under `conditions` at `now`, or nil when it may start
     /// (it then runs, or waits only for a free connection).
     public func hold(under conditions: DeviceConditions, now: Date) -> TaskHold? {
-        if state == .suspended { return .suspended }
-        if let challenge = pendingChallenge { return .authentication(challenge) }
-        if let begin = earliestBeginDate, begin > now { return .earliestBeginDate(begin) }
-        if let retry = retryNotBefore, retry > now { return .retry(attempt: retryCount, at: retry, cause: retryCause ?? .unrecorded(lastError ?? "an error")) }
-        if let until = rateLimitedUntil, until > now { return .rateLimiter(until: until) }
-        if let problem = requirements.connectivityProblem(under: conditions) { return .connectivity(problem) }
-        if let missing = requirements.discretionaryProblem(under: conditions) { return .discretionary(waitingFor: missing) }
+        if self.state == .suspended { return .suspended }
+        if let challenge = self.pendingChallenge { return .authentication(challenge) }
+        if let begin = self.earliestBeginDate, begin > now { return .earliestBeginDate(begin) }
+        if let retry = self.retryNotBefore, retry > now { return .retry(attempt: self.retryCount, at: retry, cause: self.retryCause ?? .unrecorded(self.lastError ?? "an error")) }
+        if let until = self.rateLimitedUntil, until > now { return .rateLimiter(until: until) }
+        if let problem = self.requirements.connectivityProblem(under: conditions) { return .connectivity(problem) }
+        if let missing = self.requirements.discretionaryProblem(under: conditions) { return .discretionary(waitingFor: missing) }
         return nil
     }
 }

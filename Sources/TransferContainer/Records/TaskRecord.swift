@@ -118,10 +118,60 @@ public struct UploadResumption: Codable, Sendable, Equatable {
 }
 
 /// One task not yet finished, as the session's journal (`Sessions/<family>/<identifier>/journal.jsonl`)
-/// records it. Written by the daemon only; also the snapshot of a task sent to clients.
-public struct TaskRecord: Codable, Sendable, Equatable {
+/// records it. Written by the daemon only; also the snapshot of a task sent to clients. A
+/// value type (any thread) whose fields (`TaskFields`, read as its own: `task.state`) lie in
+/// one allocation that copies share until one of them changes a field: a daemon holds
+/// hundreds of thousands of these in dictionaries and arrays, whose slots would otherwise
+/// each hold the fields' 700-odd bytes (and a dictionary has up to twice as many slots as
+/// tasks), and move them whole at every copy.
+@dynamicMemberLookup
+public struct TaskRecord: Codable, Sendable, Equatable, CustomReflectable {
     public static let currentVersion = 1
 
+    @usableFromInline var storage: Storage
+
+    public init(taskIdentifier: Int, kind: TaskKind, originalRequest: RequestRecord, createdAt: Date = Date()) {
+        storage = Storage(TaskFields(taskIdentifier: taskIdentifier, kind: kind, originalRequest: originalRequest, createdAt: createdAt))
+    }
+
+    @inlinable public subscript<Value>(dynamicMember field: WritableKeyPath<TaskFields, Value>) -> Value {
+        get { storage.fields[keyPath: field] }
+        set {
+            if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
+            storage.fields[keyPath: field] = newValue
+        }
+    }
+
+    /// The JSON of a record is its fields'.
+    public init(from decoder: any Decoder) throws {
+        storage = Storage(try TaskFields(from: decoder))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        try storage.fields.encode(to: encoder)
+    }
+
+    public static func == (left: TaskRecord, right: TaskRecord) -> Bool {
+        left.storage === right.storage || left.storage.fields == right.storage.fields
+    }
+
+    public var customMirror: Mirror { Mirror(reflecting: storage.fields) }
+
+    /// The fields, shared by copies of a record. Written only through a `TaskRecord` that
+    /// holds the one reference to it (copy on write), hence never while another thread reads.
+    @usableFromInline final class Storage: @unchecked Sendable {
+        @usableFromInline var fields: TaskFields
+
+        @usableFromInline init(_ fields: TaskFields) {
+            self.fields = fields
+        }
+    }
+}
+
+/// The fields of a `TaskRecord`, which reads and writes them as its own (`task.state`). The
+/// JSON of a task record is these fields'. Those most tasks do not have, and that would take
+/// tens of bytes or more each, are `@Indirect`. A value type; any thread.
+public struct TaskFields: Codable, Sendable, Equatable {
     public var version: Int = TaskRecord.currentVersion
     /// Raised by the daemon each time it writes the record (`nextRevision(after:)`): a client
     /// whose snapshot has the revision a `getAllTasks` summary names holds the record as it is,
@@ -145,8 +195,8 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var countOfBytesExpectedToSend: Int64 = -1
     public var countOfBytesClientExpectsToReceive: Int64 = -1
     public var countOfBytesClientExpectsToSend: Int64 = -1
-    public var validator: Validator?
-    public var response: ResponseRecord?
+    @Indirect public var validator: Validator? = nil
+    @Indirect public var response: ResponseRecord? = nil
     /// For uploads: the file the body is read from (the daemon's own link to the app's file).
     /// The daemon keeps it relative to the container's root, like `EventRecord.downloadedFile`.
     public var uploadFile: String?
@@ -159,7 +209,7 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     /// record naming the file that goes with it. nil otherwise.
     public var requestBodyReplaced: Bool?
     /// For uploads to a server that offered resumption: where the upload continues.
-    public var uploadResumption: UploadResumption?
+    @Indirect public var uploadResumption: UploadResumption? = nil
     public var createdAt: Date
     /// Whether the creating process was in the background (such tasks are discretionary).
     public var createdInBackground: Bool = false
@@ -174,19 +224,19 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     public var delayedRequestAnswered = false
     /// The request the app gave in `willBeginDelayedRequest` with `.useNewRequest` (or with
     /// refreshed headers before a retry); sent instead of `originalRequest`.
-    public var replacementRequest: RequestRecord?
+    @Indirect public var replacementRequest: RequestRecord? = nil
     /// The server or proxy asked for credentials: the task waits for the app's answer.
-    public var pendingChallenge: ChallengeRecord?
+    @Indirect public var pendingChallenge: ChallengeRecord? = nil
     /// Credentials for the task's protection space that were refused so far.
     public var authenticationFailures = 0
     /// Why the task cannot run (a refused URL): it fails with this error when resumed, as
     /// Apple's tasks for unsupported URLs do.
-    public var pendingFailure: TransferFailure?
+    @Indirect public var pendingFailure: TransferFailure? = nil
     public var retryCount: Int = 0
     public var lastError: String?
     /// What the last failed attempt met, when it is tried again (nil in records written
     /// before causes were kept, and once an attempt succeeds).
-    public var retryCause: RetryCause?
+    @Indirect public var retryCause: RetryCause? = nil
     /// While waiting out a retry backoff or a `Retry-After`: when the next attempt may start.
     public var retryNotBefore: Date?
     /// Made from resume data and not yet started: the first response is reported with
@@ -208,7 +258,7 @@ public struct TaskRecord: Codable, Sendable, Equatable {
     /// written before it existed.
     public var redirectCount: Int?
 
-    public init(taskIdentifier: Int, kind: TaskKind, originalRequest: RequestRecord, createdAt: Date = Date()) {
+    init(taskIdentifier: Int, kind: TaskKind, originalRequest: RequestRecord, createdAt: Date) {
         self.taskIdentifier = taskIdentifier
         self.kind = kind
         self.originalRequest = originalRequest
@@ -220,21 +270,21 @@ extension TaskRecord {
     /// A new task as `creation` asks for it: suspended until resumed (S2.4).
     public init(taskIdentifier: Int, creation: TaskCreation, createdAt: Date = Date()) {
         self.init(taskIdentifier: taskIdentifier, kind: creation.kind, originalRequest: creation.request, createdAt: createdAt)
-        taskDescription = creation.taskDescription
-        priority = CheckedNumbers.priority(creation.priority)
-        earliestBeginDate = creation.earliestBeginDate
-        uploadFile = creation.uploadFile
-        requestBodyLength = creation.kind == .download ? creation.requestBody.map { Int64($0.count) } : nil
-        requirements = creation.requirements
-        state = .suspended
+        self.taskDescription = creation.taskDescription
+        self.priority = CheckedNumbers.priority(creation.priority)
+        self.earliestBeginDate = creation.earliestBeginDate
+        self.uploadFile = creation.uploadFile
+        self.requestBodyLength = creation.kind == .download ? creation.requestBody.map { Int64($0.count) } : nil
+        self.requirements = creation.requirements
+        self.state = .suspended
     }
 
     /// Whether a stopped download can be resumed from `partialBytes` on disk: a GET whose
     /// server sent a strong validator and accepts byte ranges (S6.1).
     public func canResume(partialBytes: Int64) -> Bool {
-        guard kind == .download, originalRequest.httpMethod.uppercased() == "GET", requestBodyLength == nil,
-              validator?.ifRangeValue != nil,
-              let ranges = response?.header("Accept-Ranges"), ranges.lowercased().contains("bytes") else { return false }
+        guard self.kind == .download, self.originalRequest.httpMethod.uppercased() == "GET", self.requestBodyLength == nil,
+              self.validator?.ifRangeValue != nil,
+              let ranges = self.response?.header("Accept-Ranges"), ranges.lowercased().contains("bytes") else { return false }
         return partialBytes > 0
     }
 }
@@ -244,7 +294,7 @@ extension TaskRecord {
     /// revision one past both (a copy taken before an earlier write must not repeat a revision).
     public func nextRevision(after previous: TaskRecord?) -> TaskRecord {
         var next = self
-        next.revision = min(max(revision, previous?.revision ?? 0), CheckedNumbers.counters.upperBound - 1) + 1
+        next.revision = min(max(self.revision, previous?.revision ?? 0), CheckedNumbers.counters.upperBound - 1) + 1
         return next
     }
 
@@ -305,11 +355,11 @@ extension KeyedDecodingContainer {
 
 extension TaskRecord {
     /// The request each exchange of the task sends.
-    public var requestToSend: RequestRecord { replacementRequest ?? originalRequest }
+    public var requestToSend: RequestRecord { self.replacementRequest ?? self.originalRequest }
 
     /// The bytes a task moves its own way, done and expected: received for a download, sent
     /// for an upload.
     public var progressBytes: (done: Int64, expected: Int64) {
-        kind == .upload ? (countOfBytesSent, countOfBytesExpectedToSend) : (countOfBytesReceived, countOfBytesExpectedToReceive)
+        self.kind == .upload ? (self.countOfBytesSent, self.countOfBytesExpectedToSend) : (self.countOfBytesReceived, self.countOfBytesExpectedToReceive)
     }
 }
