@@ -18,9 +18,9 @@ final class TransferSurroundingsStub: TaskCompletionSurroundings, RunningTransfe
     var forgotten: [TaskKey] = []
 
     func serverTrustFailed(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) { trustQuestions.append(task.taskIdentifier) }
-    func transfersNeedScheduling() { schedulingLooks += 1 }
+    func requestScheduling() { schedulingLooks += 1 }
     func pushToHolder(_ push: DaemonPush, of session: DaemonSession) { pushes.append(push) }
-    func deliverPendingEvents(of session: DaemonSession) { deliveries.append(session.key) }
+    func announcePendingEvents(_ session: DaemonSession) { deliveries.append(session.key) }
     func forgetRequestsAndChallenges(of key: TaskKey) { forgotten.append(key) }
     // No transfer runs in these tests.
     func transferSlotFreed(by task: TaskRecord) {}

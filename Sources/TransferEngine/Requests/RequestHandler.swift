@@ -15,13 +15,13 @@ protocol RequestHandlerSurroundings: AnyObject {
     /// The simulated device conditions changed: what may run is looked at again (`Scheduler`).
     func deviceConditionsChanged()
     /// A resumed task may start now (`Scheduler`).
-    func scheduleResumedTask(_ task: TaskRecord, in session: DaemonSession)
+    func requestScheduling(of task: TaskRecord, in session: DaemonSession)
     /// A new priority or begin date may change what runs next (`Scheduler`).
-    func reconsiderScheduling()
+    func requestScheduling()
     /// A suspended task's transfer stops, what it learnt kept in its record (`RunningTransfers`).
-    func stopTransferOfSuspendedTask(_ key: TaskKey)
+    func pauseTransfer(_ key: TaskKey)
     /// A task refused at creation fails as it is resumed (`TaskCompletion`).
-    func failResumedTask(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure)
+    func failTask(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure)
     /// Ends a task with `failure`, with resume data when asked and possible (`TaskCompletion`).
     @discardableResult
     func cancelTask(_ taskID: Int, in session: DaemonSession, failure: TransferFailure, keepResumeData: Bool) throws -> Data?
@@ -144,21 +144,21 @@ final class RequestHandler {
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)
             if let failure = task.pendingFailure {
-                surroundings.failResumedTask(task, in: session, failure)
+                surroundings.failTask(task, in: session, failure)
                 return .task(task)
             }
             if task.state == .suspended {
                 task.state = .running
                 session.update(task)
                 log.info("tasks", "resumed", session: identifier.rawValue, task: taskID)
-                surroundings.scheduleResumedTask(task, in: session)
+                surroundings.requestScheduling(of: task, in: session)
             }
             return .task(session.tasks[taskID] ?? task)
         case .suspendTask(let identifier, let taskID):
             let session = try heldSession(identifier, connection)
             var task = try existingTask(taskID, in: session)
             if task.state == .running {
-                surroundings.stopTransferOfSuspendedTask(TaskKey(session: session.key, task: taskID))
+                surroundings.pauseTransfer(TaskKey(session: session.key, task: taskID))
                 task = session.tasks[taskID] ?? task
                 task.state = .suspended
                 session.update(task)
@@ -175,7 +175,7 @@ final class RequestHandler {
             var task = try existingTask(taskID, in: session)
             properties.apply(to: &task)
             session.update(task)
-            surroundings.reconsiderScheduling() // a new priority or date may change what runs next
+            surroundings.requestScheduling() // a new priority or date may change what runs next
             return .task(session.tasks[taskID] ?? task)
         case .answerDelayedRequest(let identifier, let taskID, let answer):
             let session = try heldSession(identifier, connection)

@@ -10,14 +10,6 @@ extension TransferDaemon: RequestHandlerSurroundings {
 
     func deviceConditionsChanged() { scheduler.conditionsChanged() }
 
-    func scheduleResumedTask(_ task: TaskRecord, in session: DaemonSession) { scheduler.scheduleTransfer(task, in: session) }
-
-    func reconsiderScheduling() { scheduler.scheduleTransfers() }
-
-    func stopTransferOfSuspendedTask(_ key: TaskKey) { transfers.stopTransfer(key) }
-
-    func failResumedTask(_ task: TaskRecord, in session: DaemonSession, _ failure: TransferFailure) { completion.fail(task, in: session, failure) }
-
     func cancelTask(_ taskID: Int, in session: DaemonSession, failure: TransferFailure, keepResumeData: Bool) throws -> Data? {
         try completion.cancel(taskID, in: session, failure: failure, keepResumeData: keepResumeData)
     }

@@ -13,7 +13,7 @@ protocol DownloadsSurroundings: ExchangeSurroundings {
     /// `didResume` for the holder of `session`.
     func pushToHolder(_ push: DaemonPush, of session: DaemonSession)
     /// The scheduler looks at every task again (a download starts over from zero).
-    func transfersNeedScheduling()
+    func requestScheduling()
 }
 
 /// Download tasks in the daemon: where their bytes lie, how a download starts, resumes and
@@ -110,7 +110,7 @@ final class Downloads {
             task.countOfBytesReceived = 0
             session.update(task)
             log.notice("transfers", "server answered an unexpected range; starting over from zero", session: session.key.identifier.rawValue, task: key.task)
-            surroundings.transfersNeedScheduling()
+            surroundings.requestScheduling()
             return
         }
         if let failure = transfer.diskFailure ?? transfer.protocolFailure {

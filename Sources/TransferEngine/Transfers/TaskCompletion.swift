@@ -15,11 +15,11 @@ protocol TaskCompletionSurroundings: AnyObject {
     /// A chain that does not verify goes to the app to judge (S3.6, `ServerTrustChallenges`).
     func serverTrustFailed(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError)
     /// The scheduler looks at every task again (a retry came due).
-    func transfersNeedScheduling()
+    func requestScheduling()
     /// A push (`invalidated`) for the holder of `session`.
     func pushToHolder(_ push: DaemonPush, of session: DaemonSession)
     /// The session's events not yet pushed go to its holder, once durable.
-    func deliverPendingEvents(of session: DaemonSession)
+    func announcePendingEvents(_ session: DaemonSession)
     /// A task ended: its delayed request, challenge and trust question are dropped.
     func forgetRequestsAndChallenges(of key: TaskKey)
 }
@@ -80,7 +80,7 @@ final class TaskCompletion {
                 } else { "\(hold)" }
                 log.notice("transfers", wait, session: session.key.identifier.rawValue, task: task.taskIdentifier, hold: hold)
             case .wake(let date):
-                loop.schedule(at: date) { [unowned self] in surroundings.transfersNeedScheduling() }
+                loop.schedule(at: date) { [unowned self] in surroundings.requestScheduling() }
             case .stopTransfer(let identifier):
                 transfers.stopTransfer(TaskKey(session: session.key, task: identifier))
                 stopped.insert(identifier)
@@ -128,7 +128,7 @@ final class TaskCompletion {
         } else {
             log.error("transfers", note, session: session.key.identifier.rawValue, task: task.taskIdentifier)
         }
-        surroundings.deliverPendingEvents(of: session)
+        surroundings.announcePendingEvents(session)
         finishInvalidationIfDone(session)
         return true
     }
@@ -166,7 +166,7 @@ final class TaskCompletion {
         transfers.removeTransferFiles(of: task, in: session)
         forgetTask(key)
         log.notice("tasks", "ended: \(failure.message)\(failure.resumeData == nil ? "" : " (resume data kept)")", session: session.key.identifier.rawValue, task: taskID)
-        surroundings.deliverPendingEvents(of: session)
+        surroundings.announcePendingEvents(session)
         return failure.resumeData
     }
 

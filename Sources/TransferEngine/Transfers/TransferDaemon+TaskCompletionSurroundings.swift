@@ -14,14 +14,6 @@ extension TransferDaemon: TaskCompletionSurroundings {
         serverTrust.trustFailed(task, in: session, error)
     }
 
-    func transfersNeedScheduling() {
-        scheduler.scheduleTransfers()
-    }
-
-    func deliverPendingEvents(of session: DaemonSession) {
-        delivery.pushPendingEvents(session)
-    }
-
     func forgetRequestsAndChallenges(of key: TaskKey) {
         delayedRequests.forget(key)
         challenges.forget(key)
