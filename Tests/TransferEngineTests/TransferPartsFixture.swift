@@ -31,37 +31,32 @@ final class TransferSurroundingsStub: TaskCompletionSurroundings, RunningTransfe
 }
 
 /// The transfer layer's parts built from plain values and `TransferSurroundingsStub`, with an
-/// event loop on a clock the test moves, and one session of the host app. A `DaemonSession`
+/// event loop on a clock the test moves, and one session (`SessionFixture`). A `DaemonSession`
 /// keeps a journal, so the session lives in a temporary container, removed at the end.
 final class TransferParts {
-    static let family = (try? BundleIdentifier("com.example.host"))!
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("transfer-parts-\(UUID().uuidString)")
     let clock = ManualClock(Date(timeIntervalSince1970: 1_700_000_000))
     let surroundings = TransferSurroundingsStub()
     let loop: EventLoop
     let completion: TaskCompletion
     let coalescing: Coalescing
-    let session: DaemonSession
+    /// The container of the test's own and its one session; removed with the fixture.
+    private let container: SessionFixture
+    var session: DaemonSession { container.session }
 
     init(_ configure: (inout SessionConfiguration) -> Void = { _ in }) throws {
-        let layout = ContainerLayout(root: folder)
-        try layout.prepare()
-        let log = TransferLog(layout: layout, process: "transferd", subsystem: "com.example.transferd", echoLevel: nil, minimumLevel: nil)
-        let root = try RootDirectory.open(folder.path)
+        var configuration = SessionConfiguration()
+        configure(&configuration)
+        container = try SessionFixture("transfer-parts", configuration: configuration)
+        let (layout, log) = (container.layout, container.log)
+        let root = try RootDirectory.open(container.root.path)
         loop = try EventLoop(clock: clock)
         let registry = AppRegistry(layout: layout, root: root, log: log)
         let transfers = RunningTransfers(surroundings: surroundings, layout: layout, loop: loop, clock: clock)
         completion = TaskCompletion(surroundings: surroundings, transfers: transfers, resumeData: ResumeDataStore(layout: layout, root: root, log: log, registry: registry),
                                     lifecycle: TaskLifecycle(), loop: loop, log: log, clock: clock)
         coalescing = Coalescing(surroundings: surroundings, transfers: transfers, completion: completion, root: root, clock: clock)
-        var configuration = SessionConfiguration()
-        configure(&configuration)
-        let record = SessionRecord(identifier: try SessionIdentifier("com.example.host.background"), owner: Self.family, family: Self.family, configuration: configuration, createdAt: clock.now)
-        session = try DaemonSession(layout: layout, log: log, record: record)
         surroundings.sessions[session.key] = session
     }
-
-    deinit { try? FileManager.default.removeItem(at: folder) }
 
     /// A running download task to a port nobody listens on, created now.
     func createDownload(_ request: RequestRecord = RequestRecord(url: "http://127.0.0.1:9/file")) throws -> TaskRecord {
