@@ -32,24 +32,21 @@ import TransferTransport
         case backlogDelivered(through: UInt64)
     }
 
-    let root: URL
+    /// The container of the test's own and its one session; removed with the test.
+    let container: SessionFixture
+    var session: DaemonSession { container.session }
     let clock = ManualClock(Date(timeIntervalSince1970: 1_700_000_000))
     let surroundings = RecordingSurroundings()
     let delivery: EventDelivery
-    let session: DaemonSession
     let holder: ClientConnection
     let peer: FileDescriptor
     /// Keeps a frame cut between two reads.
     var decoder = FrameDecoder()
 
     init() throws {
-        root = FileManager.default.temporaryDirectory.appendingPathComponent("event-delivery-\(UUID().uuidString)")
-        let layout = ContainerLayout(root: root)
-        let log = TransferLog(layout: layout, process: "test", subsystem: "test")
-        delivery = EventDelivery(surroundings: surroundings, log: log)
-        let family = try BundleIdentifier("com.example.host")
-        let record = SessionRecord(identifier: try SessionIdentifier("com.example.host.background"), owner: family, family: family, configuration: SessionConfiguration(), createdAt: clock.now)
-        session = try DaemonSession(layout: layout, log: log, record: record)
+        container = try SessionFixture("event-delivery")
+        delivery = EventDelivery(surroundings: surroundings, log: container.log)
+        let family = container.session.key.family
         var fds: [Int32] = [0, 0]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else { throw Errno.current("socketpair") }
         holder = ClientConnection(id: 1, descriptor: FileDescriptor(rawValue: fds[0]))
@@ -61,7 +58,6 @@ import TransferTransport
     deinit {
         holder.close()
         peer.close()
-        try? FileManager.default.removeItem(at: root)
     }
 
     /// Ends a new download task with an error: one event in the session.
