@@ -36,8 +36,10 @@ final class BackgroundDataTasks: SessionBackend, @unchecked Sendable {
     /// The identifier the session's numbering must go on from (ledger's highest + 1).
     var nextIdentifier: Int { state.withLock { $0.ledger.highestIdentifier + 1 } }
 
-    /// The data tasks running now (for `getAllTasks`).
-    var running: [URLSessionTask] { state.withLock { Array($0.running.values) } }
+    /// The data tasks not yet completed, for `getAllTasks`. A task is forgotten only after its
+    /// delegate has heard `didCompleteWithError`, and is already completed during that call: it
+    /// is left out then, so that `getAllTasks` asked on that news does not list it.
+    var running: [URLSessionTask] { state.withLock { $0.running.values.filter { $0.state != .completed } } }
 
     /// At open, before the daemon is asked: reads the ledger at `ledgerPath` and queues on
     /// `deliveryQueue` (ahead of every event of the daemon's) a -997 `didCompleteWithError`

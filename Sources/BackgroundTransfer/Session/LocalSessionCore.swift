@@ -266,8 +266,10 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
 
     func propertiesChanged(of task: URLSessionTask) {} // kept on the task object itself
 
+    /// The tasks not yet completed. A task leaves `tasks` only after its delegate has heard
+    /// `didCompleteWithError`, and is already completed during that call: it is left out then.
     func allTasks() -> [URLSessionTask] {
-        state.withLock { Array($0.tasks.values) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
+        state.withLock { $0.tasks.values.filter { $0.state != .completed } }.sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 
     func allTasks(_ done: @escaping @Sendable ([URLSessionTask]) -> Void) { done(allTasks()) }
