@@ -75,6 +75,8 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         /// Tasks made with a completion handler: the handler, and the body gathered for it
         /// (Apple's sessions hand such a task's response and body to the handler, not the delegate).
         var handlers: [Int: (handler: @Sendable (Data?, URLResponse?, Error?) -> Void, body: Data)] = [:]
+        /// Bodies of tasks that prefer no incremental delivery: handed over in one call at the end.
+        var wholeBodies: [Int: Data] = [:]
     }
     private let state = Locked(State())
 
@@ -212,7 +214,18 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         task.noteReceived(Int64(data.count)) // corelibs counts no bytes for data tasks
         if let download = state.withLock({ $0.downloads[inner.taskIdentifier] }) { return write(data, to: download, of: inner) }
         guard let dataTask = task as? URLSessionDataTask, let delegate = dataDelegate(of: task) else { return }
+        if holdBack(data, of: inner, incremental: dataTask.prefersIncrementalDelivery) { return }
         deliver { session in delegate.urlSession(session, dataTask: dataTask, didReceive: data) }
+    }
+
+    /// Keeps `data` for one call at the end when the task prefers no incremental delivery,
+    /// or already holds part of its body back (its bytes stay in order); false otherwise.
+    private func holdBack(_ data: Data, of inner: FoundationNetworking.URLSessionTask, incremental: Bool) -> Bool {
+        state.withLock { state in
+            guard !incremental || state.wholeBodies[inner.taskIdentifier] != nil else { return false }
+            state.wholeBodies[inner.taskIdentifier, default: Data()].append(data)
+            return true
+        }
     }
 
     func urlSession(_ s: FoundationNetworking.URLSession, dataTask inner: FoundationNetworking.URLSessionDataTask, willCacheResponse proposedResponse: CachedURLResponse, completionHandler: @escaping (CachedURLResponse?) -> Void) {
@@ -305,6 +318,11 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         }
         guard let (task, delegate) = ours(inner) else { return }
         let outcome = forget(inner)
+        // A body held back for one call comes before the end, whatever the end is, as its
+        // pieces would have.
+        if let body = outcome.wholeBody, let dataTask = task as? URLSessionDataTask, let delegate = dataDelegate(of: task) {
+            deliver { session in delegate.urlSession(session, dataTask: dataTask, didReceive: body) }
+        }
         if let download = outcome.download {
             finishDownload(download, error: outcome.failure ?? error)
             if let metrics = download.metrics { deliver(metrics) }
@@ -342,13 +360,13 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     }
 
     /// A task made with a completion handler has ended: no delegate call will say so.
-    /// Also when it ends: the error that replaces corelibs', and whether it ended on a 401 or
-    /// 407 no credential answered (without an error, then).
-    func forget(_ inner: FoundationNetworking.URLSessionTask) -> (failure: Error?, endedOnChallenge: Bool, download: ForegroundDownloadFile?) {
+    /// Also when it ends: the error that replaces corelibs', whether it ended on a 401 or 407
+    /// no credential answered (without an error, then), and a body held back for one call.
+    func forget(_ inner: FoundationNetworking.URLSessionTask) -> (failure: Error?, endedOnChallenge: Bool, download: ForegroundDownloadFile?, wholeBody: Data?) {
         state.withLock { state in
             state.tasks[inner.taskIdentifier] = nil
             return (state.failures.removeValue(forKey: inner.taskIdentifier), state.endedOnChallenge.remove(inner.taskIdentifier) != nil,
-                    state.downloads.removeValue(forKey: inner.taskIdentifier))
+                    state.downloads.removeValue(forKey: inner.taskIdentifier), state.wholeBodies.removeValue(forKey: inner.taskIdentifier))
         }
     }
 

@@ -37,6 +37,7 @@ final class ForegroundSession: @unchecked Sendable {
         bridge.cookies?.load(for: request.url)
         let inner: FoundationNetworking.URLSessionTask
         if let handler {
+            made.prefersIncrementalDelivery = false // Apple's default for a completion handler's task
             let bridge = self.bridge
             let queue = bridge.delegateQueue
             let finish: @Sendable (Data?, URLResponse?, Error?) -> Void = { [weak made] data, response, error in

@@ -40,6 +40,8 @@ open class URLSessionTask: @unchecked Sendable {
         var delegate: URLSessionTaskDelegate?
         /// Made when first asked for (most tasks' never is), then kept in step with the record.
         var progress: Progress?
+        /// Set by the app or by the making of a completion-handler task; nil is the kind's default.
+        var prefersIncrementalDelivery: Bool?
     }
     private let fields: Locked<Fields>
     /// The daemon refused to create the task: it never had it (for the stand-ins, which
@@ -82,6 +84,18 @@ open class URLSessionTask: @unchecked Sendable {
                 AppEnvironment.log.error("session", "a delegate set on task \(taskIdentifier) is ignored: only default sessions' data and upload tasks have their own", task: taskIdentifier)
             }
         }
+    }
+
+    /// Whether the response body comes to `didReceive data` as it arrives (true) or in one
+    /// call once the whole of it is here, just before `didCompleteWithError` (false). Apple's
+    /// default: true, but false for download tasks and for tasks made with a completion
+    /// handler. Set it before `resume()`: once a body is being held back, the rest of it is held
+    /// back too, so that its bytes stay in order. Honoured by the tasks
+    /// this process carries out (a default session's data and upload tasks, a background
+    /// session's data tasks); a background upload's answer always comes in one call.
+    public var prefersIncrementalDelivery: Bool {
+        get { fields.withLock { $0.prefersIncrementalDelivery } ?? !(self is URLSessionDownloadTask) }
+        set { fields.withLock { $0.prefersIncrementalDelivery = newValue } }
     }
 
     init(record: TaskRecord, backend: (any SessionBackend)?) {
