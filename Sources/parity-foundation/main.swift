@@ -346,6 +346,9 @@ if onNginx {
     let defaulting = Recorder()
     defaulting.challengeAnswer = .performDefaultHandling
     delegateRun("auth-default", recorder: defaulting, within: .now() + 5) { $0.dataTask(with: request("protected/default")) }
+    // A body the server cuts short (it closes the connection after part of its length).
+    delegateRun("data-cut") { $0.dataTask(with: request("cut")) }
+    handled("handler-cut") { shared.dataTask(with: request("cut"), completionHandler: $0) }
 }
 say("cookie-stored", HTTPCookieStorage.shared.cookies(for: base)?.map { "\($0.name)=\($0.value)" }.sorted().joined(separator: ","))
 HTTPCookieStorage.shared.cookies(for: base)?.forEach { HTTPCookieStorage.shared.deleteCookie($0) }

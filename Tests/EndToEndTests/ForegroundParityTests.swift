@@ -34,6 +34,10 @@ struct ForegroundParityTests {
         "auth-unanswered.error": "the same: nil",
         "websocket.answers": "sendPing hands over the task's own error (-1002, no WebSocket support) as send and receive do; corelibs answers a ping with -1005 (connection lost), which hides why",
         "auth-unanswered.bodyLength": "the same: the 401's body, as Apple hands it to a completion handler",
+        "data-cut.events": "a body the server cut short ends with -1005 (networkConnectionLost), as Apple's and this library's downloads do; corelibs reports -1 with libcurl's words",
+        "data-cut.error": "the same: -1005",
+        "handler-cut.error": "the same, for a completion handler",
+        "handler-cut.status": "Apple hands a completion handler the response that came, also when the task then fails; corelibs hands it none",
     ]
 
     static func isIntended(_ name: String) -> Bool {
@@ -53,7 +57,7 @@ struct ForegroundParityTests {
     /// Paths that take uploads (each scenario its own, so the server's record says whose).
     static let uploadPaths = ["post-body", "post-stream", "async-data", "async-file", "handler-data", "handler-file", "delegate-data", "delegate-file", "delegate-stream"].map { "/upload/" + $0 }
     static let servedPaths = ["/small", "/big", "/missing", "/redirect", "/redirect-stop", "/redirect-task", "/protected/basic", "/protected/cancel", "/protected/shared", "/protected/default", "/headers",
-                              "/cookie/set", "/cookie/echo", "/cookie/off", "/stubbed/x"]
+                              "/cookie/set", "/cookie/echo", "/cookie/off", "/stubbed/x", "/cut"]
 
     /// A server with every route the client asks for.
     private func server() throws -> LoopbackServer {
@@ -64,6 +68,9 @@ struct ForegroundParityTests {
         server.serve("/redirect", data: Data(), options: RouteOptions(redirectTo: "/small"))
         server.serve("/redirect-stop", data: Data(), options: RouteOptions(redirectTo: "/small"))
         server.serve("/redirect-task", data: Data(), options: RouteOptions(redirectTo: "/small"))
+        var cut = RouteOptions()
+        cut.dropAfterBytes = 300_000
+        server.serve("/cut", data: testPayload(size: 1_000_000, seed: 3), options: cut)
         for path in ["/protected/basic", "/protected/cancel", "/protected/shared", "/protected/default", "/headers", "/cookie/echo", "/cookie/off"] {
             server.serve(path, data: Data("fine".utf8))
         }

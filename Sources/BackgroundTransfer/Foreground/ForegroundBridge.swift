@@ -311,7 +311,8 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         deliver(call)
     }
 
-    func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, didCompleteWithError error: Error?) {
+    func urlSession(_ s: FoundationNetworking.URLSession, task inner: FoundationNetworking.URLSessionTask, didCompleteWithError reported: Error?) {
+        let error = ForegroundErrors.apples(reported)
         deliverHeld(of: inner, s)
         if let gathered = state.withLock({ $0.handlers.removeValue(forKey: inner.taskIdentifier) }) {
             return gathered.handler(gathered.body, inner.response, error) // it forgets the task and completes ours

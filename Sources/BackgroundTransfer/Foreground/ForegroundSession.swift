@@ -43,7 +43,7 @@ final class ForegroundSession: @unchecked Sendable {
             let finish: @Sendable (Data?, URLResponse?, Error?) -> Void = { [weak made] data, response, error in
                 guard let made, let innerTask = made.foundationTask else { return }
                 let forgotten = bridge.forget(innerTask)
-                let outcome = forgotten.endedOnChallenge ? nil : forgotten.failure ?? error
+                let outcome = forgotten.endedOnChallenge ? nil : forgotten.failure ?? ForegroundErrors.apples(error)
                 let body = forgotten.endedOnChallenge ? data ?? Data() : data
                 let answer = response ?? innerTask.response
                 made.noteReceived(Int64(body?.count ?? 0))
