@@ -85,9 +85,7 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         self.delegateQueue = delegateQueue
         self.session = session
         self.finished = finished
-        callbackQueue = OperationQueue()
-        callbackQueue.maxConcurrentOperationCount = 1
-        callbackQueue.name = "BackgroundTransfer.foreground-callbacks"
+        callbackQueue = SerialCallbackQueue(label: "BackgroundTransfer.foreground-callbacks")
     }
 
     func register(_ task: URLSessionTask, for inner: FoundationNetworking.URLSessionTask) {
