@@ -22,6 +22,11 @@ final class IncrementalDeliveryTests: InProcessSuite, @unchecked Sendable {
         }
     }
 
+    /// Waits up to 30 s for `task`'s `didCompleteWithError`.
+    private func waitForEnd(of task: URLSessionTask, in delegate: RecordingDelegate) -> Bool {
+        delegate.wait(timeout: 30) { if case .completed(task.taskIdentifier, _, _) = $0 { return true } else { return false } }
+    }
+
     @Test("Apple's defaults: true for data and upload tasks, false for download tasks and for tasks made with a completion handler; the app's setting is kept")
     func defaults() throws {
         let session = URLSession(configuration: .default, delegate: RecordingDelegate(), delegateQueue: nil)
@@ -53,13 +58,13 @@ final class IncrementalDeliveryTests: InProcessSuite, @unchecked Sendable {
         let whole = session.dataTask(with: server.url(for: "/whole.bin"))
         whole.prefersIncrementalDelivery = false
         whole.resume()
-        #expect(delegate.wait(timeout: 30) { if case .completed(whole.taskIdentifier, _, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(waitForEnd(of: whole, in: delegate), "\(delegate.calls)")
         #expect(dataAndEnd(of: whole, in: delegate) == [.receivedData(task: whole.taskIdentifier, count: payload.count), .completed(task: whole.taskIdentifier, code: nil, status: 200)])
         #expect(delegate.receivedBodies[whole.taskIdentifier] == payload)
 
         let pieces = session.dataTask(with: server.url(for: "/whole.bin"))
         pieces.resume()
-        #expect(delegate.wait(timeout: 30) { if case .completed(pieces.taskIdentifier, _, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(waitForEnd(of: pieces, in: delegate), "\(delegate.calls)")
         let calls = dataAndEnd(of: pieces, in: delegate)
         #expect(calls.count > 2, "the default delivers the body as it arrives: \(calls.count - 1) pieces")
         #expect(calls.last == .completed(task: pieces.taskIdentifier, code: nil, status: 200))
@@ -77,7 +82,7 @@ final class IncrementalDeliveryTests: InProcessSuite, @unchecked Sendable {
         let upload = session.uploadTask(with: request, from: testPayload(size: 700_000, seed: 93))
         upload.prefersIncrementalDelivery = false
         upload.resume()
-        #expect(delegate.wait(timeout: 30) { if case .completed(upload.taskIdentifier, _, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(waitForEnd(of: upload, in: delegate), "\(delegate.calls)")
         #expect(delegate.calls.contains(.sentBody(task: upload.taskIdentifier, total: 700_000, expected: 700_000)), "\(delegate.calls)")
         let answer = try #require(delegate.receivedBodies[upload.taskIdentifier])
         #expect(dataAndEnd(of: upload, in: delegate) == [.receivedData(task: upload.taskIdentifier, count: answer.count), .completed(task: upload.taskIdentifier, code: nil, status: 200)])
@@ -95,7 +100,7 @@ final class IncrementalDeliveryTests: InProcessSuite, @unchecked Sendable {
         let task = session.dataTask(with: server.url(for: "/cut.bin"))
         task.prefersIncrementalDelivery = false
         task.resume()
-        #expect(delegate.wait(timeout: 30) { if case .completed(task.taskIdentifier, _, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(waitForEnd(of: task, in: delegate), "\(delegate.calls)")
         let calls = dataAndEnd(of: task, in: delegate)
         #expect(calls.count == 2, "one data call and the end: \(calls)")
         if case .receivedData(_, let count)? = calls.first { #expect(count > 0 && count <= 600_000, "\(count) bytes") }
@@ -113,7 +118,7 @@ final class IncrementalDeliveryTests: InProcessSuite, @unchecked Sendable {
         #expect(task.prefersIncrementalDelivery)
         task.prefersIncrementalDelivery = false
         task.resume()
-        #expect(delegate.wait(timeout: 30) { if case .completed(task.taskIdentifier, _, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
+        #expect(waitForEnd(of: task, in: delegate), "\(delegate.calls)")
         #expect(dataAndEnd(of: task, in: delegate) == [.receivedData(task: task.taskIdentifier, count: payload.count), .completed(task: task.taskIdentifier, code: nil, status: 200)])
         #expect(delegate.receivedBodies[task.taskIdentifier] == payload)
     }
