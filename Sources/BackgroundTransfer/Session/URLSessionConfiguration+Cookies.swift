@@ -10,14 +10,16 @@ extension URLSessionConfiguration {
     /// other storage: the daemon cannot reach an object in this process). `httpShouldSetCookies`
     /// and `httpCookieAcceptPolicy` go with it.
     func cookieSettings(appGroups: [BundleIdentifier]) -> CookieSettings? {
-        guard let storage = httpCookieStorage else { return nil }
+        // The shared storage, unless the app set another, is known without making it (FoundationStores).
+        let shared = usesSharedCookieStorage
+        guard shared || httpCookieStorage != nil else { return nil }
         let policy: CookieSettings.AcceptPolicy = switch httpCookieAcceptPolicy {
         case .never: .never
         case .onlyFromMainDocumentDomain: .onlyFromMainDocumentDomain
         default: .always
         }
-        let group = storage === HTTPCookieStorage.shared ? nil
-            : appGroups.first { HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: $0.rawValue) === storage }
+        let group = shared ? nil
+            : appGroups.first { HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: $0.rawValue) === httpCookieStorage }
         return CookieSettings(appGroup: group, sendsCookies: httpShouldSetCookies, acceptPolicy: policy)
     }
 }

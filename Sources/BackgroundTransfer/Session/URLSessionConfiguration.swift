@@ -55,35 +55,52 @@ open class URLSessionConfiguration: @unchecked Sendable {
     // tasks (ForegroundConfiguration.swift); its defaults, `.ephemeral`'s private stores for
     // ephemeral sessions. Background sessions' transfers use the cookie settings (S9.4,
     // URLSessionConfiguration+Cookies.swift), not the rest.
-    /// Where cookies are kept and read from.
-    public var httpCookieStorage: HTTPCookieStorage?
+    /// Where cookies are kept and read from. Default: FoundationNetworking's shared storage
+    /// (`.ephemeral`: one in memory).
+    public var httpCookieStorage: HTTPCookieStorage? {
+        get { stores.httpCookieStorage ?? foundationStores.configuration.httpCookieStorage }
+        set { stores.httpCookieStorage = .some(newValue) }
+    }
     /// Whether stored cookies are sent with requests. Default true.
-    public var httpShouldSetCookies: Bool
-    /// Which cookies from responses are kept.
-    public var httpCookieAcceptPolicy: HTTPCookie.AcceptPolicy
+    public var httpShouldSetCookies = true
+    /// Which cookies from responses are kept. Default `.onlyFromMainDocumentDomain`.
+    public var httpCookieAcceptPolicy: HTTPCookie.AcceptPolicy = .onlyFromMainDocumentDomain
     /// Where credentials with `.forSession` and `.permanent` persistence are kept and looked up.
-    public var urlCredentialStorage: URLCredentialStorage?
+    public var urlCredentialStorage: URLCredentialStorage? {
+        get { stores.urlCredentialStorage ?? foundationStores.configuration.urlCredentialStorage }
+        set { stores.urlCredentialStorage = .some(newValue) }
+    }
     /// The response cache (default sessions' data and upload tasks).
-    public var urlCache: URLCache?
-    /// How requests use `urlCache`, unless a request sets its own policy.
-    public var requestCachePolicy: URLRequest.CachePolicy
+    public var urlCache: URLCache? {
+        get { stores.urlCache ?? foundationStores.configuration.urlCache }
+        set { stores.urlCache = .some(newValue) }
+    }
+    /// How requests use `urlCache`, unless a request sets its own policy. Default `.useProtocolCachePolicy`.
+    public var requestCachePolicy: URLRequest.CachePolicy = .useProtocolCachePolicy
     /// Custom `URLProtocol` subclasses asked first (how tests stub networking); default
     /// sessions' data and upload tasks only.
-    public var protocolClasses: [AnyClass]?
+    public var protocolClasses: [AnyClass]? {
+        get { stores.protocolClasses ?? foundationStores.configuration.protocolClasses }
+        set { stores.protocolClasses = .some(newValue) }
+    }
+    /// What the app set of the four above; the rest is `foundationStores`'.
+    private var stores = StoreSettings()
+    /// FoundationNetworking's stores, made when first read (FoundationStores.swift).
+    private let foundationStores: FoundationStores
     /// Made by `.ephemeral`: FoundationNetworking's ephemeral configuration underneath.
     let isEphemeral: Bool
 
-    private init(identifier: String?, ephemeral: Bool = false) {
+    private init(identifier: String?, ephemeral: Bool = false, foundationStores: FoundationStores? = nil) {
         self.identifier = identifier
         self.isEphemeral = ephemeral
-        let base: FoundationNetworking.URLSessionConfiguration = ephemeral ? .ephemeral : .default
-        httpCookieStorage = base.httpCookieStorage
-        httpShouldSetCookies = base.httpShouldSetCookies
-        httpCookieAcceptPolicy = base.httpCookieAcceptPolicy
-        urlCredentialStorage = base.urlCredentialStorage
-        urlCache = base.urlCache
-        requestCachePolicy = base.requestCachePolicy
-        protocolClasses = base.protocolClasses
+        self.foundationStores = foundationStores ?? FoundationStores(ephemeral: ephemeral)
+    }
+
+    /// Whether the cookie storage is still the one `.default` starts with, FoundationNetworking's
+    /// shared storage (known without making it).
+    var usesSharedCookieStorage: Bool {
+        guard let set = stores.httpCookieStorage else { return !isEphemeral }
+        return set === HTTPCookieStorage.shared
     }
 
     /// A default session's configuration: transfers run inside this process, while it runs
@@ -103,7 +120,7 @@ open class URLSessionConfiguration: @unchecked Sendable {
     }
 
     func copy() -> URLSessionConfiguration {
-        let copy = URLSessionConfiguration(identifier: identifier, ephemeral: isEphemeral)
+        let copy = URLSessionConfiguration(identifier: identifier, ephemeral: isEphemeral, foundationStores: foundationStores)
         copy.sharedContainerIdentifier = sharedContainerIdentifier
         copy.sessionSendsLaunchEvents = sessionSendsLaunchEvents
         copy.isDiscretionary = isDiscretionary
@@ -118,13 +135,10 @@ open class URLSessionConfiguration: @unchecked Sendable {
         copy.coalescesIdenticalDownloads = coalescesIdenticalDownloads
         copy.connectionProxyDictionary = connectionProxyDictionary
         copy.shouldUseExtendedBackgroundIdleMode = shouldUseExtendedBackgroundIdleMode
-        copy.httpCookieStorage = httpCookieStorage
+        copy.stores = stores
         copy.httpShouldSetCookies = httpShouldSetCookies
         copy.httpCookieAcceptPolicy = httpCookieAcceptPolicy
-        copy.urlCredentialStorage = urlCredentialStorage
-        copy.urlCache = urlCache
         copy.requestCachePolicy = requestCachePolicy
-        copy.protocolClasses = protocolClasses
         return copy
     }
 
