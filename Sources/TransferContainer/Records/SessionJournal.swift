@@ -143,7 +143,7 @@ public struct JournalContents: Sendable {
         @Sendable func decodeLine(_ range: Range<Data.Index>) -> DecodedLine {
             let text = data[range]
             if text.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }) { return .blank }
-            do { return .decoded(try checked(RecordCoding.decode(JournalLine.self, from: text))) } catch { return .unreadable("\(error)") }
+            do { return .decoded(try checked(JournalLineReader.line(from: text))) } catch { return .unreadable("\(error)") }
         }
         let chunks = lines.count >= 4096 ? min(ProcessInfo.processInfo.activeProcessorCount, 8) : 1
         guard chunks > 1 else { return [lines.map(decodeLine)] }
