@@ -20,6 +20,7 @@ extension SessionCore {
             case .success(.taskSummaries(let list)):
                 let known = knownTasks
                 var tasks: [URLSessionTask] = []
+                tasks.reserveCapacity(list.tasks.count)
                 var unseen: [Int] = []
                 for summary in list.tasks {
                     if let task = known[summary.taskIdentifier], task.update(summary) {
