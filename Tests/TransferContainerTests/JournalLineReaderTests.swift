@@ -185,6 +185,11 @@ struct JournalLineReaderTests {
         #expect(succeeded > 400, "the variations include many good lines, not only refused ones")
     }
 
+    @Test("a decoded task line takes a pointer's room in the parts the replay walks, not a whole JournalLine's")
+    func decodedLineIsSmall() {
+        #expect(MemoryLayout<JournalContents.DecodedLine>.size <= 17, "JournalLine alone takes \(MemoryLayout<JournalLine>.size) bytes")
+    }
+
     @Test("a journal reads the same through the hand-written decoder, unreadable lines reported with Codable's words")
     func journalContents() throws {
         let text = (Self.lines + Self.encodedLines).filter { !$0.contains("\n") && !$0.isEmpty }.joined(separator: "\n") + "\n"
