@@ -134,8 +134,10 @@ final class TaskCompletion {
     }
 
     /// Tasks whose whole budget is spent end with -1001 (S5 `timeoutIntervalForResource`).
-    func enforceResourceTimeouts(now: Date) {
-        guard now >= surroundings.nextResourceDeadline else { return }
+    /// Returns whether it looked at every task (the next deadline is then known).
+    @discardableResult
+    func enforceResourceTimeouts(now: Date) -> Bool {
+        guard now >= surroundings.nextResourceDeadline else { return false }
         var next = Date.distantFuture
         for session in surroundings.sessions.values {
             let budget = session.record.configuration.timeoutIntervalForResource
@@ -150,6 +152,7 @@ final class TaskCompletion {
             }
         }
         surroundings.nextResourceDeadline = next
+        return true
     }
 
     /// Ends a task with a failure (cancel, invalidation, force quit): an event stays; its
