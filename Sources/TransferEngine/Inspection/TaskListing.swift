@@ -14,8 +14,11 @@ final class TaskListing {
     func taskSummaries(of session: DaemonSession) -> TaskSummaries {
         let running = runningTasks(of: session)
         // Summaries sorted, not records (a copy of each of 10,000 records costs milliseconds).
-        var summaries = session.tasks.values.map { task in
-            running[task.taskIdentifier] == nil ? TaskSummary(of: task) : TaskSummary(of: withCurrentCounts(task, running: running))
+        var summaries: [TaskSummary] = []
+        summaries.reserveCapacity(session.tasks.count)
+        let tasks = session.tasks
+        tasks.forEachRecord { task in
+            summaries.append(running[task.taskIdentifier] == nil ? TaskSummary(of: task) : TaskSummary(of: withCurrentCounts(task, running: running)))
         }
         if !Self.placeInOrder(&summaries) { summaries.sort { $0.taskIdentifier < $1.taskIdentifier } }
         return TaskSummaries(summaries)

@@ -185,7 +185,8 @@ final class Scheduler {
         var candidates: [ReadyQueue.Candidate] = []
         var hasHeldTasks = false
         for session in surroundings.sessions.values {
-            for task in session.tasks.values {
+            let tasks = session.tasks // a copy: telling an app of a wait changes the session's
+            tasks.forEachRecord { task in
                 switch readiness(of: task, in: session, now: now) {
                 case .ready(let candidate): candidates.append(candidate)
                 case .held: hasHeldTasks = true

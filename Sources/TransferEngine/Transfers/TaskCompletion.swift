@@ -141,12 +141,13 @@ final class TaskCompletion {
         var next = Date.distantFuture
         for session in surroundings.sessions.values {
             let budget = session.record.configuration.timeoutIntervalForResource
-            for task in session.tasks.values {
+            let tasks = session.tasks // a copy: carrying out an action changes the session's
+            tasks.forEachRecord { task in
                 let actions = lifecycle.onTimer(task, resourceTimeout: budget, now: now)
                 if actions.isEmpty { // not past it, or suspended (looked at again when resumed)
                     let deadline = lifecycle.retryPolicy.deadline(createdAt: task.createdAt, resourceTimeout: budget)
                     if deadline >= now { next = min(next, deadline) }
-                    continue
+                    return
                 }
                 carryOut(actions, in: session)
             }
