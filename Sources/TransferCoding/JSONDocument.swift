@@ -59,6 +59,20 @@ final class JSONDocument {
         }
     }
 
+    /// Calls `body` with the fingerprint and the name's token of each member of `object`,
+    /// in the name index's order (by fingerprint), for `JSONValue.forEachMember`.
+    func forEachMember(of object: Int, _ body: (UInt64, Int) throws -> Void) rethrows {
+        let first = Int(tokens[object].offset)
+        for entry in names[first..<(first + Int(tokens[object].length))] {
+            try body(entry.fingerprint, Int(entry.token))
+        }
+    }
+
+    /// Whether the name token `token` (escapes undone) is `name`.
+    func name(at token: Int, equals name: UnsafeRawBufferPointer) -> Bool {
+        JSONText.name(tokens[token], in: text, equals: name)
+    }
+
     /// The keys of the members of `object` that `Key` knows, in the order of the text.
     func memberKeys<Key: CodingKey>(of object: Int) -> [Key] {
         var result: [Key] = []
@@ -93,6 +107,13 @@ final class JSONDocument {
         let raw = JSONText.bytes(of: tokens[token], in: text)
         guard tokens[token].kind == .escapedString else { return String(decoding: raw, as: UTF8.self) }
         return String(unsafeUninitializedCapacity: raw.count) { JSONText.unescape(raw, into: UnsafeMutableRawBufferPointer($0)) }
+    }
+
+    /// A date in ISO 8601 (`ISO8601Format`), from a string.
+    func date(at token: Int, codingPath: @autoclosure () -> [any CodingKey]) throws -> Date {
+        let text = try string(at: token, codingPath: codingPath())
+        guard let date = ISO8601Format.date(from: text) else { throw corrupted(codingPath(), "not an ISO 8601 date: \(text)") }
+        return date
     }
 
     /// An integer from an integer literal that fits.
@@ -185,11 +206,7 @@ final class JSONDocument {
             }
             return dictionary as! T
         }
-        if T.self == Date.self {
-            let text = try string(at: token, codingPath: codingPath())
-            guard let date = ISO8601Format.date(from: text) else { throw corrupted(codingPath(), "not an ISO 8601 date: \(text)") }
-            return date as! T
-        }
+        if T.self == Date.self { return try date(at: token, codingPath: codingPath()) as! T }
         if T.self == Data.self {
             guard let data = Data(base64Encoded: try string(at: token, codingPath: codingPath())) else { throw corrupted(codingPath(), "Encountered Data is not valid Base64.") }
             return data as! T

@@ -253,8 +253,14 @@ public final class TransferDaemon {
         transfers.reportProgress(now: now)
         watchers.pushTransfersToWatchers(now: now)
         clients.closeSilentConnections(now: now)
-        completion.enforceResourceTimeouts(now: now)
-        if scheduler.readyQueue.hasHeldTasks || now.timeIntervalSince(scheduler.lastLookAtEveryTask) >= 1 { scheduler.scheduleTransfers() }
+        let deadlinesKnown = completion.enforceResourceTimeouts(now: now)
+        if now.timeIntervalSince(scheduler.lastLookAtEveryTask) >= 1 {
+            // Deadlines just worked out from every task stand: forgetting them would make the
+            // next turn look at every task for them again (at start-up, before its first answer).
+            if deadlinesKnown { scheduler.lookAtEveryTaskAgain() } else { scheduler.scheduleTransfers() }
+        } else if scheduler.heldTasksDueForLook(now: now) {
+            scheduler.lookAtEveryTaskAgain()
+        }
         relauncher.enforceBackgroundBudget(now: now)
         relauncher.relaunchWhereNeeded(now: now)
         service.report()

@@ -5,14 +5,17 @@ import Foundation
 /// are woken by `withLock(notify: true)`.
 public final class Locked<Value>: @unchecked Sendable {
     // @unchecked: every access to `value` goes through `condition`'s lock.
-    private let condition = NSCondition()
-    private var value: Value
+    // Visible to inlined code only (`withLock` below); nothing else touches them.
+    @usableFromInline let condition = NSCondition()
+    @usableFromInline var value: Value
 
     public init(_ value: Value) { self.value = value }
 
     /// Runs `body` with exclusive access; with `notify`, wakes every waiter afterwards so that
-    /// it looks at its predicate again.
-    @discardableResult
+    /// it looks at its predicate again. Inlinable, so that callers in other modules get it
+    /// specialized for their value and result: unspecialized, each call looked up the
+    /// metadata of its result type at run time (`getAllTasks` takes one lock a task).
+    @inlinable @discardableResult
     public func withLock<R>(notify: Bool = false, _ body: (inout Value) throws -> R) rethrows -> R {
         condition.lock()
         defer {

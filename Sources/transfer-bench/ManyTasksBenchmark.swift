@@ -121,7 +121,7 @@ struct ManyTasksBenchmark {
             // The daemon did not answer; the next calls would only wait out the same timeout.
             if !failures.isEmpty { break }
         }
-        let coding = try replyCoding(.taskSummaries(TaskSummaries((1...count).map { TaskSummary(of: record($0, url: urls[0].absoluteString)) })))
+        let coding = try replyCoding(.taskSummaries(TaskSummaries((1...count).map { TaskSummary(of: record($0, url: urls[0].absoluteString)) }, form: .compact)))
         let fullRecords = try replyCoding(.tasks((1...count).map { record($0, url: urls[0].absoluteString) }))
         return Run(creationRate: creationRate, durableWriteRate: durableRate, listings: listings, encodingMilliseconds: coding.encoding,
                    decodingMilliseconds: coding.decoding, replyBytes: coding.bytes, fullRecordsMilliseconds: fullRecords.encoding + fullRecords.decoding, residentMiB: resident, emptyResidentMiB: empty, residentAfterListingsMiB: try ResidentMemory(pid: daemon).current, listingFailures: failures)

@@ -83,4 +83,51 @@ struct TaskSummariesTests {
             #expect(throws: FrameError.self) { try Frame.decode(DaemonFrame.self, from: Data(short.utf8)) }
         }
     }
+
+    @Test("the compact form round-trips every field and extreme value, and takes 7 bytes for a queued task")
+    func compactRoundTrip() throws {
+        var compact = summaries
+        compact.form = .compact
+        #expect(try decodedSummaries(try replyBody(compact)) == compact)
+        #expect(try decodedSummaries(try replyBody(TaskSummaries([], form: .compact))) == TaskSummaries([], form: .compact))
+        let descending = TaskSummaries([TaskSummary(taskIdentifier: Int.max, revision: Int.min, state: .running), TaskSummary(taskIdentifier: Int.min, revision: 0, state: .suspended)], form: .compact)
+        #expect(try decodedSummaries(try replyBody(descending)) == descending)
+        let queued = TaskSummaries((1...10_000).map { TaskSummary(taskIdentifier: $0, revision: 1, state: .suspended) }, form: .compact)
+        let body = try replyBody(queued)
+        #expect(body.count < 10_000 * 7 * 4 / 3 + 200)
+        #expect(try decodedSummaries(body) == queued)
+    }
+
+    @Test("a compact payload cut short, with a number past 64 bits, a bad state, bytes left over or a count it cannot hold is a decoding error", arguments: [
+        ([2, 2, 2, 0, 1, 0, 1], 2),       // one summary's bytes for a count of 2
+        ([2, 2, 2, 0, 1, 0], 1),          // cut short
+        ([2, 2, 2, 0, 1, 0, 1, 0], 1),    // a byte left over
+        ([2, 2, 18, 0, 1, 0, 1], 1),      // state 9
+        ([255, 255, 255, 255, 255, 255, 255, 255, 255, 2, 2, 2, 0, 1, 0, 1], 1), // a tenth byte above 1
+        ([255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 1, 2, 2, 0, 1, 0, 1], 1), // eleven bytes
+        ([2, 2, 2, 0, 1, 0, 1], -1),
+        ([2, 2, 2, 0, 1, 0, 1], Int.max),
+    ] as [([UInt8], Int)])
+    func corruptCompact(bytes: [UInt8], count: Int) {
+        let json = #"{"count":\#(count),"compact":"\#(Data(bytes).base64EncodedString())"}"#
+        #expect(throws: DecodingError.self) { try RecordCoding.decoder().decode(TaskSummaries.self, from: Data(json.utf8)) }
+        #expect(throws: DecodingError.self) { try RecordCoding.decode(TaskSummaries.self, from: Data(json.utf8)) }
+    }
+
+    @Test("the bytes a summary needs at least decode: zigzag varints")
+    func compactSmallest() throws {
+        let json = #"{"count":1,"compact":"\#(Data([2, 2, 2, 0, 1, 0, 1]).base64EncodedString())"}"#
+        let decoded = try RecordCoding.decode(TaskSummaries.self, from: Data(json.utf8))
+        #expect(decoded == TaskSummaries([TaskSummary(taskIdentifier: 1, revision: 1, state: .suspended, countOfBytesReceived: 0, countOfBytesExpectedToReceive: -1,
+                                                      countOfBytesSent: 0, countOfBytesExpectedToSend: -1)], form: .compact))
+    }
+
+    @Test("a hello from a client before compact summaries decodes, asking for none")
+    func oldHello() throws {
+        let hello = ClientHello(identity: AppIdentity(bundleIdentifier: try BundleIdentifier("com.example.a"), kind: .app, containingApp: try BundleIdentifier("com.example.a"), containingAppExecutable: "/bin/a", appGroups: []),
+                                executablePath: "/bin/a", processName: "a", isForeground: true)
+        let json = try RecordCoding.encodeCompact(hello)
+        #expect(!String(decoding: json, as: UTF8.self).contains("readsCompactSummaries"))
+        #expect(try RecordCoding.decode(ClientHello.self, from: json).readsCompactSummaries == nil)
+    }
 }

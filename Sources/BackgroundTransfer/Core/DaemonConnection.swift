@@ -115,7 +115,8 @@ final class DaemonConnection: @unchecked Sendable {
         reader.name = "BackgroundTransfer.DaemonConnection"
         reader.start()
         let environment = AppEnvironment.current
-        let hello = ClientHello(identity: environment.identity, executablePath: ProcessSpawner.currentExecutable, processName: environment.log.process, isForeground: environment.isForeground)
+        let hello = ClientHello(identity: environment.identity, executablePath: ProcessSpawner.currentExecutable, processName: environment.log.process, isForeground: environment.isForeground,
+                                readsCompactSummaries: true)
         do {
             _ = try request(.hello(hello), writeLocked: true)
         } catch {

@@ -14,12 +14,19 @@ extension SessionCore {
     /// missing from the summary have finished.
     func allTasks(_ done: @escaping @Sendable ([URLSessionTask]) -> Void) {
         // With the data tasks running in this process, which the daemon never hears of (S2.2).
-        let done: @Sendable ([URLSessionTask]) -> Void = { [dataTasks] tasks in done((tasks + dataTasks.running).sorted { $0.taskIdentifier < $1.taskIdentifier }) }
+        let done: @Sendable ([URLSessionTask]) -> Void = { [dataTasks] tasks in
+            let running = dataTasks.running
+            // The daemon's list is in identifier order already: without data tasks to merge,
+            // it is handed on as it is (a copy and a sort retained and released every task).
+            if running.isEmpty, zip(tasks, tasks.dropFirst()).allSatisfy({ $0.taskIdentifier < $1.taskIdentifier }) { return done(tasks) }
+            done((tasks + running).sorted { $0.taskIdentifier < $1.taskIdentifier })
+        }
         ask(.getAllTasks(session: identifier)) { [self] reply in
             switch reply {
             case .success(.taskSummaries(let list)):
                 let known = knownTasks
                 var tasks: [URLSessionTask] = []
+                tasks.reserveCapacity(list.tasks.count)
                 var unseen: [Int] = []
                 for summary in list.tasks {
                     if let task = known[summary.taskIdentifier], task.update(summary) {

@@ -242,11 +242,7 @@ open class URLSessionTask: @unchecked Sendable {
     func update(_ summary: TaskSummary) -> Bool {
         let taken = fields.withLock { fields -> (bytes: (done: Int64, expected: Int64), progress: Progress?)? in
             guard fields.record.revision == summary.revision else { return nil }
-            fields.record.state = summary.state
-            fields.record.countOfBytesReceived = summary.countOfBytesReceived
-            fields.record.countOfBytesExpectedToReceive = summary.countOfBytesExpectedToReceive
-            fields.record.countOfBytesSent = summary.countOfBytesSent
-            fields.record.countOfBytesExpectedToSend = summary.countOfBytesExpectedToSend
+            fields.record.take(summary)
             return (fields.record.progressBytes, fields.progress)
         }
         guard let taken else { return false }

@@ -100,62 +100,18 @@ public struct JournalContents: Sendable {
         var index = 0
         for number in parts.indices {
             var part = parts[number]
-            parts[number] = [] // `part` is now the only reference: reversed in place, then moved out
-            part.reverse()
-            while let line = part.popLast() {
+            parts[number] = [] // `part` is now the only reference: each line is swapped out of it
+            for position in part.indices {
+                var line = DecodedLine.blank
+                swap(&line, &part[position])
                 index += 1
                 switch consume line {
                 case .blank: continue
-                case .decoded(let journalLine): replay(journalLine)
+                case .task(let task): replay(task: task)
+                case .line(let journalLine): replay(journalLine)
                 case .unreadable(let reason): unreadable.append((index, reason, Data(data[lines[index - 1]])))
                 }
             }
-        }
-    }
-
-    /// The ranges of the whole lines of `data`, without their newlines (`memchr`: a byte at
-    /// a time through `Data`'s index was a tenth of a long journal's start-up).
-    private static func lineRanges(of data: Data) -> [Range<Data.Index>] {
-        data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> [Range<Data.Index>] in
-            guard let base = buffer.baseAddress else { return [] }
-            var lines: [Range<Data.Index>] = []
-            lines.reserveCapacity(buffer.count / 512)
-            var offset = 0
-            while offset < buffer.count, let found = memchr(base + offset, Int32(UInt8(ascii: "\n")), buffer.count - offset) {
-                let newline = base.distance(to: UnsafeRawPointer(found))
-                lines.append(data.startIndex + offset ..< data.startIndex + newline)
-                offset = newline + 1
-            }
-            return lines
-        }
-    }
-
-    /// One line of the journal, decoded.
-    private enum DecodedLine: Sendable {
-        case blank
-        case decoded(JournalLine)
-        case unreadable(String)
-    }
-
-    /// Decodes and checks each line; on several threads when there are many. The lines come
-    /// back in order, in parts (one a thread).
-    private static func decode(_ lines: [Range<Data.Index>], of data: Data) -> [[DecodedLine]] {
-        @Sendable func decodeLine(_ range: Range<Data.Index>) -> DecodedLine {
-            let text = data[range]
-            if text.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") }) { return .blank }
-            do { return .decoded(try checked(RecordCoding.decode(JournalLine.self, from: text))) } catch { return .unreadable("\(error)") }
-        }
-        let chunks = lines.count >= 4096 ? min(ProcessInfo.processInfo.activeProcessorCount, 8) : 1
-        guard chunks > 1 else { return [lines.map(decodeLine)] }
-        let results = Locked<[[DecodedLine]]>(Array(repeating: [], count: chunks))
-        let size = (lines.count + chunks - 1) / chunks
-        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
-            let part = lines[min(chunk * size, lines.count)..<min((chunk + 1) * size, lines.count)].map(decodeLine)
-            results.withLock { $0[chunk] = part }
-        }
-        return results.withLock { parts in
-            defer { parts = [] } // the caller's copy is then the only one
-            return parts
         }
     }
 
@@ -166,7 +122,7 @@ public struct JournalContents: Sendable {
 
     /// `line` with every number checked (`CheckedNumbers`): a line out of range is unusable,
     /// never a trap. Depends on nothing read before it, so lines are checked in parallel.
-    private static func checked(_ line: JournalLine) throws(RecordError) -> JournalLine {
+    static func checked(_ line: JournalLine) throws(RecordError) -> JournalLine {
         guard line.task != nil || line.event != nil || line.acknowledgedThrough != nil || line.counters != nil else {
             throw .corrupt(path: "journal", reason: "a line with none of task, event, acknowledgedThrough, counters")
         }
@@ -199,10 +155,7 @@ public struct JournalContents: Sendable {
 
     /// Applies a line `checked` has passed.
     private mutating func replay(_ line: consuming JournalLine) {
-        if let task = line.task.take() {
-            tasks[task.taskIdentifier] = task
-            counters.nextTaskIdentifier = max(counters.nextTaskIdentifier, task.taskIdentifier + 1)
-        }
+        if let task = line.task.take() { replay(task: task) }
         if let event = line.event.take() {
             tasks.removeValue(forKey: event.task.taskIdentifier)
             counters.nextEventNumber = max(counters.nextEventNumber, event.number + 1)
@@ -217,6 +170,12 @@ public struct JournalContents: Sendable {
             counters.nextTaskIdentifier = max(counters.nextTaskIdentifier, given.nextTaskIdentifier)
             counters.nextEventNumber = max(counters.nextEventNumber, given.nextEventNumber)
         }
+    }
+
+    /// Applies a task line `checked` has passed.
+    private mutating func replay(task: consuming TaskRecord) {
+        counters.nextTaskIdentifier = max(counters.nextTaskIdentifier, task.taskIdentifier + 1)
+        tasks[task.taskIdentifier] = task
     }
 
     /// The fewest lines that say the same: counters, then tasks, then events, in order.

@@ -10,12 +10,16 @@ public struct ClientHello: Codable, Sendable {
     /// `true` when the process was launched by the user (foreground), `false` when launched
     /// by the system for events or when it is an extension.
     public var isForeground: Bool
+    /// The process reads `getAllTasks` replies in their compact form (`TaskSummaries.Form`);
+    /// nil from clients before it, which are sent the fixed form.
+    public var readsCompactSummaries: Bool?
 
-    public init(identity: AppIdentity, executablePath: String, processName: String, isForeground: Bool) {
+    public init(identity: AppIdentity, executablePath: String, processName: String, isForeground: Bool, readsCompactSummaries: Bool? = nil) {
         self.identity = identity
         self.executablePath = executablePath
         self.processName = processName
         self.isForeground = isForeground
+        self.readsCompactSummaries = readsCompactSummaries
     }
 }
 

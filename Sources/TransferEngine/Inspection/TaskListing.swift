@@ -14,11 +14,28 @@ final class TaskListing {
     func taskSummaries(of session: DaemonSession) -> TaskSummaries {
         let running = runningTasks(of: session)
         // Summaries sorted, not records (a copy of each of 10,000 records costs milliseconds).
-        var summaries = session.tasks.values.map { task in
-            running[task.taskIdentifier] == nil ? TaskSummary(of: task) : TaskSummary(of: withCurrentCounts(task, running: running))
+        var summaries: [TaskSummary] = []
+        summaries.reserveCapacity(session.tasks.count)
+        let tasks = session.tasks
+        tasks.forEachRecord { task in
+            summaries.append(running[task.taskIdentifier] == nil ? TaskSummary(of: task) : TaskSummary(of: withCurrentCounts(task, running: running)))
         }
-        summaries.sort { $0.taskIdentifier < $1.taskIdentifier }
+        if !Self.placeInOrder(&summaries) { summaries.sort { $0.taskIdentifier < $1.taskIdentifier } }
         return TaskSummaries(summaries)
+    }
+
+    /// Puts `summaries` in identifier order by placing each at its identifier's offset from
+    /// the smallest, when the identifiers lie close together (a session numbers its tasks
+    /// from 1, so they nearly always do): one pass instead of a sort's comparisons and moves
+    /// (a tenth of a `getAllTasks` of 100,000 tasks in the daemon). False, changing nothing,
+    /// when they are spread too far for that.
+    static func placeInOrder(_ summaries: inout [TaskSummary]) -> Bool {
+        guard let low = summaries.lazy.map(\.taskIdentifier).min(), let high = summaries.lazy.map(\.taskIdentifier).max(),
+              high - low < 4 * summaries.count + 1024 else { return false }
+        var slots = [TaskSummary?](repeating: nil, count: high - low + 1)
+        for summary in summaries { slots[summary.taskIdentifier - low] = summary }
+        summaries = slots.compactMap { $0 }
+        return true
     }
 
     /// The records of those of `identifiers` that are unfinished tasks of `session`, in identifier order.

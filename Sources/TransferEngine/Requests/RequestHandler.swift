@@ -193,7 +193,9 @@ final class RequestHandler {
             return .task(task)
         case .getAllTasks(let identifier):
             let session = try heldSession(identifier, connection)
-            return .taskSummaries(surroundings.taskSummaries(of: session))
+            var summaries = surroundings.taskSummaries(of: session)
+            if hello.readsCompactSummaries == true { summaries.form = .compact }
+            return .taskSummaries(summaries)
         case .getTasks(let identifier, let identifiers):
             let session = try heldSession(identifier, connection)
             let records = surroundings.taskRecords(identifiers, of: session)

@@ -134,22 +134,26 @@ final class TaskCompletion {
     }
 
     /// Tasks whose whole budget is spent end with -1001 (S5 `timeoutIntervalForResource`).
-    func enforceResourceTimeouts(now: Date) {
-        guard now >= surroundings.nextResourceDeadline else { return }
+    /// Returns whether it looked at every task (the next deadline is then known).
+    @discardableResult
+    func enforceResourceTimeouts(now: Date) -> Bool {
+        guard now >= surroundings.nextResourceDeadline else { return false }
         var next = Date.distantFuture
         for session in surroundings.sessions.values {
             let budget = session.record.configuration.timeoutIntervalForResource
-            for task in session.tasks.values {
+            let tasks = session.tasks // a copy: carrying out an action changes the session's
+            tasks.forEachRecord { task in
                 let actions = lifecycle.onTimer(task, resourceTimeout: budget, now: now)
                 if actions.isEmpty { // not past it, or suspended (looked at again when resumed)
                     let deadline = lifecycle.retryPolicy.deadline(createdAt: task.createdAt, resourceTimeout: budget)
                     if deadline >= now { next = min(next, deadline) }
-                    continue
+                    return
                 }
                 carryOut(actions, in: session)
             }
         }
         surroundings.nextResourceDeadline = next
+        return true
     }
 
     /// Ends a task with a failure (cancel, invalidation, force quit): an event stays; its
