@@ -88,7 +88,9 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         self.delegateQueue = delegateQueue
         self.session = session
         self.finished = finished
-        callbackQueue = SerialCallbackQueue(label: "BackgroundTransfer.foreground-callbacks")
+        callbackQueue = OperationQueue()
+        callbackQueue.maxConcurrentOperationCount = 1
+        callbackQueue.name = "BackgroundTransfer.foreground-callbacks"
     }
 
     func register(_ task: URLSessionTask, for inner: FoundationNetworking.URLSessionTask) {
