@@ -33,10 +33,9 @@ import TransferPOSIX
 // delegate took 1.07–1.17× its own completion handlers in the same runs (three operations on
 // its delegate queue a request instead of one), and the bridge needs it for completion
 // handlers too, since corelibs 6.3.1 hands a completion handler nothing of a 401 no credential
-// answers, whose body Apple's hands over. Issue 27, third pass: FoundationNetworking calls
-// the bridge on a `SerialCallbackQueue` (blocks on a serial dispatch queue, no corelibs
-// `Operation` per call): the benchmark's CPU per GET 652 → 550 µs against FoundationNetworking's
-// own 535 and 522 µs in the same runs (Benchmarks/README.md).
+// answers, whose body Apple's hands over. Tried and taken out again (issue 27, third pass,
+// Benchmarks/README.md): FoundationNetworking's calls to the bridge on a serial dispatch
+// queue instead of a corelibs `OperationQueue`; an A/B of the two builds did not separate them.
 // Corelibs' uploads from a file cost many times curl's (its file body source; the same bytes
 // as an `httpBodyStream` went 2–3× faster, but chunked, without the Content-Length Apple
 // sends), and its small requests about twice curl's. Re-implementing its protocol handling
