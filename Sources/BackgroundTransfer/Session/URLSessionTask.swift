@@ -89,10 +89,10 @@ open class URLSessionTask: @unchecked Sendable {
     /// Whether the response body comes to `didReceive data` as it arrives (true) or in one
     /// call once the whole of it is here, just before `didCompleteWithError` (false). Apple's
     /// default: true, but false for download tasks and for tasks made with a completion
-    /// handler. Set it before `resume()`: once a body is being held back, the rest of it is held
-    /// back too, so that its bytes stay in order. Honoured by the tasks
-    /// this process carries out (a default session's data and upload tasks, a background
-    /// session's data tasks); a background upload's answer always comes in one call.
+    /// handler. Set it before `resume()`: once a body is being held back, the rest of it is
+    /// held back too, so that its bytes stay in order. Honoured by the tasks this process
+    /// carries out (a default session's data and upload tasks, a background session's data
+    /// tasks); a background upload's answer always comes in one call.
     public var prefersIncrementalDelivery: Bool {
         get { fields.withLock { $0.prefersIncrementalDelivery } ?? !(self is URLSessionDownloadTask) }
         set { fields.withLock { $0.prefersIncrementalDelivery = newValue } }
