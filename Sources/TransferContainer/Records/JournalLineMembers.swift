@@ -64,9 +64,24 @@ enum RequirementsMember: Int, JournalLineMember {
     static let required: [RequirementsMember] = allCases
 }
 
+extension JSONValue {
+    /// Calls `body` with each member of this object that `Member` names (others are
+    /// ignored), then throws for the first of `Member.required` it did not meet, as a keyed
+    /// container does for a key it does not find.
+    func forEachMember<Member: JournalLineMember>(of type: Member.Type, _ body: (Member, JSONValue) throws -> Void) throws {
+        var found = RequiredMembers()
+        try forEachMember(named: Member.names) { position, value in
+            guard let member = Member(rawValue: position) else { return }
+            found.insert(member)
+            try body(member, value)
+        }
+        try found.check(Member.self, in: self)
+    }
+}
+
 /// The members of one object a hand-written decoder has met, to find a required one that
 /// is missing. A bit set (no enum has more than 64 cases).
-struct RequiredMembers {
+private struct RequiredMembers {
     private var found: UInt64 = 0
 
     mutating func insert<Member: JournalLineMember>(_ member: Member) {

@@ -37,10 +37,7 @@ enum JournalLineReader {
     /// A task record's fields, as `TaskFields(from:)` decodes them.
     static func taskFields(_ object: JSONValue) throws -> TaskFields {
         var fields = TaskFields(taskIdentifier: 0, kind: .download, originalRequest: RequestRecord(url: ""), createdAt: Date(timeIntervalSince1970: 0))
-        var found = RequiredMembers()
-        try object.forEachMember(named: TaskMember.names) { position, value in
-            guard let member = TaskMember(rawValue: position) else { return }
-            found.insert(member)
+        try object.forEachMember(of: TaskMember.self) { member, value in
             switch member {
             case .version: fields.version = try value.int()
             case .revision: fields.revision = value.isNull ? 0 : try value.int() // `@ZeroIfAbsent`
@@ -85,17 +82,13 @@ enum JournalLineReader {
             case .redirectCount: fields.redirectCount = try value.optional { try $0.int() }
             }
         }
-        try found.check(TaskMember.self, in: object)
         return fields
     }
 
     /// A request, as `RequestRecord(from:)` decodes it.
     static func request(_ object: JSONValue) throws -> RequestRecord {
         var request = RequestRecord(url: "")
-        var found = RequiredMembers()
-        try object.forEachMember(named: RequestMember.names) { position, value in
-            guard let member = RequestMember(rawValue: position) else { return }
-            found.insert(member)
+        try object.forEachMember(of: RequestMember.self) { member, value in
             switch member {
             case .url: request.url = try value.string()
             case .httpMethod: request.httpMethod = try value.string()
@@ -107,33 +100,25 @@ enum JournalLineReader {
             case .timeoutInterval: request.timeoutInterval = try value.optional { try $0.double() }
             }
         }
-        try found.check(RequestMember.self, in: object)
         return request
     }
 
     /// A header field, as `HeaderField(from:)` decodes it.
     static func header(_ object: JSONValue) throws -> HeaderField {
         var field = HeaderField(name: "", value: "")
-        var found = RequiredMembers()
-        try object.forEachMember(named: HeaderMember.names) { position, value in
-            guard let member = HeaderMember(rawValue: position) else { return }
-            found.insert(member)
+        try object.forEachMember(of: HeaderMember.self) { member, value in
             switch member {
             case .name: field.name = try value.string()
             case .value: field.value = try value.string()
             }
         }
-        try found.check(HeaderMember.self, in: object)
         return field
     }
 
     /// A task's requirements, as `TaskRequirements(from:)` decodes them: every member required.
     static func requirements(_ object: JSONValue) throws -> TaskRequirements {
         var requirements = TaskRequirements()
-        var found = RequiredMembers()
-        try object.forEachMember(named: RequirementsMember.names) { position, value in
-            guard let member = RequirementsMember(rawValue: position) else { return }
-            found.insert(member)
+        try object.forEachMember(of: RequirementsMember.self) { member, value in
             switch member {
             case .allowsCellularAccess: requirements.allowsCellularAccess = try value.bool()
             case .allowsExpensiveNetworkAccess: requirements.allowsExpensiveNetworkAccess = try value.bool()
@@ -141,7 +126,6 @@ enum JournalLineReader {
             case .isDiscretionary: requirements.isDiscretionary = try value.bool()
             }
         }
-        try found.check(RequirementsMember.self, in: object)
         return requirements
     }
 }
