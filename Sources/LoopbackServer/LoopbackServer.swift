@@ -29,6 +29,9 @@ public final class LoopbackServer: Sendable {
 
     public var port: UInt16 { core.port }
 
+    /// The listening socket's descriptor number (`LifecycleTests`).
+    var listenerDescriptor: Int32 { core.listener.raw }
+
     /// `http://127.0.0.1:PORT`
     public var baseURL: URL { core.baseURL }
 
@@ -266,6 +269,10 @@ final class ServerCore: Sendable {
             !state.acceptLoopRunning && state.connections.values.allSatisfy { $0.thread.map { pthread_equal($0, me) != 0 } ?? false }
         }
         if first {
+            // shutdown() wakes an accept() blocked on the listener. In one whole-suite run it
+            // did not: the accept thread stayed in accept() and stop() waited for ever (a test
+            // hit its time limit). A connection to the port wakes it whatever the cause.
+            if !state.wait(until: Date(timeIntervalSinceNow: 1), for: { !$0.acceptLoopRunning }) { SocketFD.knock(port: port) }
             _ = state.wait(until: nil, for: othersEnded)
             state.withLock(notify: true) { state in
                 listener.close()

@@ -130,6 +130,21 @@ struct SocketFD: Sendable, Hashable {
         _ = Glibc.close(raw)
     }
 
+    /// Connects to 127.0.0.1:`port` and hangs up: wakes a thread blocked in `accept` on the
+    /// socket listening there, whatever became of the descriptor it was called with.
+    static func knock(port: UInt16) {
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return }
+        defer { _ = Glibc.close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+    }
+
     /// Small responses go out at once instead of waiting for the peer's delayed ACK.
     func setNoDelay() {
         var on: Int32 = 1

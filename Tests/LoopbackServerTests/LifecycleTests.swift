@@ -29,6 +29,26 @@ struct LifecycleTests {
         server.stop()
     }
 
+    /// The accept thread waits in accept() on the listening socket, which stop() wakes with
+    /// shutdown() through the listener's number. Here another socket takes that number (as a
+    /// descriptor closed twice elsewhere in the process would let happen), so shutdown() no
+    /// longer reaches the socket accept() waits on: stop() must end all the same (it waited
+    /// for ever once in a whole-suite run, and the test that called it hit its time limit).
+    @Test func stopEndsWhenTheListenersNumberWasTakenOver() throws {
+        let server = try LoopbackServer()
+        server.serve("/a", data: Data("x".utf8))
+        let client = try RawHTTPClient(port: server.port)
+        try client.request("GET", "/a")
+        #expect(try client.readResponse().status == 200, "the accept thread is back in accept()")
+        let other = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(other >= 0)
+        defer { close(other) }
+        try #require(dup2(other, server.listenerDescriptor) == server.listenerDescriptor)
+        let started = Date()
+        server.stop()
+        #expect(Date().timeIntervalSince(started) < 10, "stop() ended")
+    }
+
     @Test func stopInterruptsAThrottledTransfer() throws {
         let server = try LoopbackServer()
         // Would take 100 s to send.
