@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import LoopbackServer
 import TransferContainer
+import TransferPOSIX
 import ContainerInspection
 
 /// `bgtransfer` as a well-made Unix tool (issue "command lines a developer trusts"): a
@@ -58,7 +59,10 @@ struct ToolCommandLineTests {
         let first = try Executable.fetchExtension.run(["download", server.url(for: "/one.bin").absoluteString], in: container)
         try #require(first.status == 0, "\(first.stderr)")
         #expect(container.waitForCompletionHandler(of: "host-app") != nil)
-        #expect(waitUntil { container.pendingEvents(session).isEmpty && container.processesNamingContainer(executable: "host-app").isEmpty })
+        // The session's lock, not the host's command line, says whether it is free: a process
+        // in its exit has no command line left to read but holds its files a moment longer.
+        let lock = try container.layout.sessionLock(family: BundleIdentifier("com.example.host"), identifier: SessionIdentifier(session)).path
+        #expect(waitUntil { container.pendingEvents(session).isEmpty && container.processesNamingContainer(executable: "host-app").isEmpty && !FileLock.isHeld(lock) })
 
         // The second waits out the limiter's 60 s, and inspect says so.
         let second = try Executable.fetchExtension.run(["download", server.url(for: "/two.bin").absoluteString], in: container)
