@@ -126,6 +126,11 @@ int cposix_start_writeback(int fd, long long offset, long long length) {
     return sync_file_range(fd, (off64_t)offset, (off64_t)length, SYNC_FILE_RANGE_WRITE);
 }
 
+int cposix_reserve_blocks(int fd, long long offset, long long length) {
+    // Not posix_fallocate: where the file system has no fallocate, glibc would write zeros.
+    return fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)length);
+}
+
 int cposix_open_unnamed(const char *directory) {
     return open(directory, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 }

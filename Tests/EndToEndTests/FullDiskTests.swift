@@ -43,8 +43,10 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
 
         // A download writing when the disk fills: it stops with -3003, and the line of that
         // event cannot be written. Its description makes the line longer than the page a
-        // journal may still have room in, so that the daemon's commit fails for certain.
-        server.serve("/writing.bin", data: testPayload(size: 4 << 20, seed: 28), options: RouteOptions(etag: "\"w1\"", bytesPerSecond: 256 << 10))
+        // journal may still have room in, so that the daemon's commit fails for certain. Sent
+        // without a length, so that no blocks are reserved for it ahead (as for a download of
+        // known length, below): it takes the disk's blocks as they come.
+        server.serve("/writing.bin", data: testPayload(size: 4 << 20, seed: 28), options: RouteOptions(etag: "\"w1\"", omitContentLength: true, bytesPerSecond: 256 << 10))
         let stopped = session.downloadTask(with: server.url(for: "/writing.bin"))
         stopped.taskDescription = String(repeating: "a download writing when the disk fills; ", count: 200)
         stopped.resume()
@@ -126,6 +128,50 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
         #expect(delegate.wait(timeout: 20) { if case .completed(running.taskIdentifier, nil, _) = $0 { return true } else { return false } }, "\(delegate.calls)")
         #expect(delegate.digests[running.taskIdentifier] == SHA256.hexDigest(of: payload))
         #expect(delegate.digests[later.taskIdentifier] == SHA256.hexDigest(of: testPayload(size: 64 << 10, seed: 27)))
+    }
+
+    /// A download whose length is known has its disk blocks from its first byte
+    /// (`DownloadTransfer.reservationThreshold`): the partial file's size stays the bytes
+    /// received (what a resume goes on from), the disk filling afterwards does not stop it, and
+    /// the free-space reserve counts the reserved bytes once (counted again, a 12 MiB download
+    /// on this 20 MiB disk would stop with -3003 at its second MiB).
+    @Test("A download of known length reserves its blocks at its first byte: its partial file's size is the bytes received, and it finishes after the disk fills")
+    func reservedDownloadFinishesOnAFullDisk() throws {
+        let disk = try SmallFileSystem(mountedAt: container.root, size: 20 << 20)
+        defer { disk.unmount() }
+        try container.layout.prepare()
+        let daemon = try DaemonUnderTest.start(container, extraArguments: ["--free-space-reserve", "1"])
+        defer {
+            daemon.process.kill()
+            _ = daemon.process.wait(timeout: 10)
+        }
+        let payload = testPayload(size: 12 << 20, seed: 29)
+        server.serve("/reserved.bin", data: payload, options: RouteOptions(etag: "\"r1\"", bytesPerSecond: 3 << 20))
+        let delegate = RecordingDelegate()
+        let session = fixture.session("reserved", delegate: delegate)
+        let task = session.downloadTask(with: server.url(for: "/reserved.bin"))
+        task.resume()
+        #expect(delegate.wait(timeout: 20) { if case .wroteData(task.taskIdentifier, let total, _) = $0 { return total >= 1 << 20 } else { return false } }, "\(delegate.calls)")
+
+        let partial = try #require(Self.file(named: "task-\(task.taskIdentifier).partial", under: container.root), "no partial file")
+        var status = stat()
+        #expect(stat(partial, &status) == 0)
+        #expect(status.st_size < Int64(payload.count), "the size is the bytes received so far, not the length reserved: \(status.st_size)")
+        #expect(Int64(status.st_blocks) * 512 >= Int64(payload.count), "the blocks of the whole length are the file's: \(status.st_blocks) blocks of 512 bytes")
+
+        try SmallFileSystem.fill(container.root + "/filler")
+        #expect(disk.availableBytes == 0)
+        #expect(delegate.wait(timeout: 30) { $0 == .completed(task: task.taskIdentifier, code: nil, status: 200) }, "\(delegate.calls)")
+        #expect(delegate.digests[task.taskIdentifier] == SHA256.hexDigest(of: payload), "every byte, in order")
+    }
+
+    /// The first file called `name` below `root`.
+    private static func file(named name: String, under root: String) -> String? {
+        let walker = FileManager.default.enumerator(atPath: root)
+        while let relative = walker?.nextObject() as? String {
+            if (relative as NSString).lastPathComponent == name { return root + "/" + relative }
+        }
+        return nil
     }
 
     /// An unfinished task as the session's journal on disk has it.

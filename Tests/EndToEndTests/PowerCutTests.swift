@@ -102,6 +102,7 @@ struct PowerCutTests {
             stage.unmount()
             summaries.append(summary)
             if let range = summary.range(of: #"torn [0-9]+"#, options: .regularExpression) { ledger.tornFiles += Int(summary[range].dropFirst(5)) ?? 0 }
+            if let range = summary.range(of: #"fallocates [0-9]+"#, options: .regularExpression) { ledger.reservations += Int(summary[range].dropFirst(11)) ?? 0 }
             if let cause = summary.range(of: "; cut by ").map({ String(summary[$0.upperBound...]) }) {
                 ledger.cutCauses[cause == "a signal" ? "a random instant" : "after " + (cause.split(separator: " ").first.map(String.init) ?? cause), default: 0] += 1
                 if cause.contains("/.journal.jsonl.") || cause.contains("\(fetch)/journal.jsonl") || (padded && cause.hasPrefix("fsyncdir")) { ledger.cutsDuringCompaction += 1 }
@@ -136,6 +137,7 @@ struct PowerCutTests {
         let problems = ledger.problems.prefix(40).joined(separator: "\n")
         #expect(ledger.problems.isEmpty, "seed \(seed):\n\(problems)")
         #expect(ledger.compactions > 0, "no journal was compacted: the test did not reach \(4096) lines in a session")
+        #expect(ledger.reservations > 0, "no download had its blocks reserved ahead: the cuts did not reach that path")
         #expect(ledger.cutsDuringCompaction > 0 || cuts < 20, "no cut came during a compaction")
     }
 
@@ -374,6 +376,8 @@ struct PowerCutLedger {
     var cutCauses: [String: Int] = [:]
     var leftovers = 0
     var tornFiles = 0
+    /// Downloads of known length whose blocks the daemon reserved ahead (`fallocate` calls).
+    var reservations = 0
     var maxLines = 0
     var deliveredFiles = 0
     var redeliveredAfterCut = 0
@@ -655,7 +659,7 @@ struct PowerCutLedger {
     }
 
     func report(seconds: TimeInterval, cuts: Int, seed: UInt64) -> String {
-        var lines = ["power-cut seed \(seed): \(cuts) cuts in \(Int(seconds)) s; \(accepted.count) tasks accepted (\(accepted.values.filter { $0.kind == .download }.count) downloads, \(accepted.values.filter { $0.kind == .upload }.count) uploads), \(completionsSeen.count) completed for a delegate, \(redeliveredAfterCut) redelivered after a cut lost their acknowledgement, \(diedWhileMoving.count) moved into Downloads/ by a holder that died before syncing it (the cut took the move), \(cutShort.count) completions cut short by a holder's death inside didCompleteWithError (not repeated); \(deliveredFiles) files checked whole; journals up to \(maxLines) lines, \(compactions) compactions seen, \(cutsDuringCompaction) cuts during one; \(tornFiles) files kept part of their unsynced appends (BGTRANSFER_POWERCUT_TORN); \(leftovers) files left in the caches named by nothing; \(problems.count) problems"]
+        var lines = ["power-cut seed \(seed): \(cuts) cuts in \(Int(seconds)) s; \(accepted.count) tasks accepted (\(accepted.values.filter { $0.kind == .download }.count) downloads, \(accepted.values.filter { $0.kind == .upload }.count) uploads), \(completionsSeen.count) completed for a delegate, \(redeliveredAfterCut) redelivered after a cut lost their acknowledgement, \(diedWhileMoving.count) moved into Downloads/ by a holder that died before syncing it (the cut took the move), \(cutShort.count) completions cut short by a holder's death inside didCompleteWithError (not repeated); \(deliveredFiles) files checked whole; journals up to \(maxLines) lines, \(compactions) compactions seen, \(cutsDuringCompaction) cuts during one; \(tornFiles) files kept part of their unsynced appends (BGTRANSFER_POWERCUT_TORN); \(reservations) downloads with their blocks reserved ahead; \(leftovers) files left in the caches named by nothing; \(problems.count) problems"]
         lines.append("cuts: " + cutCauses.sorted { $0.value > $1.value }.map { "\($0.value) at \($0.key)" }.joined(separator: ", "))
         lines.append("what the cuts threw away (entries not made durable in their folder, data not synced), by kind:")
         for (pattern, count) in lostByKind.sorted(by: { $0.value > $1.value }).prefix(30) { lines.append("  \(count) × \(pattern)") }

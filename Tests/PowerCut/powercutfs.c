@@ -83,7 +83,7 @@ static uint64_t next_id = 1;
 static struct node *root_node;
 static int cut_pipe[2];
 static struct {
-    unsigned long writes, fsyncs, fsyncdirs, creates, renames, links, unlinks, mkdirs;
+    unsigned long writes, fsyncs, fsyncdirs, creates, renames, links, unlinks, mkdirs, fallocates;
     unsigned long long bytes_written, bytes_synced;
 } stats;
 
@@ -423,9 +423,9 @@ static void cut_locked(const char *cause) {
     if (r) {
         snprintf(text, sizeof text, "error writing the survivors: %s\n", strerror(-r));
     } else {
-        snprintf(text, sizeof text, "ok files %lu directories %lu links %lu torn %lu; since mount: writes %lu (%llu bytes), fsyncs %lu (%llu bytes made durable), directory fsyncs %lu, creates %lu, mkdirs %lu, renames %lu, links %lu, unlinks %lu; cut by %s\n",
+        snprintf(text, sizeof text, "ok files %lu directories %lu links %lu torn %lu; since mount: writes %lu (%llu bytes), fsyncs %lu (%llu bytes made durable), directory fsyncs %lu, creates %lu, mkdirs %lu, renames %lu, links %lu, unlinks %lu, fallocates %lu; cut by %s\n",
                  dumped_files, dumped_dirs, dumped_links, torn_files, stats.writes, stats.bytes_written, stats.fsyncs, stats.bytes_synced, stats.fsyncdirs,
-                 stats.creates, stats.mkdirs, stats.renames, stats.links, stats.unlinks, cause);
+                 stats.creates, stats.mkdirs, stats.renames, stats.links, stats.unlinks, stats.fallocates, cause);
     }
     write_marker(text);
     fputs(text, stderr);
@@ -674,6 +674,7 @@ static int pc_fallocate(const char *path, int mode, off_t off, off_t len, struct
     (void)path;
     ENTER();
     if (fallocate((int)fi->fh, mode, off, len) != 0) LEAVE(-errno);
+    stats.fallocates++;
     struct node *n = node_for_fd((int)fi->fh);
     if (n) mark_dirty(n, off, INF_OFF);
     LEAVE(0);

@@ -38,6 +38,9 @@ int cposix_open_directory_path(const char *path);
 // Starts writing back the file's dirty pages in [offset, offset + length) without waiting
 // (sync_file_range with SYNC_FILE_RANGE_WRITE): a later fsync then has little left to do.
 int cposix_start_writeback(int fd, long long offset, long long length);
+/// Allocates the blocks of `length` bytes from `offset` without changing the file's size
+/// (fallocate with FALLOC_FL_KEEP_SIZE); -1 and errno (EOPNOTSUPP where the file system cannot).
+int cposix_reserve_blocks(int fd, long long offset, long long length);
 /// Opens a new file with no name in `directory` (O_TMPFILE), for writing; -1 and errno when the
 /// file system cannot.
 int cposix_open_unnamed(const char *directory);
