@@ -165,11 +165,54 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
         #expect(delegate.digests[task.taskIdentifier] == SHA256.hexDigest(of: payload), "every byte, in order")
     }
 
+    /// A transfer that stops part-way gives its reserved blocks back: the file kept for the
+    /// resume data holds only its bytes, and the download made from that resume data goes on
+    /// from them to the end.
+    @Test("A download cancelled part-way with resume data keeps no reserved blocks past its bytes; resumed, it finishes whole")
+    func stoppedDownloadGivesItsReservationBack() throws {
+        let disk = try SmallFileSystem(mountedAt: container.root, size: 20 << 20)
+        defer { disk.unmount() }
+        try container.layout.prepare()
+        let daemon = try DaemonUnderTest.start(container, extraArguments: ["--free-space-reserve", "1"])
+        defer {
+            daemon.process.kill()
+            _ = daemon.process.wait(timeout: 10)
+        }
+        let payload = testPayload(size: 8 << 20, seed: 30)
+        server.serve("/stops.bin", data: payload, options: RouteOptions(etag: "\"s1\"", stallAfterBytes: 2 << 20))
+        let delegate = RecordingDelegate()
+        let session = fixture.session("stops", delegate: delegate)
+        let task = session.downloadTask(with: server.url(for: "/stops.bin"))
+        task.resume()
+        try #require(waitUntil(timeout: 20) { task.countOfBytesReceived == 2 << 20 }, "the download did not reach the stall: \(task.countOfBytesReceived) bytes")
+        let partial = try #require(Self.file(named: "task-\(task.taskIdentifier).partial", under: container.root), "no partial file")
+        var status = stat()
+        #expect(stat(partial, &status) == 0 && Int64(status.st_blocks) * 512 >= Int64(payload.count), "reserved while running: \(status.st_blocks) blocks")
+
+        let cancelled = cancelPartWay(task, after: 2 << 20)
+        let resumeData = try #require(cancelled.data, "no resume data")
+        let kept = try #require(Self.file(matching: { $0.hasPrefix("resume-") && $0.hasSuffix(".partial") }, under: container.root), "no file kept for the resume data")
+        #expect(stat(kept, &status) == 0)
+        #expect(status.st_size == 2 << 20, "the kept file holds the bytes received: \(status.st_size)")
+        #expect(Int64(status.st_blocks) * 512 <= (2 << 20) + 4096, "and no blocks past them: \(status.st_blocks) blocks of 512 bytes")
+
+        server.serve("/stops.bin", data: payload, options: RouteOptions(etag: "\"s1\""))
+        let resumed = session.downloadTask(withResumeData: resumeData)
+        resumed.resume()
+        #expect(delegate.wait(timeout: 30) { $0 == .completed(task: resumed.taskIdentifier, code: nil, status: 206) }, "\(delegate.calls)")
+        #expect(delegate.digests[resumed.taskIdentifier] == SHA256.hexDigest(of: payload), "every byte, in order")
+    }
+
     /// The first file called `name` below `root`.
     private static func file(named name: String, under root: String) -> String? {
+        file(matching: { $0 == name }, under: root)
+    }
+
+    /// The first file below `root` whose name `matches`.
+    private static func file(matching matches: (String) -> Bool, under root: String) -> String? {
         let walker = FileManager.default.enumerator(atPath: root)
         while let relative = walker?.nextObject() as? String {
-            if (relative as NSString).lastPathComponent == name { return root + "/" + relative }
+            if matches((relative as NSString).lastPathComponent) { return root + "/" + relative }
         }
         return nil
     }

@@ -82,7 +82,8 @@ package final class DownloadTransfer: Transfer {
     package static let reservationThreshold: Int64 = 1 << 20
     /// Where the blocks reserved for the body end (0: none reserved). The file's size is not
     /// changed by the reservation, so the bytes on disk are still what it says; blocks past the
-    /// last byte are given back when the download finishes.
+    /// last byte are given back when the transfer ends, however it ends (a partial file kept
+    /// for a resume holds only its bytes; the resumed transfer reserves again).
     private var reservedEnd: Int64 = 0
     private var reservationTried = false
 
@@ -240,8 +241,9 @@ package final class DownloadTransfer: Transfer {
         } catch {}
     }
 
-    /// Gives back the reserved blocks past the last byte (a body shorter than its length said,
-    /// or one that libcurl decoded to fewer bytes): a truncate to the size the file has.
+    /// Gives back the reserved blocks past the last byte written (a transfer stopped part-way,
+    /// a body shorter than its length said, or one that libcurl decoded to fewer bytes): a
+    /// truncate to the bytes counted, which the file holds.
     private func releaseUnusedReservation(of file: FileDescriptor) {
         guard reservedEnd > task.countOfBytesReceived else { return }
         reservedEnd = 0
@@ -395,8 +397,9 @@ package final class DownloadTransfer: Transfer {
             task.response = ResponseRecord(url: task.requestToSend.url, statusCode: 407, headers: head.headerDictionary)
         }
         if let file {
-            if flushBeforeClosing(file) && success {
-                releaseUnusedReservation(of: file)
+            let flushed = flushBeforeClosing(file)
+            releaseUnusedReservation(of: file)
+            if flushed && success {
                 makeDurable(file)
             } else {
                 file.close()
@@ -406,9 +409,13 @@ package final class DownloadTransfer: Transfer {
         return task
     }
 
-    /// Stops writing (cancel, suspend, shutdown); the partial file stays, with every byte received.
+    /// Stops writing (cancel, suspend, shutdown); the partial file stays, with every byte
+    /// received, and without the blocks reserved past them.
     package func close() {
-        if let file { _ = flushBeforeClosing(file) }
+        if let file {
+            _ = flushBeforeClosing(file)
+            releaseUnusedReservation(of: file)
+        }
         file?.close()
         file = nil
     }
