@@ -265,7 +265,9 @@ final class PowerCutWorkload: @unchecked Sendable {
 
     func startDaemon() -> Bool {
         do {
-            _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.05"])
+            // Info: the lines about each task's creation, resumption and events, which a lost
+            // task's problem quotes (`PowerCutLedger.evidence`).
+            _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.05", "--log-level", "info"])
             return true
         } catch {
             daemonError = "\(error)"
@@ -462,6 +464,7 @@ struct PowerCutLedger {
 
     mutating func endRound(_ round: Int, preCut: URL, survivors: URL, started: [PowerCutWorkload.Started], lost: [String], since: Date, server: LoopbackServer) {
         // What the clients were told: an identifier printed once the daemon had the task on disk.
+        var acceptedBy: [String: PowerCutWorkload.Started] = [:]
         for process in started where process.kind != .userLaunch {
             guard let line = process.process.stdout.split(separator: "\n").first, let task = Int(line) else { continue }
             let key = "\(process.session)#\(task)"
@@ -469,6 +472,7 @@ struct PowerCutLedger {
                 problems.append("round \(round): task identifier \(key) handed out again (\(process.name), before \(earlier.name) in round \(earlier.round))")
             }
             accepted[key] = Accepted(name: process.name, kind: process.kind, round: round)
+            acceptedBy[key] = process
         }
         // What delegates saw before the cut: the complete log, as the processes wrote it.
         observe(log: ContainerLayout(root: preCut), since: since, round: round)
@@ -511,7 +515,8 @@ struct PowerCutLedger {
             if journal?.tasks[identifier] == nil && !(journal?.events.values.contains { $0.task.taskIdentifier == identifier } ?? false), reportedLost.insert(key).inserted {
                 let before = journals(root: preCut)[session]
                 let where_ = before?.tasks[identifier] != nil ? "unfinished" : (before?.events.values.contains { $0.task.taskIdentifier == identifier } ?? false) ? "its event pending" : "absent"
-                problems.append("round \(round): accepted task \(key) (\(task.name), accepted in round \(task.round)) lost by the cut (before the cut: \(where_))")
+                problems.append("round \(round): accepted task \(key) (\(task.name), accepted in round \(task.round)) lost by the cut (before the cut: \(where_))"
+                                + Self.evidence(of: key, by: acceptedBy[key], log: ContainerLayout(root: preCut), since: since))
             }
         }
         // Files: finished files waiting for their event and delivered files, whole.
@@ -656,6 +661,22 @@ struct PowerCutLedger {
                 }
             }
         }
+    }
+
+    /// What a lost task's problem carries, so that one failure in CI says what happened: the
+    /// output of the process that printed its identifier, and every line the round's log has
+    /// about the task (the daemon's and the clients').
+    static func evidence(of key: String, by process: PowerCutWorkload.Started?, log layout: ContainerLayout, since: Date) -> String {
+        let parts = key.split(separator: "#")
+        guard parts.count == 2, let identifier = Int(parts[1]) else { return "" }
+        let session = String(parts[0])
+        let lines = TransferLog.entries(layout: layout).filter { $0.time >= since && $0.session == session && $0.task == identifier }
+            .map { "    \($0.time.timeIntervalSince(since).formatted(.number.precision(.fractionLength(3)))) s \($0.process)[\($0.pid)] \($0.category): \($0.message)" }
+        var text = "\n  its log this round (\(lines.count) lines):\n" + lines.suffix(40).joined(separator: "\n")
+        if let process {
+            text += "\n  \(process.executable) (pid \(process.process.pid)) stdout: \(process.process.stdout.prefix(400)) stderr: \(process.process.stderr.suffix(400))"
+        }
+        return text
     }
 
     func report(seconds: TimeInterval, cuts: Int, seed: UInt64) -> String {

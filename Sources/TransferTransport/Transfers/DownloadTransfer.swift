@@ -75,10 +75,11 @@ package final class DownloadTransfer: Transfer {
     private var pendingCount = 0
     package static let coalescingSize = 256 << 10
     /// A body whose rest is at least this long has its disk blocks allocated before its first
-    /// write (`FileDescriptor.reserveBlocks`): ext4 then fills blocks it has instead of
-    /// reserving and allocating them as the writes come, which cut the CPU of a large
-    /// download's writes by a third (Benchmarks/README.md). Below it the call costs more than
-    /// it saves.
+    /// write (`FileDescriptor.reserveBlocks`): a download that began keeps its space when
+    /// another program fills the disk, and ext4 fills blocks it has instead of reserving and
+    /// allocating them as the writes come (a third less of the daemon's CPU for the writes,
+    /// though most of that moves to ext4's own workers: Benchmarks/README.md). Below it the
+    /// call costs more than it saves.
     package static let reservationThreshold: Int64 = 1 << 20
     /// Where the blocks reserved for the body end (0: none reserved). The file's size is not
     /// changed by the reservation, so the bytes on disk are still what it says; blocks past the
