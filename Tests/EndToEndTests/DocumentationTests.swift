@@ -122,11 +122,18 @@ private final class DocumentationSite {
         let pid = process.processIdentifier
         let deadline = DispatchWorkItem { kill(pid, SIGKILL) }
         DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: deadline)
-        let data = output.fileHandleForReading.readDataToEndOfFile()
+        // `readToEnd()`, not `readDataToEndOfFile()`: corelibs' `readDataToEndOfFile` traps
+        // (`try!`) on a read error, and one (ENOTCONN on the pipe) took the whole test process
+        // down in a loaded run. The error fails this page instead, with its status beside it.
+        let read = Result { try output.fileHandleForReading.readToEnd() ?? Data() }
         process.waitUntilExit()
         deadline.cancel()
         guard process.terminationReason == .exit, process.terminationStatus == 0 else {
             throw TestFailure("chromium-headless-shell did not render \(path) (status \(process.terminationStatus))")
+        }
+        let data: Data
+        do { data = try read.get() } catch {
+            throw TestFailure("cannot read what chromium-headless-shell rendered of \(path): \(error)")
         }
         return Page(dom: String(decoding: data, as: UTF8.self))
     }
