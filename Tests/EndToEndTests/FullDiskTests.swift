@@ -137,32 +137,26 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
     /// on this 20 MiB disk would stop with -3003 at its second MiB).
     @Test("A download of known length reserves its blocks at its first byte: its partial file's size is the bytes received, and it finishes after the disk fills")
     func reservedDownloadFinishesOnAFullDisk() throws {
-        let disk = try SmallFileSystem(mountedAt: container.root, size: 20 << 20)
-        defer { disk.unmount() }
-        try container.layout.prepare()
-        let daemon = try DaemonUnderTest.start(container, extraArguments: ["--free-space-reserve", "1"])
-        defer {
-            daemon.process.kill()
-            _ = daemon.process.wait(timeout: 10)
+        try onSmallDisk { disk in
+            let payload = testPayload(size: 12 << 20, seed: 29)
+            server.serve("/reserved.bin", data: payload, options: RouteOptions(etag: "\"r1\"", bytesPerSecond: 3 << 20))
+            let delegate = RecordingDelegate()
+            let session = fixture.session("reserved", delegate: delegate)
+            let task = session.downloadTask(with: server.url(for: "/reserved.bin"))
+            task.resume()
+            #expect(delegate.wait(timeout: 20) { if case .wroteData(task.taskIdentifier, let total, _) = $0 { return total >= 1 << 20 } else { return false } }, "\(delegate.calls)")
+
+            let partial = try #require(Self.file(named: "task-\(task.taskIdentifier).partial", under: container.root), "no partial file")
+            var status = stat()
+            #expect(stat(partial, &status) == 0)
+            #expect(status.st_size < Int64(payload.count), "the size is the bytes received so far, not the length reserved: \(status.st_size)")
+            #expect(Int64(status.st_blocks) * 512 >= Int64(payload.count), "the blocks of the whole length are the file's: \(status.st_blocks) blocks of 512 bytes")
+
+            try SmallFileSystem.fill(container.root + "/filler")
+            #expect(disk.availableBytes == 0)
+            #expect(delegate.wait(timeout: 30) { $0 == .completed(task: task.taskIdentifier, code: nil, status: 200) }, "\(delegate.calls)")
+            #expect(delegate.digests[task.taskIdentifier] == SHA256.hexDigest(of: payload), "every byte, in order")
         }
-        let payload = testPayload(size: 12 << 20, seed: 29)
-        server.serve("/reserved.bin", data: payload, options: RouteOptions(etag: "\"r1\"", bytesPerSecond: 3 << 20))
-        let delegate = RecordingDelegate()
-        let session = fixture.session("reserved", delegate: delegate)
-        let task = session.downloadTask(with: server.url(for: "/reserved.bin"))
-        task.resume()
-        #expect(delegate.wait(timeout: 20) { if case .wroteData(task.taskIdentifier, let total, _) = $0 { return total >= 1 << 20 } else { return false } }, "\(delegate.calls)")
-
-        let partial = try #require(Self.file(named: "task-\(task.taskIdentifier).partial", under: container.root), "no partial file")
-        var status = stat()
-        #expect(stat(partial, &status) == 0)
-        #expect(status.st_size < Int64(payload.count), "the size is the bytes received so far, not the length reserved: \(status.st_size)")
-        #expect(Int64(status.st_blocks) * 512 >= Int64(payload.count), "the blocks of the whole length are the file's: \(status.st_blocks) blocks of 512 bytes")
-
-        try SmallFileSystem.fill(container.root + "/filler")
-        #expect(disk.availableBytes == 0)
-        #expect(delegate.wait(timeout: 30) { $0 == .completed(task: task.taskIdentifier, code: nil, status: 200) }, "\(delegate.calls)")
-        #expect(delegate.digests[task.taskIdentifier] == SHA256.hexDigest(of: payload), "every byte, in order")
     }
 
     /// A transfer that stops part-way gives its reserved blocks back: the file kept for the
@@ -170,37 +164,45 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
     /// from them to the end.
     @Test("A download cancelled part-way with resume data keeps no reserved blocks past its bytes; resumed, it finishes whole")
     func stoppedDownloadGivesItsReservationBack() throws {
+        try onSmallDisk { _ in
+            let payload = testPayload(size: 8 << 20, seed: 30)
+            server.serve("/stops.bin", data: payload, options: RouteOptions(etag: "\"s1\"", stallAfterBytes: 2 << 20))
+            let delegate = RecordingDelegate()
+            let session = fixture.session("stops", delegate: delegate)
+            let task = session.downloadTask(with: server.url(for: "/stops.bin"))
+            task.resume()
+            try #require(waitUntil(timeout: 20) { task.countOfBytesReceived >= 1 << 20 }, "the download did not start: \(task.countOfBytesReceived) bytes")
+            let partial = try #require(Self.file(named: "task-\(task.taskIdentifier).partial", under: container.root), "no partial file")
+            var status = stat()
+            #expect(stat(partial, &status) == 0 && Int64(status.st_blocks) * 512 >= Int64(payload.count), "reserved while running: \(status.st_blocks) blocks")
+
+            let cancelled = cancelPartWay(task, after: 1 << 20)
+            let resumeData = try #require(cancelled.data, "no resume data")
+            let kept = try #require(Self.file(matching: { $0.hasPrefix("resume-") && $0.hasSuffix(".partial") }, under: container.root), "no file kept for the resume data")
+            #expect(stat(kept, &status) == 0)
+            #expect((1 << 20)...(2 << 20) ~= status.st_size, "the kept file holds the bytes received: \(status.st_size)")
+            #expect(Int64(status.st_blocks) * 512 <= (Int64(status.st_size) + 4095) / 4096 * 4096, "and no blocks past them: \(status.st_blocks) blocks of 512 bytes for \(status.st_size) bytes")
+
+            server.serve("/stops.bin", data: payload, options: RouteOptions(etag: "\"s1\""))
+            let resumed = session.downloadTask(withResumeData: resumeData)
+            resumed.resume()
+            #expect(delegate.wait(timeout: 30) { $0 == .completed(task: resumed.taskIdentifier, code: nil, status: 206) }, "\(delegate.calls)")
+            #expect(delegate.digests[resumed.taskIdentifier] == SHA256.hexDigest(of: payload), "every byte, in order")
+        }
+    }
+
+    /// Runs `body` with the container on a 20 MiB file system and a daemon that keeps 1 MiB
+    /// of it free (the default reserve is more than this whole disk); both end with the call.
+    private func onSmallDisk(_ body: (SmallFileSystem) throws -> Void) throws {
         let disk = try SmallFileSystem(mountedAt: container.root, size: 20 << 20)
         defer { disk.unmount() }
         try container.layout.prepare()
         let daemon = try DaemonUnderTest.start(container, extraArguments: ["--free-space-reserve", "1"])
-        defer {
+        defer { // before the unmount
             daemon.process.kill()
             _ = daemon.process.wait(timeout: 10)
         }
-        let payload = testPayload(size: 8 << 20, seed: 30)
-        server.serve("/stops.bin", data: payload, options: RouteOptions(etag: "\"s1\"", stallAfterBytes: 2 << 20))
-        let delegate = RecordingDelegate()
-        let session = fixture.session("stops", delegate: delegate)
-        let task = session.downloadTask(with: server.url(for: "/stops.bin"))
-        task.resume()
-        try #require(waitUntil(timeout: 20) { task.countOfBytesReceived >= 1 << 20 }, "the download did not start: \(task.countOfBytesReceived) bytes")
-        let partial = try #require(Self.file(named: "task-\(task.taskIdentifier).partial", under: container.root), "no partial file")
-        var status = stat()
-        #expect(stat(partial, &status) == 0 && Int64(status.st_blocks) * 512 >= Int64(payload.count), "reserved while running: \(status.st_blocks) blocks")
-
-        let cancelled = cancelPartWay(task, after: 1 << 20)
-        let resumeData = try #require(cancelled.data, "no resume data")
-        let kept = try #require(Self.file(matching: { $0.hasPrefix("resume-") && $0.hasSuffix(".partial") }, under: container.root), "no file kept for the resume data")
-        #expect(stat(kept, &status) == 0)
-        #expect((1 << 20)...(2 << 20) ~= status.st_size, "the kept file holds the bytes received: \(status.st_size)")
-        #expect(Int64(status.st_blocks) * 512 <= (Int64(status.st_size) + 4095) / 4096 * 4096, "and no blocks past them: \(status.st_blocks) blocks of 512 bytes for \(status.st_size) bytes")
-
-        server.serve("/stops.bin", data: payload, options: RouteOptions(etag: "\"s1\""))
-        let resumed = session.downloadTask(withResumeData: resumeData)
-        resumed.resume()
-        #expect(delegate.wait(timeout: 30) { $0 == .completed(task: resumed.taskIdentifier, code: nil, status: 206) }, "\(delegate.calls)")
-        #expect(delegate.digests[resumed.taskIdentifier] == SHA256.hexDigest(of: payload), "every byte, in order")
+        try body(disk)
     }
 
     /// The first file called `name` below `root`.
