@@ -665,14 +665,15 @@ struct PowerCutLedger {
 
     /// What a lost task's problem carries, so that one failure in CI says what happened: the
     /// output of the process that printed its identifier, and every line the round's log has
-    /// about the task (the daemon's and the clients').
+    /// about the task or about its session as a whole (who opened it, which acknowledgements
+    /// the daemon took), the daemon's and the clients'.
     static func evidence(of key: String, by process: PowerCutWorkload.Started?, log layout: ContainerLayout, since: Date) -> String {
         let parts = key.split(separator: "#")
         guard parts.count == 2, let identifier = Int(parts[1]) else { return "" }
         let session = String(parts[0])
-        let lines = TransferLog.entries(layout: layout).filter { $0.time >= since && $0.session == session && $0.task == identifier }
+        let lines = TransferLog.entries(layout: layout).filter { $0.time >= since && $0.session == session && ($0.task == identifier || $0.task == nil) }
             .map { "    \($0.time.timeIntervalSince(since).formatted(.number.precision(.fractionLength(3)))) s \($0.process)[\($0.pid)] \($0.category): \($0.message)" }
-        var text = "\n  its log this round (\(lines.count) lines):\n" + lines.suffix(40).joined(separator: "\n")
+        var text = "\n  its log this round (\(lines.count) lines, the last 60):\n" + lines.suffix(60).joined(separator: "\n")
         if let process {
             text += "\n  \(process.executable) (pid \(process.process.pid)) stdout: \(process.process.stdout.prefix(400)) stderr: \(process.process.stderr.suffix(400))"
         }
