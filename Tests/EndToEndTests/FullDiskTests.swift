@@ -132,10 +132,11 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
 
     /// A download whose length is known has its disk blocks from its first byte
     /// (`DownloadTransfer.reservationThreshold`): the partial file's size stays the bytes
-    /// received (what a resume goes on from), the disk filling afterwards does not stop it, and
+    /// received (what a resume goes on from), the disk filling afterwards does not stop its
+    /// body (the event that ends it waits for room for its journal line, as any does), and
     /// the free-space reserve counts the reserved bytes once (counted again, a 12 MiB download
     /// on this 20 MiB disk would stop with -3003 at its second MiB).
-    @Test("A download of known length reserves its blocks at its first byte: its partial file's size is the bytes received, and it finishes after the disk fills")
+    @Test("A download of known length reserves its blocks at its first byte: its partial file's size is the bytes received, and its whole body is written after the disk fills")
     func reservedDownloadFinishesOnAFullDisk() throws {
         try onSmallDisk { disk in
             let payload = testPayload(size: 12 << 20, seed: 29)
@@ -152,8 +153,18 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
             #expect(status.st_size < Int64(payload.count), "the size is the bytes received so far, not the length reserved: \(status.st_size)")
             #expect(Int64(status.st_blocks) * 512 >= Int64(payload.count), "the blocks of the whole length are the file's: \(status.st_blocks) blocks of 512 bytes")
 
-            try SmallFileSystem.fill(container.root + "/filler")
+            // The disk fills; the rest of the body still goes into the blocks reserved for it.
+            // (Without the reservation the download stops with -3003 at its next look at the
+            // free space.) The event that ends it needs a journal line, which waits for space.
+            let filler = container.root + "/filler"
+            try SmallFileSystem.fill(filler)
             #expect(disk.availableBytes == 0)
+            let whole = waitUntil(timeout: 30) {
+                Self.size(of: partial) == payload.count
+                    || Self.file(matching: { $0.hasPrefix("CFNetworkDownload_") }, under: container.root).map { Self.size(of: $0) == payload.count } == true
+            }
+            #expect(whole, "the whole body was written on the full disk: \(Self.size(of: partial) ?? -1) bytes of \(payload.count)")
+            try FileManager.default.removeItem(atPath: filler)
             #expect(delegate.wait(timeout: 30) { $0 == .completed(task: task.taskIdentifier, code: nil, status: 200) }, "\(delegate.calls)")
             #expect(delegate.digests[task.taskIdentifier] == SHA256.hexDigest(of: payload), "every byte, in order")
         }
@@ -203,6 +214,12 @@ final class FullDiskTests: InProcessSuite, @unchecked Sendable {
             _ = daemon.process.wait(timeout: 10)
         }
         try body(disk)
+    }
+
+    /// The size of the file at `path`, nil when there is none.
+    private static func size(of path: String) -> Int? {
+        var status = stat()
+        return stat(path, &status) == 0 ? Int(status.st_size) : nil
     }
 
     /// The first file called `name` below `root`.
