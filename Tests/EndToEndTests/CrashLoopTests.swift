@@ -45,7 +45,9 @@ final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
         #expect(container.logEntries(process: "transferd", category: "daemon").filter { $0.message.contains("crashed while working on this task") }.count == 1)
         #expect(container.crashReports().count >= 1, "the daemons trapped (their output says so)")
 
-        // The daemon is up and serves other work.
+        // The daemon is up and serves other work (once the host launched for the failed task's
+        // event has let go of the session).
+        #expect(container.waitUntilSessionIsFree("com.example.host.background"), "the relaunched host still holds the session")
         let healthy = try Executable.hostApp.run(["download", server.url(for: "/healthy.bin").absoluteString, "--wait"], in: container)
         #expect(healthy.status == 0, "\(healthy.stderr)")
         #expect(container.processesNamingContainer(executable: "transferd").count == 1)

@@ -117,6 +117,8 @@ struct TimelineTests {
         let info = ["BGTRANSFER_LOG_LEVEL": "info"]
         _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "60"], environment: info)
         func download(_ name: String, _ options: [String] = []) throws {
+            // A host launched for an earlier event may still hold the session (-996 otherwise).
+            try #require(container.waitUntilSessionIsFree("com.example.host.fetch.background"), "the host still holds the extension's session")
             let outcome = try Executable.fetchExtension.start(["download", server.url(for: "/\(name).bin").absoluteString] + options, in: container, environment: info).wait(timeout: 30)
             try #require(outcome.status == 0, "fetch-extension: \(outcome.stderr)")
         }

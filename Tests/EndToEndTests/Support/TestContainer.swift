@@ -71,6 +71,15 @@ final class TestContainer: @unchecked Sendable {
         layout.sessionDirectory(family: try! BundleIdentifier("com.example.host"), identifier: try! SessionIdentifier(identifier))
     }
 
+    /// Waits until no process holds the session (its lock file, which a process keeps until
+    /// its very end, while its command line is gone already): a stand-in started before that
+    /// gets -996, "already in use by another process", from a relaunched host still exiting.
+    @discardableResult
+    func waitUntilSessionIsFree(_ identifier: String, timeout: TimeInterval = 30) -> Bool {
+        let lock = layout.sessionLock(family: try! BundleIdentifier("com.example.host"), identifier: try! SessionIdentifier(identifier)).path
+        return waitUntil(timeout: timeout) { !FileLock.isHeld(lock) }
+    }
+
     /// The numbers of a session's undelivered events, as its journal on disk has them.
     func pendingEvents(_ identifier: String) -> [UInt64] {
         ((try? JournalContents.read(session: sessionDirectory(identifier)))?.events.keys).map { $0.sorted() } ?? []
