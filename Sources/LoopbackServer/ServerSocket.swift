@@ -31,15 +31,12 @@ struct SocketFD: Sendable, Hashable {
         guard fd >= 0 else { throw SocketError("socket") }
         let socket = SocketFD(raw: fd)
 
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
+        var address = loopbackAddress(port: port)
         if port != 0 {
             // A port a test just freed: its closed connections must not keep it.
             var reuse: Int32 = 1
             _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
         }
-        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian  // 127.0.0.1
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
@@ -130,16 +127,22 @@ struct SocketFD: Sendable, Hashable {
         _ = Glibc.close(raw)
     }
 
+    /// 127.0.0.1:`port`.
+    private static func loopbackAddress(port: UInt16) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        return address
+    }
+
     /// Connects to 127.0.0.1:`port` and hangs up: wakes a thread blocked in `accept` on the
     /// socket listening there, whatever became of the descriptor it was called with.
     static func knock(port: UInt16) {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return }
         defer { _ = Glibc.close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        var address = loopbackAddress(port: port)
         _ = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
