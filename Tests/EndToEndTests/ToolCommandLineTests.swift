@@ -61,8 +61,7 @@ struct ToolCommandLineTests {
         #expect(container.waitForCompletionHandler(of: "host-app") != nil)
         // The session's lock, not the host's command line, says whether it is free: a process
         // in its exit has no command line left to read but holds its files a moment longer.
-        let lock = try container.layout.sessionLock(family: BundleIdentifier("com.example.host"), identifier: SessionIdentifier(session)).path
-        #expect(waitUntil { container.pendingEvents(session).isEmpty && container.processesNamingContainer(executable: "host-app").isEmpty && !FileLock.isHeld(lock) })
+        #expect(waitUntil { container.pendingEvents(session).isEmpty && container.processesNamingContainer(executable: "host-app").isEmpty && container.isSessionFree(session) })
 
         // The second waits out the limiter's 60 s, and inspect says so.
         let second = try Executable.fetchExtension.run(["download", server.url(for: "/two.bin").absoluteString], in: container)

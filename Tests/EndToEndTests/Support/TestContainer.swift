@@ -76,8 +76,12 @@ final class TestContainer: @unchecked Sendable {
     /// gets -996, "already in use by another process", from a relaunched host still exiting.
     @discardableResult
     func waitUntilSessionIsFree(_ identifier: String, timeout: TimeInterval = 30) -> Bool {
-        let lock = layout.sessionLock(family: try! BundleIdentifier("com.example.host"), identifier: try! SessionIdentifier(identifier)).path
-        return waitUntil(timeout: timeout) { !FileLock.isHeld(lock) }
+        waitUntil(timeout: timeout) { isSessionFree(identifier) }
+    }
+
+    /// Whether no process holds the host family's session `identifier` (its lock file is free).
+    func isSessionFree(_ identifier: String) -> Bool {
+        !FileLock.isHeld(layout.sessionLock(family: try! BundleIdentifier("com.example.host"), identifier: try! SessionIdentifier(identifier)).path)
     }
 
     /// The numbers of a session's undelivered events, as its journal on disk has them.
