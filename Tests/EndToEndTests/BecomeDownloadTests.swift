@@ -61,7 +61,9 @@ final class BecomeDownloadTests: InProcessSuite, @unchecked Sendable {
     @Test("A data task answered .becomeDownload goes on as a download task: didBecome, didWriteData, the whole body in didFinishDownloadingTo (removed after), then didCompleteWithError(nil) for the download task, which getAllTasks lists")
     func becomesDownload() throws {
         let payload = testPayload(size: 3 << 20, seed: 83)
-        server.serve("/become.bin", data: payload)
+        // About a second and a half: the download is still running when the listing asked in
+        // didBecome is made (a whole-suite run saw it finish first, and list nothing).
+        server.serve("/become.bin", data: payload, options: RouteOptions(bytesPerSecond: 2 << 20))
         let delegate = Becoming()
         let session = URLSession(configuration: .default, delegate: delegate, delegateQueue: nil)
         defer { session.invalidateAndCancel() }
