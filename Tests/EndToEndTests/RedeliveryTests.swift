@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import LoopbackServer
 import Digests
+import TransferContainer
 
 /// Whatever dies, no event is lost and none reaches a delegate twice (S3.4, S4.1).
 @Suite(.timeLimit(.minutes(5)))
@@ -110,6 +111,49 @@ struct RedeliveryTests {
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("whole.bin").path) == SHA256.hexDigest(of: payload))
         #expect(server.requests.last { $0.path == "/whole.bin" }?.header("Range") == "bytes=\(payload.count)-")
         #expect(container.logEntries(process: "host-app", category: "delegate").contains { $0.isDidCompleteWithoutError(task: 1, status: 200) })
+    }
+
+    @Test("A 503 asking to come back later is not the task's answer: its record keeps the 200's response and the bytes on disk, and a daemon killed during the wait with every byte on disk delivers the file as the 200 it is, not as a 24-byte 503")
+    func serviceUnavailableLeavesTheRecordAlone() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        let payload = testPayload(size: 2 << 20, seed: 31)
+        var slow = RouteOptions()
+        slow.bytesPerSecond = 1 << 20
+        server.serve("/later.bin", data: payload, options: slow)
+        let first = try DaemonUnderTest.start(container)
+        #expect(try Executable.fetchExtension.run(["download", server.url(for: "/later.bin").absoluteString], in: container).status == 0)
+        let partial = try killDaemon(first, in: container, onceTask1Has: 256 << 10)
+        let onDisk = try #require((try FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? NSNumber)?.int64Value)
+
+        // The resumed request meets a 503 with Retry-After; the hold is on disk.
+        var unavailable = RouteOptions()
+        unavailable.status = 503
+        unavailable.retryAfter = 2
+        server.serve("/later.bin", data: payload, options: unavailable)
+        let second = try DaemonUnderTest.start(container)
+        var held: TaskRecord?
+        _ = waitUntil(timeout: 30) {
+            held = container.task(1, in: Self.fetchSession).flatMap { $0.retryCause == nil ? nil : $0 }
+            return held != nil
+        }
+        let record = try #require(held, "no hold after the 503 was recorded")
+        #expect(record.response?.statusCode == 200, "the record took the 503 for the task's answer: \(String(describing: record.response))")
+        #expect(record.countOfBytesExpectedToReceive == Int64(payload.count) && record.countOfBytesReceived == onDisk,
+                "counts \(record.countOfBytesReceived) of \(record.countOfBytesExpectedToReceive), \(onDisk) bytes on disk")
+        second.process.kill(signal: SIGKILL)
+        _ = second.process.wait(timeout: 10)
+
+        // Every byte arrived before the kill; the restart asks for the rest and gets a 416.
+        try payload.write(to: partial)
+        server.serve("/later.bin", data: payload)
+        _ = try DaemonUnderTest.start(container)
+        try #require(container.waitForCompletionHandler(of: "host-app", timeout: 40) != nil)
+        #expect(server.requests.last { $0.path == "/later.bin" }?.header("Range") == "bytes=\(payload.count)-")
+        #expect(container.logEntries(process: "host-app", category: "delegate").contains { $0.isDidCompleteWithoutError(task: 1, status: 200) })
+        #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("later.bin").path) == SHA256.hexDigest(of: payload))
     }
 
     @Test("A resource without any validator is fetched again from zero after a kill, never spliced")

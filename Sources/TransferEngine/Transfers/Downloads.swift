@@ -120,7 +120,7 @@ final class Downloads {
         if case .success = result, let wait = transfer.serverWait(now: clock.now) {
             // The server asks us to come back later; the bytes on disk stay (S6.4).
             try? root.remove(transfer.errorBodyPath)
-            completion.retryOrFail(task, in: session, after: wait)
+            completion.retryOrFail(transfer.taskWithoutErrorPage, in: session, after: wait)
             return
         }
         if case .success = result, transfer.bodyIsErrorResponse, surroundings.takeChallenge(task, in: session) { return }
@@ -142,7 +142,7 @@ final class Downloads {
                 completion.transferEnded(task, .failed(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath)), in: session)
             }
         case .failure(let error):
-            completion.retryOrFail(task, in: session, error)
+            completion.retryOrFail(transfer.taskWithoutErrorPage, in: session, error)
         }
     }
 

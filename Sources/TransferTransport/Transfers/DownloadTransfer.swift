@@ -26,6 +26,10 @@ package final class DownloadTransfer: Transfer {
     package private(set) var bodyIsErrorResponse = false
     /// Bytes on disk when this attempt began (the `Range` offset sent).
     private let resumeOffset: Int64
+    /// The task's response and expected length as this attempt began: what an error page
+    /// that is not the task's answer must not replace in its record (`taskWithoutErrorPage`).
+    private let responseAtStart: ResponseRecord?
+    private let expectedAtStart: Int64
     /// The validator the bytes on disk were fetched under, sent as `If-Range` (nil when no
     /// range was asked for). Kept apart: `finishHead` replaces `task.validator` with the answer's.
     private let sentValidator: Validator?
@@ -110,6 +114,8 @@ package final class DownloadTransfer: Transfer {
         let (fd, onDisk) = try Self.preparePartialFile(file ?? TransferFiles.open(partialPath, O_WRONLY | O_CREAT, root: root), canResume: task.validator?.ifRangeValue != nil)
         self.file = fd
         self.resumeOffset = onDisk
+        self.responseAtStart = task.response
+        self.expectedAtStart = task.countOfBytesExpectedToReceive
         self.sentValidator = onDisk > 0 ? task.validator : nil
         self.writebackStart = onDisk
         self.task.countOfBytesReceived = onDisk
@@ -423,6 +429,19 @@ package final class DownloadTransfer: Transfer {
 
     /// The file that holds this attempt's body: the partial download or an error page.
     package var bodyPath: String { bodyIsErrorResponse ? errorBodyPath : partialPath }
+
+    /// The task as the bytes on disk describe it, for a retry: an error page of this attempt
+    /// that is not the task's answer (a 503 asking to come back later, a page cut off) leaves
+    /// no trace in its response and counts. Otherwise a record kept until the retry, and a
+    /// daemon started from it, would take the whole file on disk for a 24-byte 503 page.
+    package var taskWithoutErrorPage: TaskRecord {
+        guard bodyIsErrorResponse else { return task }
+        var task = task
+        task.response = responseAtStart
+        task.countOfBytesExpectedToReceive = expectedAtStart
+        task.countOfBytesReceived = resumeOffset
+        return task
+    }
 
     /// Whether the server asked us to come back later (`RetryPolicy.serverWait`).
     package func serverWait(now: Date) -> RetryCause? { head.serverWait(now: now) }
