@@ -162,7 +162,6 @@ public final class TransferDaemon {
             commits.commitAndFlush()
         }
         log.notice("daemon", "transferd started (pid \(getpid())) on \(layout.root.path); \(sessions.count) sessions, \(sessions.values.reduce(0) { $0 + $1.tasks.count }) unfinished tasks; open files limit \(descriptorLimit)")
-        downloads.recoverTasks()
         scheduler.scheduleTransfers()
         service.ready()
         loop.run()

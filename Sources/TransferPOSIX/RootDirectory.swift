@@ -153,17 +153,6 @@ public struct RootDirectory: Sendable {
     }
 }
 
-extension RootDirectory {
-    /// Copies the file at `source` to a new file at `destination` (which must not exist).
-    public func copy(_ source: String, to destination: String) throws(Errno) {
-        let from = try open(source, O_RDONLY | O_NONBLOCK)
-        defer { from.close() }
-        let to = try open(destination, O_WRONLY | O_CREAT | O_EXCL)
-        defer { to.close() }
-        try from.copyAll(to: to)
-    }
-}
-
 extension FileDescriptor {
     /// Writes every byte of this file, from its start, to `other` at its current offset.
     public func copyAll(to other: FileDescriptor) throws(Errno) {

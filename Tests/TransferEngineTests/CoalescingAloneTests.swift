@@ -26,15 +26,17 @@ import TransferTransport
         let transfer = try DownloadTransfer(session: parts.session.key, task: leader, partialPath: parts.session.partialPath(for: leader),
                                             configuration: parts.session.record.configuration, credentials: .none)
         defer { transfer.close() }
-        let finished = parts.session.finishedPath(for: leader)
-        try Data("hello".utf8).write(to: URL(fileURLWithPath: finished))
+        let body = parts.session.partialPath(for: leader)
+        try Data("hello".utf8).write(to: URL(fileURLWithPath: body))
 
-        parts.coalescing.completeFollowers(of: transfer, finishedFile: finished, in: parts.session)
+        parts.coalescing.completeFollowers(of: transfer, body: body, in: parts.session)
         let event = try #require(parts.session.events.values.first { $0.task.taskIdentifier == follower.taskIdentifier }, "the follower did not end")
         #expect(event.error == nil)
         #expect(event.task.response?.statusCode == 200 && event.task.countOfBytesExpectedToReceive == 5)
         let copy = try #require(event.downloadedFile.flatMap(parts.session.resolvedPath))
-        #expect(copy != finished, "its own file: the app may move the leader's at once")
+        #expect(copy == parts.session.finishedPath(for: follower) && copy != parts.session.finishedPath(for: leader), "its own file: the app may move the leader's at once")
+        #expect(!FileManager.default.fileExists(atPath: copy), "named only once its event is on disk")
+        try parts.commit()
         #expect(try Data(contentsOf: URL(fileURLWithPath: copy)) == Data("hello".utf8))
         #expect(parts.surroundings.deliveries == [parts.session.key])
         #expect(parts.session.tasks[other.taskIdentifier] != nil, "another request is fetched on its own")

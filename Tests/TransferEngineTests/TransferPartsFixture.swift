@@ -42,13 +42,14 @@ final class TransferParts {
     /// The container of the test's own and its one session; removed with the fixture.
     private let container: SessionFixture
     var session: DaemonSession { container.session }
+    private let root: RootDirectory
 
     init(_ configure: (inout SessionConfiguration) -> Void = { _ in }) throws {
         var configuration = SessionConfiguration()
         configure(&configuration)
         container = try SessionFixture("transfer-parts", configuration: configuration)
         let (layout, log) = (container.layout, container.log)
-        let root = try RootDirectory.open(container.root.path)
+        root = try RootDirectory.open(container.root.path)
         loop = try EventLoop(clock: clock)
         let registry = AppRegistry(layout: layout, root: root, log: log)
         let transfers = RunningTransfers(surroundings: surroundings, layout: layout, loop: loop, clock: clock)
@@ -56,6 +57,13 @@ final class TransferParts {
                                     lifecycle: TaskLifecycle(), loop: loop, log: log, clock: clock)
         coalescing = Coalescing(surroundings: surroundings, transfers: transfers, completion: completion, root: root, clock: clock)
         surroundings.sessions[session.key] = session
+    }
+
+    /// Makes the session's changes durable, as the daemon's commit thread does.
+    func commit() throws {
+        guard let commit = try session.takeCommit() else { return }
+        try commit.perform(log: container.log, root: root)
+        session.committed(commit)
     }
 
     /// A running download task to a port nobody listens on, created now.

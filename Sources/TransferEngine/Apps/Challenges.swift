@@ -144,13 +144,11 @@ final class Challenges {
     private func deliverChallengeResponse(_ task: TaskRecord, in session: DaemonSession) {
         switch task.kind {
         case .download:
-            // From the container's root, never through a symlink planted on the way.
-            let page = DownloadTransfer.errorBodyPath(partialPath: session.partialPath(for: task))
-            let finished = session.finishedPath(for: task)
-            try? root.remove(session.partialPath(for: task))
-            if (try? root.rename(page, to: finished)) == nil {
-                (try? root.open(finished, O_WRONLY | O_CREAT))?.close()
-            }
+            // From the container's root, never through a symlink planted on the way. The page
+            // takes its final name once the completion event is on disk (`DaemonSession.complete`).
+            let page = session.bodyPath(ofFinished: task)
+            if page != session.partialPath(for: task) { try? root.remove(session.partialPath(for: task)) }
+            (try? root.open(page, O_WRONLY | O_CREAT))?.close() // an answer without a body: an empty page
             session.update(task)
             surroundings.completeDownload(task, in: session)
         case .upload:

@@ -6,13 +6,15 @@ import TransferPOSIX
 /// One session's changes since its last commit, as `DaemonSession.takeCommit` hands them to
 /// the commit thread: what `perform` makes durable, in this order, because each step names
 /// what the one before made: finished files, the folders they were named in, then the
-/// journal lines that tell of them. Files the client left behind go once the lines (the
-/// acknowledgement among them) are on disk.
+/// journal lines that tell of them. Once the lines are on disk, finished downloads take
+/// their final names (their events are durable now), and the files the client left behind
+/// go (the acknowledgement among the lines).
 struct SessionCommit: Sendable {
     let session: SessionKey
     let files: [(FileDescriptor, path: String)]
     let directories: Set<String>
     let journal: JournalWrite?
+    let filesToRename: [FileRename]
     let filesToRemove: [String]
 
     /// Runs on the commit thread. A finished file that cannot be synced is logged, not
@@ -29,7 +31,20 @@ struct SessionCommit: Sendable {
         }
         for directory in directories { try DurableFile.syncDirectory(directory) }
         try journal?.perform()
+        // Not made durable here: after a power cut the session, loaded again, renames what
+        // the cut took back (`DaemonSession.nameFinishedDownloads`).
+        for rename in filesToRename {
+            do { try root.rename(rename.from, to: rename.to) } catch {
+                log.error("store", "cannot give the finished download \(rename.from) its name \(rename.to): \(error); tried again when the daemon next starts", session: session.identifier.rawValue)
+            }
+        }
         // From the container's root: a folder swapped for a symlink removes nothing elsewhere.
         filesToRemove.forEach { try? root.remove($0) }
     }
+}
+
+/// A finished download's body and the name it takes once its completion event is durable.
+struct FileRename: Sendable, Equatable {
+    let from: String
+    let to: String
 }

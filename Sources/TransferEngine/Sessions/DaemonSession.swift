@@ -12,7 +12,9 @@ import TransferPOSIX
 /// session's changes at the end of a turn of its loop and makes them durable on its commit
 /// thread; replies and pushes wait for that, so no one hears of a change that is not on disk. A
 /// task ends with the line of the event that ends it, so at every instant a task is either
-/// unfinished or has its completion event.
+/// unfinished or has its completion event. A finished download takes its final name
+/// (`finishedPath`) only once its event is on disk: a file under that name is always described
+/// by a durable event, never by a task record older than the answer the file holds.
 final class DaemonSession {
     let key: SessionKey
     let directory: URL
@@ -44,6 +46,9 @@ final class DaemonSession {
     /// Files no record will name once the lines that say so are on disk: finished files the
     /// client left behind (the acknowledgement), an ended task's partial data and upload body.
     private var filesToRemove: [String] = []
+    /// Finished downloads' bodies, to take their final names once their events are on disk
+    /// (before the events are pushed).
+    private var filesToRename: [FileRename] = []
     /// Events ended while a holder was attached, as their journal lines encoded them, until
     /// they are pushed: the push reuses the bytes.
     private var encodedEvents: [UInt64: EncodedEvent] = [:]
@@ -83,6 +88,7 @@ final class DaemonSession {
         self.events = contents.events
         self.counters = contents.counters
         if contents.lineCount > 0 { try compact() } // the counters first: numbers never go back
+        if let root { nameFinishedDownloads(root: root, log: log) }
     }
 
     /// Loads a session from disk. Unusable journal lines are copied to `journal.corrupt` and
@@ -105,6 +111,7 @@ final class DaemonSession {
         self.events = contents.events
         self.counters = contents.counters
         if rewrite || isStale { try compact() }
+        if let root { nameFinishedDownloads(root: root, log: log) }
     }
 
     /// Reads the journal in `directory` (a missing one is empty). A torn last line is
@@ -242,7 +249,8 @@ final class DaemonSession {
     }
 
     /// Ends a task with its completion event, which takes the task's place. Returns the event,
-    /// which names `downloadedFile` (absolute) relative to the container.
+    /// which names `downloadedFile` (absolute) relative to the container: the body, at
+    /// `bodyPath(ofFinished:)` until then, takes that name once the event is on disk.
     func complete(_ task: TaskRecord, downloadedFile: String?, error: TransferFailure?, responseBody: Data? = nil, at now: Date) throws -> EventRecord {
         guard CheckedNumbers.eventNumbers.contains(counters.nextEventNumber) else {
             throw TransferFailure(code: TransferFailure.unknown, message: "session \(key.identifier) has used every event number", subject: key.identifier.rawValue)
@@ -256,7 +264,11 @@ final class DaemonSession {
         counters.nextEventNumber += 1
         events[event.number] = event
         tasks.removeValue(forKey: task.taskIdentifier)
-        if let downloadedFile { directoriesToSync.insert((downloadedFile as NSString).deletingLastPathComponent) }
+        if let downloadedFile {
+            // The body's working name, given when the download began, is on disk before the line.
+            directoriesToSync.insert((downloadedFile as NSString).deletingLastPathComponent)
+            filesToRename.append(FileRename(from: bodyPath(ofFinished: finished), to: downloadedFile))
+        }
         return event
     }
 
@@ -330,7 +342,7 @@ final class DaemonSession {
     }
 
     var needsCommit: Bool {
-        journal.hasPending || journal.needsReplacement || !changedTasks.isEmpty || !filesToSync.isEmpty || !directoriesToSync.isEmpty || !filesToRemove.isEmpty
+        journal.hasPending || journal.needsReplacement || !changedTasks.isEmpty || !filesToSync.isEmpty || !directoriesToSync.isEmpty || !filesToRemove.isEmpty || !filesToRename.isEmpty
     }
 
     /// Takes every change since the last commit for the commit thread (see `SessionCommit`):
@@ -350,8 +362,9 @@ final class DaemonSession {
             filesToSync.removeAll()
             directoriesToSync.removeAll()
             filesToRemove.removeAll()
+            filesToRename.removeAll()
         }
-        return SessionCommit(session: key, files: filesToSync, directories: directoriesToSync, journal: write, filesToRemove: filesToRemove)
+        return SessionCommit(session: key, files: filesToSync, directories: directoriesToSync, journal: write, filesToRename: filesToRename, filesToRemove: filesToRemove)
     }
 
     /// Notes a commit from `takeCommit` as durable.
@@ -361,11 +374,13 @@ final class DaemonSession {
 
     /// Takes a failed commit back, so that the next one makes its changes durable. Its
     /// files were synced (or the failure logged) and closed; its folders and lines are tried
-    /// again, and the files the client left behind stay until an acknowledgement is durable.
+    /// again, and the files the client left behind stay until an acknowledgement is durable,
+    /// as finished downloads keep their working names until their events are.
     func commitFailed(_ commit: SessionCommit) {
         if let write = commit.journal { journal.writeFailed(write) }
         directoriesToSync.formUnion(commit.directories)
         filesToRemove = commit.filesToRemove + filesToRemove
+        filesToRename = commit.filesToRename + filesToRename
     }
 
     /// The fewest lines that say what the journal says.

@@ -77,9 +77,10 @@ final class Coalescing {
         }
     }
 
-    /// The leader finished into `finishedFile`: each follower gets a copy and its own
-    /// completion, before the leader's own is announced (the app may move that file at once).
-    func completeFollowers(of transfer: DownloadTransfer, finishedFile: String, in session: DaemonSession) {
+    /// The leader finished with its body at `body`: each follower gets a copy under its own
+    /// working name, synced before its completion event is written, and its own completion,
+    /// before the leader's own is announced (the app may move that file at once).
+    func completeFollowers(of transfer: DownloadTransfer, body: String, in session: DaemonSession) {
         for follower in followers(of: transfer, in: session) {
             var task = follower
             task.response = transfer.task.response
@@ -87,17 +88,23 @@ final class Coalescing {
             task.currentURL = transfer.task.currentURL
             task.countOfBytesReceived = transfer.task.countOfBytesReceived
             task.countOfBytesExpectedToReceive = transfer.task.countOfBytesExpectedToReceive
-            let copy = session.finishedPath(for: task)
+            let copy = session.bodyPath(ofFinished: task)
             do {
                 // From the container's root: never from or to a file a symlink points at.
-                try root.remove(copy)
-                try root.copy(finishedFile, to: copy)
+                let source = try root.open(body, O_RDONLY | O_NONBLOCK)
+                defer { source.close() }
+                let destination = try root.open(copy, O_WRONLY | O_CREAT | O_TRUNC)
+                do { try source.copyAll(to: destination) } catch {
+                    destination.close()
+                    throw error
+                }
+                session.syncBeforeCommit(destination, path: copy)
                 session.update(task)
             } catch {
                 completion.fail(task, in: session, TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot copy the download of task \(transfer.task.taskIdentifier): \(error)", subject: copy))
                 continue
             }
-            completion.end(task, in: session, downloadedFile: copy, note: "finished with task \(transfer.task.taskIdentifier), fetched once (coalesced): HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
+            completion.end(task, in: session, downloadedFile: session.finishedPath(for: task), note: "finished with task \(transfer.task.taskIdentifier), fetched once (coalesced): HTTP \(task.response?.statusCode ?? 0), \(task.countOfBytesReceived) bytes")
         }
     }
 }

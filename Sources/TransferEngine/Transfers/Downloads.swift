@@ -46,18 +46,6 @@ final class Downloads {
         self.crashOnResponseHeader = crashOnResponseHeader
     }
 
-    /// After a restart: announces downloads finished before the kill; running tasks start again.
-    func recoverTasks() {
-        for session in surroundings.sessions.values {
-            // One listing of the folder, not a stat a task: a session may hold 100,000.
-            let present = Set((try? root.names(in: session.downloadsDirectory)) ?? [])
-            guard !present.isEmpty else { continue }
-            for task in session.unfinishedTasks where present.contains(DaemonSession.finishedName(for: task)) {
-                completeDownload(task, in: session)
-            }
-        }
-    }
-
     func startDownload(_ task: TaskRecord, in session: DaemonSession) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         do {
@@ -127,20 +115,17 @@ final class Downloads {
         if transfer.tunnelNeedsProxyCredentials, surroundings.takeChallenge(task, in: session) { return } // 407 to CONNECT
         switch result {
         case .success:
-            do {
-                // No record of its own: the completion event carries the task as it ended.
-                if transfer.bodyIsErrorResponse { try? root.remove(transfer.partialPath) }
-                // Within the folder as opened now: a folder swapped for a symlink meanwhile is refused.
-                let folder = try root.openDirectory(session.downloadsDirectory)
-                defer { folder.close() }
-                guard renameat(folder.rawValue, (transfer.bodyPath as NSString).lastPathComponent, folder.rawValue, DaemonSession.finishedName(for: task)) == 0 else {
-                    throw Errno.current("rename", path: transfer.bodyPath)
-                }
-                coalescing.completeFollowers(of: transfer, finishedFile: session.finishedPath(for: task), in: session)
-                completeDownload(task, in: session)
-            } catch {
-                completion.transferEnded(task, .failed(TransferFailure(code: TransferFailure.cannotCreateFile, message: "cannot finish the download: \(error)", subject: transfer.partialPath)), in: session)
+            // No record of its own: the completion event carries the task as it ended, and the
+            // body takes its final name once that event is on disk (`DaemonSession.complete`).
+            if transfer.bodyIsErrorResponse { try? root.remove(transfer.partialPath) }
+            let body = session.bodyPath(ofFinished: task)
+            if transfer.bodyPath != body {
+                // A whole file completed by a 416 while the task's recorded answer is an error's
+                // (a challenge answered before): the body lies where that answer says.
+                try? root.rename(transfer.bodyPath, to: body)
             }
+            coalescing.completeFollowers(of: transfer, body: body, in: session)
+            completeDownload(task, in: session)
         case .failure(let error):
             completion.retryOrFail(transfer.taskWithoutErrorPage, in: session, error)
         }
