@@ -153,8 +153,11 @@ struct ChaosTests {
 
         #expect(missing.isEmpty, "not delivered whole: \(missing.map(\.path)) (seed \(seed))")
         for download in missing {
-            print("chaos seed \(seed): what the log says of \(download.path):")
-            for entry in container.logEntries() where entry.message.contains(download.path) {
+            // The lines naming the file, and every line of the task(s) that fetched it.
+            let entries = container.logEntries()
+            let tasks = Set(entries.filter { $0.message.contains(download.path) }.compactMap { entry in entry.task.map { "\(entry.session ?? "")#\($0)" } })
+            print("chaos seed \(seed): what the log says of \(download.path) (tasks \(tasks.sorted())):")
+            for entry in entries where entry.message.contains(download.path) || entry.task.map({ tasks.contains("\(entry.session ?? "")#\($0)") }) == true {
                 print("  \(ISO8601Format.string(from: entry.time)) \(entry.process)[\(entry.pid)] \(entry.session ?? "") task \(entry.task.map(String.init) ?? "-") \(entry.message)")
             }
         }
