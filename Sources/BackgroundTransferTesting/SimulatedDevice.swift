@@ -64,9 +64,31 @@ public final class SimulatedDevice: @unchecked Sendable {
         try launch(executable: ProductsFolder.executable(named: name), arguments: arguments)
     }
 
-    /// A user launch of the executable at `executable`.
+    /// A user launch of the executable at `executable`. iOS runs one copy of an app: a copy the
+    /// daemon launched for background events is brought to the front, not started twice. So
+    /// while such a copy of the same executable still runs (it may hold a session the new one
+    /// opens, which would then fail with -996), the launch waits for it to exit, up to
+    /// `relaunchedCopyWait`, and fails with `TestingFailure` if it is still running then.
     public func launch(executable: URL, arguments: [String] = []) throws -> LaunchedProcess {
-        try start(executable, arguments: ["--container", root.path] + arguments, newSession: false)
+        try waitForRelaunchedCopies(of: executable.lastPathComponent)
+        return try start(executable, arguments: ["--container", root.path] + arguments, newSession: false)
+    }
+
+    /// How long a user launch waits for a copy of the same program launched for background
+    /// events to exit: the daemon's background budget (30 s), after which it ends the copy.
+    public static let relaunchedCopyWait: TimeInterval = 35
+
+    /// Waits until no process of executable `name` that the daemon launched for background
+    /// events runs on this device (polling `/proc`: it is not this process's child).
+    func waitForRelaunchedCopies(of name: String) throws(TestingFailure) {
+        let deadline = Date().addingTimeInterval(Self.relaunchedCopyWait)
+        while case let copies = processes(named: name).filter({ ProcessSpawner.commandLine(of: $0)?.contains("--handle-events-for-background-session") == true }), !copies.isEmpty {
+            guard Date() < deadline else {
+                throw TestingFailure(expected: "the copy of \(name) launched for background events (pid \(copies.map(String.init).joined(separator: ", "))) to exit before a user launch",
+                                     happened: "still running after \(Int(Self.relaunchedCopyWait)) s")
+            }
+            usleep(10_000)
+        }
     }
 
     /// Starts the app `name` as the daemon relaunches it for a background session's events
