@@ -51,6 +51,35 @@ import TransferLogging
         #expect(again.journal != nil, "the event's line is written again")
     }
 
+    @Test("A rename refused once the lines are on disk is returned, not dropped: the next commit makes it, with no line written again; a body already gone is not waited for")
+    func refusedRenameIsTriedAgain() throws {
+        let (fixture, body, finished, _) = try finishedDownload(status: 200)
+        // A folder where the name goes refuses the rename (EISDIR), as a full disk can (ENOSPC).
+        try FileManager.default.createDirectory(atPath: finished + "/in-the-way", withIntermediateDirectories: true)
+        let root = try RootDirectory.open(fixture.root.path)
+        defer { root.descriptor.close() }
+        let commit = try #require(try fixture.session.takeCommit())
+        let left = try #require(try commit.perform(log: fixture.log, root: root), "the refused rename was dropped")
+        #expect(left.renames == [FileRename(from: body, to: finished)] && left.error.code == EISDIR)
+        fixture.session.committed(commit)
+        fixture.session.renameAgain(left.renames)
+
+        try FileManager.default.removeItem(atPath: finished)
+        let again = try #require(try fixture.session.takeCommit(), "nothing left to commit")
+        #expect(again.journal == nil, "the event's line written twice")
+        #expect(try again.perform(log: fixture.log, root: root) == nil)
+        #expect(FileManager.default.contents(atPath: finished) == Data("body".utf8))
+
+        // Both names gone (a body removed by hand): logged, not tried forever.
+        let (gone, goneBody, goneFinished, _) = try finishedDownload(status: 200)
+        try FileManager.default.removeItem(atPath: goneBody)
+        let goneRoot = try RootDirectory.open(gone.root.path)
+        defer { goneRoot.descriptor.close() }
+        #expect(try #require(try gone.session.takeCommit()).perform(log: gone.log, root: goneRoot) == nil)
+        #expect(!FileManager.default.fileExists(atPath: goneFinished))
+        #expect(TransferLog.entries(layout: gone.layout).contains { $0.message.contains("is gone before it took its name") })
+    }
+
     @Test("The daemon died after the commit, before the rename: loading the session gives the body its name; the event and its file agree", arguments: [200, 404])
     func loadingFinishesTheRename(status: Int) throws {
         let (fixture, body, finished, event) = try finishedDownload(status: status)

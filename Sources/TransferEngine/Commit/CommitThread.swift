@@ -12,8 +12,9 @@ import TransferPOSIX
 /// event loop; the work runs on a serial queue, which wakes the loop when it is done. The
 /// outcome is handed over behind one lock.
 final class CommitThread: @unchecked Sendable {
-    /// A commit's sessions, each with the error that failed it, if one did.
-    typealias Outcome = [(commit: SessionCommit, error: Errno?)]
+    /// A commit's sessions, each with the error that failed it, if one did, or the renames
+    /// left after its lines were on disk.
+    typealias Outcome = [(commit: SessionCommit, error: Errno?, renamesLeft: RenamesLeft?)]
 
     private let queue = DispatchQueue(label: "transferd.commit", qos: .userInitiated)
     private let waker: CurlMulti.Waker
@@ -40,10 +41,10 @@ final class CommitThread: @unchecked Sendable {
             var done: Outcome = []
             for commit in commits {
                 do throws(Errno) {
-                    try commit.perform(log: log, root: root)
-                    done.append((commit, nil))
+                    let left = try commit.perform(log: log, root: root)
+                    done.append((commit, nil, left))
                 } catch {
-                    done.append((commit, error))
+                    done.append((commit, error, nil))
                 }
             }
             lock.lock()

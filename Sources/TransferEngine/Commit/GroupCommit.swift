@@ -74,12 +74,18 @@ final class GroupCommit {
     private func commitEnded(_ outcome: CommitThread.Outcome) {
         var failed: Errno?
         var failedSessions: Set<SessionKey> = []
-        for (commit, error) in outcome {
+        for (commit, error, renamesLeft) in outcome {
             guard let session = surroundings.sessions[commit.session] else { continue }
-            if let error {
+            if let error = error ?? renamesLeft?.error {
                 failed = failed ?? error
                 failedSessions.insert(commit.session)
-                session.commitFailed(commit)
+                if let renamesLeft {
+                    // The lines are on disk; only the finished files' names are not.
+                    session.committed(commit)
+                    session.renameAgain(renamesLeft.renames)
+                } else {
+                    session.commitFailed(commit)
+                }
                 if !failingSessions.contains(commit.session) {
                     log.error("store", "cannot commit the session's changes: \(error); what tells of them waits until it succeeds, and requests that change something are refused", session: commit.session.identifier.rawValue)
                 }

@@ -1,3 +1,4 @@
+internal import Glibc
 import Foundation
 import TransferContainer
 import TransferLogging
@@ -19,8 +20,12 @@ struct SessionCommit: Sendable {
 
     /// Runs on the commit thread. A finished file that cannot be synced is logged, not
     /// retried: its descriptor is closed either way. A folder or the journal that cannot be
-    /// synced fails the commit, and the session takes it back (`commitFailed`).
-    func perform(log: TransferLog, root: RootDirectory) throws(Errno) {
+    /// synced fails the commit, and the session takes it back (`commitFailed`). Renames that
+    /// fail once the lines are on disk (a full disk can refuse a new name) are returned: the
+    /// lines stay, and the renames are tried again with the next commit, what tells of their
+    /// events waiting until then (`DaemonSession.renameAgain`).
+    @discardableResult
+    func perform(log: TransferLog, root: RootDirectory) throws(Errno) -> RenamesLeft? {
         // Every file's writeback first, so that the disk has them all at once.
         for (file, _) in files { file.startWriteback(from: 0, length: 0) }
         for (file, path) in files {
@@ -33,14 +38,29 @@ struct SessionCommit: Sendable {
         try journal?.perform()
         // Not made durable here: after a power cut the session, loaded again, renames what
         // the cut took back (`DaemonSession.nameFinishedDownloads`).
+        var left: RenamesLeft?
         for rename in filesToRename {
-            do { try root.rename(rename.from, to: rename.to) } catch {
-                log.error("store", "cannot give the finished download \(rename.from) its name \(rename.to): \(error); tried again when the daemon next starts", session: session.identifier.rawValue)
+            do throws(Errno) { try root.rename(rename.from, to: rename.to) } catch {
+                if error.code == ENOENT {
+                    // The body is gone: renamed already, or nothing is left to rename (not waited for).
+                    if let named = try? root.open(rename.to, O_RDONLY | O_NONBLOCK) { named.close() } else {
+                        log.error("store", "the finished download \(rename.from) is gone before it took its name \(rename.to)", session: session.identifier.rawValue)
+                    }
+                    continue
+                }
+                left = RenamesLeft(renames: (left?.renames ?? []) + [rename], error: left?.error ?? error)
             }
         }
         // From the container's root: a folder swapped for a symlink removes nothing elsewhere.
         filesToRemove.forEach { try? root.remove($0) }
+        return left
     }
+}
+
+/// Renames a commit could not make after its lines were on disk, and the first one's error.
+struct RenamesLeft: Sendable {
+    let renames: [FileRename]
+    let error: Errno
 }
 
 /// A finished download's body and the name it takes once its completion event is durable.

@@ -383,6 +383,11 @@ final class DaemonSession {
         filesToRename = commit.filesToRename + filesToRename
     }
 
+    /// Renames a commit could not make once its lines were on disk: made with the next one.
+    func renameAgain(_ renames: [FileRename]) {
+        filesToRename = renames + filesToRename
+    }
+
     /// The fewest lines that say what the journal says.
     private var compactedLines: [JournalLine] {
         var contents = JournalContents()
