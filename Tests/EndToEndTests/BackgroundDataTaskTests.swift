@@ -59,7 +59,7 @@ struct BackgroundDataTaskTests {
         // Numbering goes on above the data task; the -997 is not heard again.
         let download = try Executable.hostApp.run(["download", server.url(for: "/small.bin").absoluteString, "--wait"], in: container)
         #expect(download.status == 0, "\(download.stderr)")
-        let downloadTask = download.stdout.split(separator: "\n").first.flatMap { Int($0) }
+        let downloadTask = download.stdout.split(separator: "\n").lazy.compactMap { Int($0) }.first
         #expect((downloadTask ?? 0) > task, "download task \(downloadTask ?? -1) is numbered above data task \(task)")
         let again = try Executable.hostApp.run([], in: container)
         #expect(again.status == 0, "\(again.stderr)")

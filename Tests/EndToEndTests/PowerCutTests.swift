@@ -469,7 +469,8 @@ struct PowerCutLedger {
         // What the clients were told: an identifier printed once the daemon had the task on disk.
         var acceptedBy: [String: PowerCutWorkload.Started] = [:]
         for process in started where process.kind != .userLaunch {
-            guard let line = process.process.stdout.split(separator: "\n").first, let task = Int(line) else { continue }
+            // The identifier's line: a fast task's delegate lines may come before it.
+            guard let task = process.process.stdout.split(separator: "\n").lazy.compactMap({ Int($0) }).first else { continue }
             let key = "\(process.session)#\(task)"
             if let earlier = accepted[key] {
                 problems.append("round \(round): task identifier \(key) handed out again (\(process.name), before \(earlier.name) in round \(earlier.round))")
