@@ -47,6 +47,8 @@ package final class Nginx: @unchecked Sendable {
     package let accessLog: URL
     package let errorLog: URL
     private(set) var ports: [String: Int] = [:]
+    /// The sites' ports, held until nginx listens on them (`PortReservation`).
+    private var reservations: [PortReservation] = []
     private let process: Process
     private let exited = DispatchSemaphore(value: 0)
     private let lock = NSLock()
@@ -58,7 +60,9 @@ package final class Nginx: @unchecked Sendable {
         guard isInstalled else { throw PeerProcess.Failure(description: "\(executable) is missing: apt-get install nginx-light (.ci/run does)") }
         let nginx = try Nginx(sites: sites)
         let deadline = Date() + timeout
+        // Held meanwhile, nobody else listens on these ports: one that accepts is this nginx.
         let up = PeerProcess.wait(until: deadline) { nginx.ports.values.allSatisfy(PeerProcess.accepts(port:)) || !nginx.process.isRunning }
+        nginx.reservations.forEach { $0.release() }
         guard up, nginx.process.isRunning else {
             nginx.stop()
             throw PeerProcess.Failure(description: "nginx did not start (\(up ? "it exited" : "no port accepted in \(timeout) s")); error log:\n\(nginx.errorLogText)")
@@ -75,8 +79,13 @@ package final class Nginx: @unchecked Sendable {
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("temp"), withIntermediateDirectories: true)
         var servers = ""
         for site in sites {
-            let port = site.unixSocket == nil ? try PeerProcess.freePort() : 0
-            if site.unixSocket == nil { ports[site.name] = port }
+            var port = 0
+            if site.unixSocket == nil {
+                let reservation = try PortReservation()
+                reservations.append(reservation)
+                port = reservation.port
+                ports[site.name] = port
+            }
             let listen: String
             if let socket = site.unixSocket {
                 listen = "listen unix:\(socket);"

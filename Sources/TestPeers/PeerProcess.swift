@@ -4,7 +4,8 @@ import Glibc
 #endif
 
 /// Small pieces the real test peers (nginx, openssl) share: running a command to its end with
-/// a deadline, a free loopback port, waiting for a port to accept. Any thread.
+/// a deadline, a listening loopback socket, waiting for a port to accept (a port held for a
+/// peer that binds it itself is `PortReservation`). Any thread.
 package enum PeerProcess {
     package struct Failure: Error, CustomStringConvertible {
         package var description: String
@@ -40,20 +41,6 @@ package enum PeerProcess {
             throw Failure(description: "\(executable) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus): \(text)")
         }
         return text
-    }
-
-    /// A TCP port on 127.0.0.1 nobody listens on now (the kernel's pick; released at once, so
-    /// the peer that binds it next is almost surely first).
-    package static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "socket: errno \(errno)") }
-        defer { close(fd) }
-        var address = loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0 else { throw Failure(description: "bind: errno \(errno)") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// A listening TCP socket on a free 127.0.0.1 port (close-on-exec), and the port; `what`

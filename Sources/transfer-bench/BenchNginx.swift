@@ -22,7 +22,9 @@ struct BenchNginx {
         case .success(let made): certificates = made
         case .failure(let failure): throw BenchError("cannot make the test certificates: \(failure)")
         }
-        let plainPort = try PeerProcess.freePort()
+        let reservation = try PortReservation() // held until nginx listens: see PortReservation
+        defer { reservation.release() }
+        let plainPort = reservation.port
         let site = Nginx.Site(name: Self.site, certificate: certificates.certificateFile(.trusted), key: certificates.keyFile(.trusted),
                               directives: "listen 127.0.0.1:\(plainPort);\n    sendfile on;")
         nginx = try Nginx.start(sites: [site])
