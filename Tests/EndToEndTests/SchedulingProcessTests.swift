@@ -171,7 +171,10 @@ struct SchedulingProcessTests {
         #expect(waitUntil(timeout: 30) { stage.completionHandlerCalls(of: "host-app") == 2 }, "relaunched again for the queued download")
         #expect(stage.hostRelaunchDelay() == 2, "the delay doubled")
 
-        try stage.run(.hostApp, []) // the user launches the app
+        // The user launches the app, once the relaunched one has let the session go (iOS
+        // would bring that one forward; a second copy would get -996).
+        try #require(stage.container.waitUntilSessionIsFree(Self.hostSession), "the relaunched host still holds its session")
+        try stage.run(.hostApp, [])
         #expect(stage.hostRelaunchDelay() == nil, "a user launch starts the limiter over")
     }
 
