@@ -46,17 +46,32 @@ package enum PeerProcess {
     /// A listening TCP socket on a free 127.0.0.1 port (close-on-exec), and the port; `what`
     /// names the peer in errors.
     static func listenOnLoopback(backlog: Int32, what: String) throws -> (fd: Int32, port: Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "\(what) socket: errno \(errno)") }
-        var address = loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard bound == 0, listen(fd, backlog) == 0 else {
+        let (fd, port) = try boundToFreeLoopbackPort(reusingAddress: false, what: what)
+        guard listen(fd, backlog) == 0 else {
             let code = errno
             close(fd)
-            throw Failure(description: "\(what) bind/listen on 127.0.0.1: errno \(code)")
+            throw Failure(description: "\(what) listen on 127.0.0.1:\(port): errno \(code)")
         }
+        return (fd, port)
+    }
+
+    /// A TCP socket (close-on-exec) bound to a port of 127.0.0.1 the kernel picks, not yet
+    /// listening, and the port; with `SO_REUSEADDR` set first when `reusingAddress`. `what`
+    /// names its user in errors.
+    static func boundToFreeLoopbackPort(reusingAddress: Bool, what: String) throws -> (fd: Int32, port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "\(what) socket: errno \(errno)") }
+        var reuse: Int32 = 1
+        var address = loopback(port: 0)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        let bound = (!reusingAddress || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size)) == 0)
+            && withUnsafePointer(to: &address, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }) == 0
+            && withUnsafeMutablePointer(to: &address, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }) == 0
+        guard bound else {
+            let code = errno
+            close(fd)
+            throw Failure(description: "\(what) bind on 127.0.0.1: errno \(code)")
+        }
         return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 

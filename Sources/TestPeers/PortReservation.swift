@@ -15,21 +15,7 @@ package final class PortReservation {
     private var fd: Int32
 
     package init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw PeerProcess.Failure(description: "socket: errno \(errno)") }
-        var reuse: Int32 = 1
-        var address = PeerProcess.loopback(port: 0)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let reserved = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size)) == 0
-            && withUnsafePointer(to: &address, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }) == 0
-            && withUnsafeMutablePointer(to: &address, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }) == 0
-        guard reserved else {
-            let code = errno
-            close(fd)
-            throw PeerProcess.Failure(description: "reserving a port on 127.0.0.1: errno \(code)")
-        }
-        self.fd = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (fd, port) = try PeerProcess.boundToFreeLoopbackPort(reusingAddress: true, what: "port reservation")
     }
 
     /// Lets the port go (the peer listens on it by now). Idempotent.
