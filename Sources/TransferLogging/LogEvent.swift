@@ -1,6 +1,6 @@
 /// What a log line reports, as a typed fact beside its words (`LogEntry.event`): the
-/// moments of an app's life around the daemon (launched for events, ended, given up on) and
-/// of a session's (opened, reattached). Written by the one call that logs the moment and read
+/// moments of an app's life around the daemon (launched for events, ended, given up on), of
+/// a session's (opened, reattached), and of a finished download's name. Written by the one call that logs the moment and read
 /// by whoever looks for it (tests, the benchmark), so that rewording a line changes no
 /// reader. A value; made and read on any thread.
 public struct LogEvent: Codable, Sendable, Equatable {
@@ -28,6 +28,12 @@ public struct LogEvent: Codable, Sendable, Equatable {
         /// A request to the daemon failed with `code` (a `TransferFailure` code): logged by the
         /// library that asked, and by the daemon when it refuses one (with the asker's `pid`).
         case requestFailed
+        /// The body of the line's task's finished download took its final name as the daemon
+        /// loaded the session: the daemon had stopped between the event's commit and the rename.
+        case finishedFileNamedAtLoad
+        /// A finished download's body was gone when it was to take its final name (renamed
+        /// already, or removed); the rename is not waited for.
+        case finishedFileGone
     }
 
     public var kind: Kind

@@ -89,7 +89,7 @@ enum TimelineFact: Equatable {
         case .budgetExpired: return .backgroundBudgetExceeded(pid: event.pid ?? 0)
         case .sessionOpened: return .sessionOpened
         case .launchedForEvents: return .launchedForEvents
-        case .launchFailed, .relaunchGivenUp, .relaunchLeftToUser, .reattached, .requestFailed: return nil
+        case .launchFailed, .relaunchGivenUp, .relaunchLeftToUser, .reattached, .requestFailed, .finishedFileNamedAtLoad, .finishedFileGone: return nil
         }
     }
 

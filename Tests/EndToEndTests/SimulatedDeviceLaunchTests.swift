@@ -38,8 +38,7 @@ struct SimulatedDeviceLaunchTests {
         let user = try await userLaunch.value
         try await user.succeeds(within: 60) // it opened the session: no -996
 
-        let opened = TransferLog.entries(layout: layout).filter { $0.process == "transferd" && $0.session == identifier && $0.message.contains("opened the session") }
-        #expect(opened.count == 2, "\(opened.map(\.message))")
-        #expect(opened.last?.message.contains("[\(user.pid)]") == true, "the user launch opened the session last: \(opened.map(\.message))")
+        let opened = TransferLog.entries(layout: layout).filter { $0.process == "transferd" && $0.session == identifier && $0.event?.kind == .sessionOpened }
+        #expect(opened.map(\.event?.pid) == [copy.pid, user.pid], "the copy, then the user launch, opened the session: \(opened.map(\.message))")
     }
 }

@@ -77,7 +77,7 @@ import TransferLogging
         defer { goneRoot.descriptor.close() }
         #expect(try #require(try gone.session.takeCommit()).perform(log: gone.log, root: goneRoot) == nil)
         #expect(!FileManager.default.fileExists(atPath: goneFinished))
-        #expect(TransferLog.entries(layout: gone.layout).contains { $0.message.contains("is gone before it took its name") })
+        #expect(TransferLog.entries(layout: gone.layout).contains { $0.event?.kind == .finishedFileGone })
     }
 
     @Test("The daemon died after the commit, before the rename: loading the session gives the body its name; the event and its file agree", arguments: [200, 404])
@@ -91,7 +91,7 @@ import TransferLogging
         #expect(loaded.events[event.number]?.downloadedFile.flatMap(loaded.resolvedPath) == finished)
         #expect(FileManager.default.contents(atPath: finished) == Data("body".utf8))
         #expect(!FileManager.default.fileExists(atPath: body))
-        #expect(TransferLog.entries(layout: fixture.layout).contains { $0.message.contains("takes its name CFNetworkDownload_1.tmp now") })
+        #expect(TransferLog.entries(layout: fixture.layout).contains { $0.event?.kind == .finishedFileNamedAtLoad && $0.task == 1 })
     }
 
     @Test("An event whose file the holder already took, and whose body is gone too, loads as it is: nothing renamed, nothing made up")

@@ -44,7 +44,8 @@ struct SessionCommit: Sendable {
                 if error.code == ENOENT {
                     // The body is gone: renamed already, or nothing is left to rename (not waited for).
                     if let named = try? root.open(rename.to, O_RDONLY | O_NONBLOCK) { named.close() } else {
-                        log.error("store", "the finished download \(rename.from) is gone before it took its name \(rename.to)", session: session.identifier.rawValue)
+                        log.error("store", "the finished download \(rename.from) is gone before it took its name \(rename.to)", session: session.identifier.rawValue,
+                                  event: LogEvent(.finishedFileGone))
                     }
                     continue
                 }

@@ -47,7 +47,8 @@ extension DaemonSession {
             guard present.contains((body as NSString).lastPathComponent) else { continue }
             do {
                 try root.rename(body, to: finished)
-                log.notice("store", "event \(event.number): the finished download takes its name \((finished as NSString).lastPathComponent) now (the daemon stopped between its commit and the rename)", session: key.identifier.rawValue, task: event.task.taskIdentifier)
+                log.notice("store", "event \(event.number): the finished download takes its name \((finished as NSString).lastPathComponent) now (the daemon stopped between its commit and the rename)", session: key.identifier.rawValue, task: event.task.taskIdentifier,
+                           event: LogEvent(.finishedFileNamedAtLoad))
             } catch {
                 log.error("store", "event \(event.number): cannot rename \(body) to \(finished): \(error)", session: key.identifier.rawValue, task: event.task.taskIdentifier)
             }
