@@ -84,6 +84,26 @@ public struct FileDescriptor: Hashable, Sendable {
         }
     }
 
+    /// One `pwrite` of `bytes` at `offset`, retried on EINTR: the bytes it wrote, which may
+    /// be fewer than asked.
+    public func writeOnce(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) -> Int {
+        guard let base = bytes.baseAddress else { return 0 }
+        let n = retryingOnInterrupt { Glibc.pwrite(rawValue, base, bytes.count, off_t(offset)) }
+        guard n >= 0 else { throw .current("pwrite") }
+        return n
+    }
+
+    /// Writes every byte at `offset` (`pwrite`), looping over short writes; the descriptor's
+    /// own offset does not move.
+    public func writeAll(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(Errno) {
+        var done = 0
+        while done < bytes.count {
+            let n = try writeOnce(UnsafeRawBufferPointer(rebasing: bytes[done...]), at: offset + Int64(done))
+            guard n > 0 else { throw Errno(EIO, "pwrite") }
+            done += n
+        }
+    }
+
     public func writeAll(_ data: Data) throws(Errno) {
         let result = data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Errno? in
             do { try writeAll(raw) } catch let error as Errno { return error } catch { return Errno(EIO, "write") }

@@ -9,6 +9,7 @@
 #include "CrashGuard.h"
 #include "Beneath.h"
 #include "Memory.h"
+#include "DirectIO.h"
 
 /// Fills pid, uid and gid of the peer of a Unix-domain socket; returns 0 or -1 (errno set).
 int cposix_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);

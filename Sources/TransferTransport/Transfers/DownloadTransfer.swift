@@ -67,17 +67,9 @@ package final class DownloadTransfer: Transfer {
     /// Called every `checkpointInterval` bytes with the task's current counts.
     package var onCheckpoint: ((TaskRecord) -> Void)?
     package static let checkpointInterval: Int64 = 16 << 20
-    /// Bytes written between background writebacks, and where the next one starts.
-    package static let writebackInterval: Int64 = 8 << 20
-    private var writebackStart: Int64 = 0
-    /// Body bytes received and not yet written. libcurl hands a body over in pieces of at
-    /// most 16 KiB (CURL_MAX_WRITE_SIZE), whatever CURLOPT_BUFFERSIZE; they are gathered here
-    /// and written `coalescingSize` at a time: a write a piece cost the daemon more CPU per
-    /// GiB than curl (64 writes a MiB). Written before every checkpoint, at the end and on close,
-    /// so the file holds every byte counted in `countOfBytesReceived` whenever anyone looks.
-    private var pending: UnsafeMutableRawBufferPointer?
-    private var pendingCount = 0
-    package static let coalescingSize = 256 << 10
+    /// Writes the body into `file`, gathering libcurl's pieces (`BodyFileWriter`); made at the
+    /// body's first byte, when its length is known.
+    private var writer: BodyFileWriter?
     /// A body whose rest is at least this long has its disk blocks allocated before its first
     /// write (`FileDescriptor.reserveBlocks`): a download that began keeps its space when
     /// another program fills the disk, and ext4 fills blocks it has instead of reserving and
@@ -117,7 +109,6 @@ package final class DownloadTransfer: Transfer {
         self.responseAtStart = task.response
         self.expectedAtStart = task.countOfBytesExpectedToReceive
         self.sentValidator = onDisk > 0 ? task.validator : nil
-        self.writebackStart = onDisk
         self.task.countOfBytesReceived = onDisk
         self.lastReportedBytes = onDisk
         do {
@@ -179,23 +170,17 @@ package final class DownloadTransfer: Transfer {
         bytesSinceSpaceCheck += Int64(bytes.count)
         if !reservationTried { reserveRestOfBody(in: file) }
         do {
-            try write(bytes, to: file)
+            try bodyWriter(for: file).append(bytes)
         } catch {
             diskFailure = TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot write the download to \(partialPath): \(error)", subject: partialPath)
             return .abort
         }
         task.countOfBytesReceived += Int64(bytes.count)
         bytesSinceCheckpoint += Int64(bytes.count)
-        let written = task.countOfBytesReceived - Int64(pendingCount)
-        if written - writebackStart >= Self.writebackInterval {
-            // Writing back as the file grows keeps the final fsync short.
-            file.startWriteback(from: writebackStart, length: written - writebackStart)
-            writebackStart = written
-        }
         if bytesSinceCheckpoint >= Self.checkpointInterval {
             bytesSinceCheckpoint = 0
             do {
-                try flushPending(to: file)
+                try writer?.flush()
             } catch {
                 diskFailure = TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot write the download to \(partialPath): \(error)", subject: partialPath)
                 return .abort
@@ -205,33 +190,15 @@ package final class DownloadTransfer: Transfer {
         return .consumed
     }
 
-    /// Writes `bytes` after the pending ones: into the buffer when they fit, straight to the
-    /// file when they are a buffer's worth or end the body with nothing pending.
-    private func write(_ bytes: UnsafeRawBufferPointer, to file: FileDescriptor) throws(Errno) {
-        if pendingCount + bytes.count > Self.coalescingSize { try flushPending(to: file) }
+    /// The writer of this attempt's body, made at its first byte: the offset and the rest of
+    /// the body are known then (an error page's file is never written direct).
+    private func bodyWriter(for file: FileDescriptor) -> BodyFileWriter {
+        if let writer { return writer }
         let expected = task.countOfBytesExpectedToReceive
-        let endsBody = expected > 0 && task.countOfBytesReceived + Int64(bytes.count) >= expected
-        if pendingCount == 0 && (endsBody || bytes.count >= Self.coalescingSize) {
-            try file.writeAll(bytes)
-            return
-        }
-        let buffer: UnsafeMutableRawBufferPointer
-        if let pending {
-            buffer = pending
-        } else {
-            // No bigger than the rest of the body, when its length is known.
-            let rest = expected > task.countOfBytesReceived ? expected - task.countOfBytesReceived : Int64(Self.coalescingSize)
-            buffer = .allocate(byteCount: Int(min(Int64(Self.coalescingSize), max(rest, Int64(bytes.count)))), alignment: 16)
-            pending = buffer
-        }
-        guard pendingCount + bytes.count <= buffer.count else {
-            // The body is longer than its length said: no buffer for the surplus.
-            try flushPending(to: file)
-            try file.writeAll(bytes)
-            return
-        }
-        UnsafeMutableRawBufferPointer(rebasing: buffer[pendingCount...]).copyMemory(from: bytes)
-        pendingCount += bytes.count
+        let received = task.countOfBytesReceived
+        let made = BodyFileWriter(file: file, at: received, restOfBody: expected > received ? expected - received : nil, allowDirect: !bodyIsErrorResponse)
+        writer = made
+        return made
     }
 
     /// Allocates the blocks for the rest of a long partial download, once, after the free-space
@@ -257,35 +224,24 @@ package final class DownloadTransfer: Transfer {
         try? file.truncate(to: task.countOfBytesReceived)
     }
 
-    /// Writes the pending bytes to the file.
-    private func flushPending(to file: FileDescriptor) throws(Errno) {
-        guard pendingCount > 0, let pending else { return }
-        try file.writeAll(UnsafeRawBufferPointer(rebasing: pending[..<pendingCount]))
-        pendingCount = 0
-    }
-
     /// Writes what is pending before the file is handed on or closed; when that fails, the
-    /// count goes back to the bytes on disk, and `diskFailure` says why. Frees the buffer.
-    private func flushBeforeClosing(_ file: FileDescriptor) -> Bool {
+    /// count goes back to the bytes in the file, and `diskFailure` says why. Ends the writer.
+    private func flushBeforeClosing() -> Bool {
+        guard let writer else { return true }
         defer {
-            pending?.deallocate()
-            pending = nil
-            pendingCount = 0
+            writer.close()
+            self.writer = nil
         }
         do {
-            try flushPending(to: file)
+            try writer.flush()
             return true
         } catch {
-            task.countOfBytesReceived -= Int64(pendingCount)
+            task.countOfBytesReceived = writer.bytesInFile
             if diskFailure == nil {
                 diskFailure = TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot write the download to \(partialPath): \(error)", subject: partialPath)
             }
             return false
         }
-    }
-
-    deinit {
-        pending?.deallocate()
     }
 
     /// Whether writing `count` more bytes (and, when the length is known, the rest of the
@@ -335,7 +291,6 @@ package final class DownloadTransfer: Transfer {
                 return false
             }
             task.countOfBytesReceived = 0
-            writebackStart = 0
             return true
         }
         if head.statusCode == 206 && resumeOffset == 0 && !task.requestToSend.headers.contains(where: { $0.name.isSameHTTPFieldName(as: "Range") }) {
@@ -360,7 +315,6 @@ package final class DownloadTransfer: Transfer {
                 return false
             }
             task.countOfBytesReceived = 0
-            writebackStart = 0
         }
         reportResume(at: 0)
         return true
@@ -404,7 +358,7 @@ package final class DownloadTransfer: Transfer {
             task.response = ResponseRecord(url: task.requestToSend.url, statusCode: 407, headers: head.headerDictionary)
         }
         if let file {
-            let flushed = flushBeforeClosing(file)
+            let flushed = flushBeforeClosing()
             releaseUnusedReservation(of: file)
             if flushed && success {
                 makeDurable(file)
@@ -420,7 +374,7 @@ package final class DownloadTransfer: Transfer {
     /// received, and without the blocks reserved past them.
     package func close() {
         if let file {
-            _ = flushBeforeClosing(file)
+            _ = flushBeforeClosing()
             releaseUnusedReservation(of: file)
         }
         file?.close()
