@@ -55,6 +55,7 @@ struct PowerCutTests {
 
         var ledger = PowerCutLedger(containerRoot: container.root)
         var summaries: [String] = []
+        var checkedDirectWrites = false
 
         for round in 0..<cuts {
             let survivors = base.appendingPathComponent("backing-\(round + 1)")
@@ -81,6 +82,11 @@ struct PowerCutTests {
                 cutAt = otherSteps[Int(random.next(below: UInt64(otherSteps.count)))] + ":\(1 + random.next(below: 4))"
             }
             let mounted = try stage.mount(backing: backing, survivors: survivors, marker: marker, cutAt: cutAt, torn: environment["BGTRANSFER_POWERCUT_TORN"], seed: random.next())
+            if !checkedDirectWrites {
+                // The rounds' largest downloads are written direct, as on a disk: checked once.
+                try DirectWriteTests.expectDirectWrites(under: URL(fileURLWithPath: container.root), taken: true)
+                checkedDirectWrites = true
+            }
             let roundStart = Date()
             let workload = PowerCutWorkload(round: round, seed: random.next(), container: container, server: server, uploadSources: uploadSources)
             // A third of the cuts come while the daemon starts and recovers; the rest while work goes on.
@@ -103,6 +109,7 @@ struct PowerCutTests {
             summaries.append(summary)
             if let range = summary.range(of: #"torn [0-9]+"#, options: .regularExpression) { ledger.tornFiles += Int(summary[range].dropFirst(5)) ?? 0 }
             if let range = summary.range(of: #"fallocates [0-9]+"#, options: .regularExpression) { ledger.reservations += Int(summary[range].dropFirst(11)) ?? 0 }
+            if let range = summary.range(of: #"direct writes [0-9]+"#, options: .regularExpression) { ledger.directWrites += Int(summary[range].dropFirst(14)) ?? 0 }
             if let cause = summary.range(of: "; cut by ").map({ String(summary[$0.upperBound...]) }) {
                 ledger.cutCauses[cause == "a signal" ? "a random instant" : "after " + (cause.split(separator: " ").first.map(String.init) ?? cause), default: 0] += 1
                 if cause.contains("/.journal.jsonl.") || cause.contains("\(fetch)/journal.jsonl") || (padded && cause.hasPrefix("fsyncdir")) { ledger.cutsDuringCompaction += 1 }
@@ -138,6 +145,7 @@ struct PowerCutTests {
         #expect(ledger.problems.isEmpty, "seed \(seed):\n\(problems)")
         #expect(ledger.compactions > 0, "no journal was compacted: the test did not reach \(4096) lines in a session")
         #expect(ledger.reservations > 0, "no download had its blocks reserved ahead: the cuts did not reach that path")
+        #expect(ledger.directWrites > 0, "no download was written direct (O_DIRECT): the cuts did not reach that path")
         #expect(ledger.cutsDuringCompaction > 0 || cuts < 20, "no cut came during a compaction")
     }
 
@@ -299,12 +307,13 @@ final class PowerCutWorkload: @unchecked Sendable {
     private func next(below bound: UInt64) -> UInt64 { lock.withLock { random.next(below: bound) } }
     private func nextNumber() -> Int { lock.withLock { counter += 1; return counter } }
 
-    /// A download size: mostly small, some large enough to be cut part-way.
+    /// A download size: mostly small, some large enough to be cut part-way; the largest are
+    /// long enough to be written direct (`BodyFileWriter.directThreshold`), and end off a block.
     private func downloadSize() -> Int {
         let pick = next(below: 100)
         if pick < 80 { return 1 + Int(next(below: 48 << 10)) }
         if pick < 96 { return 192 << 10 }
-        return 1 << 20
+        return (2 << 20) + 4_321
     }
 
     private func runOne(lane: Int) {
@@ -381,6 +390,8 @@ struct PowerCutLedger {
     var tornFiles = 0
     /// Downloads of known length whose blocks the daemon reserved ahead (`fallocate` calls).
     var reservations = 0
+    /// Writes that reached the file system through `O_DIRECT` (a long download's chunks).
+    var directWrites = 0
     /// Events whose body a cut left under its working name, to be renamed at the daemon's start.
     var renamedAtStart = 0
     var maxLines = 0
@@ -693,7 +704,7 @@ struct PowerCutLedger {
     }
 
     func report(seconds: TimeInterval, cuts: Int, seed: UInt64) -> String {
-        var lines = ["power-cut seed \(seed): \(cuts) cuts in \(Int(seconds)) s; \(accepted.count) tasks accepted (\(accepted.values.filter { $0.kind == .download }.count) downloads, \(accepted.values.filter { $0.kind == .upload }.count) uploads), \(completionsSeen.count) completed for a delegate, \(redeliveredAfterCut) redelivered after a cut lost their acknowledgement, \(diedWhileMoving.count) moved into Downloads/ by a holder that died before syncing it (the cut took the move), \(cutShort.count) completions cut short by a holder's death inside didCompleteWithError (not repeated); \(deliveredFiles) files checked whole; journals up to \(maxLines) lines, \(compactions) compactions seen, \(cutsDuringCompaction) cuts during one; \(tornFiles) files kept part of their unsynced appends (BGTRANSFER_POWERCUT_TORN); \(reservations) downloads with their blocks reserved ahead; \(renamedAtStart) finished bodies left under their working names by a cut (renamed at start); \(leftovers) files left in the caches named by nothing; \(problems.count) problems"]
+        var lines = ["power-cut seed \(seed): \(cuts) cuts in \(Int(seconds)) s; \(accepted.count) tasks accepted (\(accepted.values.filter { $0.kind == .download }.count) downloads, \(accepted.values.filter { $0.kind == .upload }.count) uploads), \(completionsSeen.count) completed for a delegate, \(redeliveredAfterCut) redelivered after a cut lost their acknowledgement, \(diedWhileMoving.count) moved into Downloads/ by a holder that died before syncing it (the cut took the move), \(cutShort.count) completions cut short by a holder's death inside didCompleteWithError (not repeated); \(deliveredFiles) files checked whole; journals up to \(maxLines) lines, \(compactions) compactions seen, \(cutsDuringCompaction) cuts during one; \(tornFiles) files kept part of their unsynced appends (BGTRANSFER_POWERCUT_TORN); \(reservations) downloads with their blocks reserved ahead; \(directWrites) direct writes; \(renamedAtStart) finished bodies left under their working names by a cut (renamed at start); \(leftovers) files left in the caches named by nothing; \(problems.count) problems"]
         lines.append("cuts: " + cutCauses.sorted { $0.value > $1.value }.map { "\($0.value) at \($0.key)" }.joined(separator: ", "))
         lines.append("what the cuts threw away (entries not made durable in their folder, data not synced), by kind:")
         for (pattern, count) in lostByKind.sorted(by: { $0.value > $1.value }).prefix(30) { lines.append("  \(count) × \(pattern)") }

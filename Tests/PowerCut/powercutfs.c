@@ -21,6 +21,10 @@
 // Usage: powercutfs BACKING SURVIVORS MARKER MOUNTPOINT [FUSE options]
 //   runs in the foreground, single-threaded (-f -s are added). With POWERCUT_AT=OP:TEXT:N in
 //   the environment it also cuts by itself right after the N-th such operation (see after()).
+//   A file opened with O_DIRECT is taken: the kernel hands its writes over unbuffered, and they
+//   are durable only at the next fsync, like any other (a disk's cache keeps direct writes
+//   too). With POWERCUT_REFUSE_DIRECT=1 every direct write fails with EINVAL instead, as on
+//   file systems that have no direct I/O.
 // Build: gcc -O2 -Wall powercutfs.c $(pkg-config --cflags --libs fuse3) -o powercutfs
 //
 // Not a SwiftPM target: the power-cut test compiles it at run time, so that nobody else
@@ -83,7 +87,7 @@ static uint64_t next_id = 1;
 static struct node *root_node;
 static int cut_pipe[2];
 static struct {
-    unsigned long writes, fsyncs, fsyncdirs, creates, renames, links, unlinks, mkdirs, fallocates;
+    unsigned long writes, direct_writes, fsyncs, fsyncdirs, creates, renames, links, unlinks, mkdirs, fallocates;
     unsigned long long bytes_written, bytes_synced;
 } stats;
 
@@ -423,8 +427,8 @@ static void cut_locked(const char *cause) {
     if (r) {
         snprintf(text, sizeof text, "error writing the survivors: %s\n", strerror(-r));
     } else {
-        snprintf(text, sizeof text, "ok files %lu directories %lu links %lu torn %lu; since mount: writes %lu (%llu bytes), fsyncs %lu (%llu bytes made durable), directory fsyncs %lu, creates %lu, mkdirs %lu, renames %lu, links %lu, unlinks %lu, fallocates %lu; cut by %s\n",
-                 dumped_files, dumped_dirs, dumped_links, torn_files, stats.writes, stats.bytes_written, stats.fsyncs, stats.bytes_synced, stats.fsyncdirs,
+        snprintf(text, sizeof text, "ok files %lu directories %lu links %lu torn %lu; since mount: writes %lu (%llu bytes), direct writes %lu, fsyncs %lu (%llu bytes made durable), directory fsyncs %lu, creates %lu, mkdirs %lu, renames %lu, links %lu, unlinks %lu, fallocates %lu; cut by %s\n",
+                 dumped_files, dumped_dirs, dumped_links, torn_files, stats.writes, stats.bytes_written, stats.direct_writes, stats.fsyncs, stats.bytes_synced, stats.fsyncdirs,
                  stats.creates, stats.mkdirs, stats.renames, stats.links, stats.unlinks, stats.fallocates, cause);
     }
     write_marker(text);
@@ -618,7 +622,11 @@ static int open_common(const char *path, struct fuse_file_info *fi, int creating
     int existed = 1;
     struct stat before;
     if (creating) existed = fstatat(backing_fd, rel(path), &before, AT_SYMLINK_NOFOLLOW) == 0;
-    int fd = creating ? openat(backing_fd, rel(path), fi->flags | O_CREAT, mode) : openat(backing_fd, rel(path), fi->flags);
+    // The backing file is written through its page cache: the FUSE buffers a direct write
+    // arrives in are not aligned for O_DIRECT, and the model, not the backing disk, says what
+    // a cut keeps.
+    int flags = fi->flags & ~O_DIRECT;
+    int fd = creating ? openat(backing_fd, rel(path), flags | O_CREAT, mode) : openat(backing_fd, rel(path), flags);
     if (fd < 0) return -errno;
     fi->fh = (uint64_t)fd;
     if (creating && !existed) {
@@ -651,10 +659,14 @@ static int pc_read(const char *path, char *buf, size_t size, off_t off, struct f
     LEAVE(r < 0 ? -errno : (int)r);
 }
 
+static int refuse_direct; // POWERCUT_REFUSE_DIRECT=1
+
 static int pc_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_file_info *fi) {
     (void)path;
     ENTER();
     int fd = (int)fi->fh;
+    if ((fi->flags & O_DIRECT) && refuse_direct) LEAVE(-EINVAL);
+    if (fi->flags & O_DIRECT) stats.direct_writes++;
     if (fi->flags & O_APPEND) { // the backing descriptor appends wherever the kernel thought the end was
         struct stat st;
         if (fstat(fd, &st) != 0) LEAVE(-errno);
@@ -800,6 +812,7 @@ int main(int argc, char *argv[]) {
     marker_path = argv[3];
     parse_trigger();
     torn_mode = getenv("POWERCUT_TORN");
+    refuse_direct = getenv("POWERCUT_REFUSE_DIRECT") && strcmp(getenv("POWERCUT_REFUSE_DIRECT"), "1") == 0;
     if (torn_mode && !*torn_mode) torn_mode = NULL;
     if (getenv("POWERCUT_SEED")) torn_state ^= strtoull(getenv("POWERCUT_SEED"), NULL, 10) * 0x100000001b3ull;
     backing_fd = open(backing_path, O_RDONLY | O_DIRECTORY);

@@ -41,11 +41,14 @@ struct PowerCutFileSystem {
     /// right after the N-th such operation.
     /// With `torn` ("prefix" or "zeros", see `POWERCUT_TORN`) part of what was appended since
     /// the last sync survives, as some disks keep it.
+    /// With `refuseDirect` every direct (`O_DIRECT`) write fails with EINVAL, as on file systems
+    /// without direct I/O (see `POWERCUT_REFUSE_DIRECT`).
     static func mount(executable: String, backing: URL, at mountPoint: String, survivors: URL, marker: URL, container: TestContainer, cutAt: String? = nil,
-                      torn: String? = nil, seed: UInt64 = 0) throws -> PowerCutFileSystem {
+                      torn: String? = nil, seed: UInt64 = 0, refuseDirect: Bool = false) throws -> PowerCutFileSystem {
         let process = try Executable(name: "powercutfs", path: executable)
             .start([backing.path, survivors.path, marker.path, mountPoint, "-o", "default_permissions,auto_unmount,fsname=powercutfs"], in: container,
-                   environment: ["POWERCUT_AT": cutAt ?? "", "POWERCUT_TORN": torn ?? "", "POWERCUT_SEED": "\(seed)"], passContainer: false)
+                   environment: ["POWERCUT_AT": cutAt ?? "", "POWERCUT_TORN": torn ?? "", "POWERCUT_SEED": "\(seed)", "POWERCUT_REFUSE_DIRECT": refuseDirect ? "1" : ""],
+                   passContainer: false)
         let fileSystem = PowerCutFileSystem(process: process, mountPoint: mountPoint, survivors: survivors, marker: marker, container: container)
         guard waitUntil(timeout: 10, { fileSystem.isMounted || !process.isRunning }), fileSystem.isMounted else {
             fileSystem.end()

@@ -28,9 +28,9 @@ final class PowerCutStage {
     }
 
     /// Mounts `backing` at the container's path (see `PowerCutFileSystem.mount`).
-    func mount(backing: URL, survivors: URL, marker: URL, cutAt: String? = nil, torn: String? = nil, seed: UInt64 = 0) throws -> PowerCutFileSystem {
+    func mount(backing: URL, survivors: URL, marker: URL, cutAt: String? = nil, torn: String? = nil, seed: UInt64 = 0, refuseDirect: Bool = false) throws -> PowerCutFileSystem {
         let mounted = try PowerCutFileSystem.mount(executable: executable, backing: backing, at: container.root, survivors: survivors, marker: marker,
-                                                   container: container, cutAt: cutAt, torn: torn, seed: seed)
+                                                   container: container, cutAt: cutAt, torn: torn, seed: seed, refuseDirect: refuseDirect)
         fileSystem = mounted
         return mounted
     }
