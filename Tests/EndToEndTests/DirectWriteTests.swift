@@ -9,8 +9,9 @@ import TransferPOSIX
 /// refuse every direct write with EINVAL, as file systems without direct I/O do.
 @Suite(.serialized, .timeLimit(.minutes(5)))
 struct DirectWriteTests {
-    /// Three chunks and a few bytes, so that the body has aligned chunks, a block-sized end
-    /// and a tail off the block.
+    /// Three chunks (`BodyFileWriter.directChunk`, 1 MiB) and a few bytes: the body has whole
+    /// chunks written direct, then at its end whole blocks written direct and a tail off the
+    /// block through the page cache.
     static let size = 3 * (1 << 20) + 4_321
 
     @Test("A 3 MiB download lands whole on a file system that takes direct writes, and on one that refuses every one of them",
