@@ -93,7 +93,7 @@ struct CPUBenchmark {
                                     Measure("daemon wall time (task created to didCompleteWithError)", unit: "s", daemonTimes),
                                     Measure("curl wall time", unit: "s", curlCPU.map(\.seconds))],
                           notes: ["\(size >> 20) MiB a download; the daemon's time from `/proc/PID/stat` (10 ms ticks), curl's from `wait4`. Protocols nginx logged for the daemon: \(HTTPSBenchmark.tally(protocols)).",
-                                  "The daemon also makes the file durable (fsync, and writeback started every 8 MiB, both in its own context, so counted) and keeps the task's records; curl only writes into the page cache, whose writeback the kernel's flusher threads do later, counted to nobody. `sync FILE` after curl shows that share.",
+                                  "The daemon also makes the file durable and keeps the task's records: it writes the body to the disk itself (O_DIRECT, in 1 MiB writes on a thread of its own) and fsyncs it at the end, all in its own context, so counted; curl only writes into the page cache, whose writeback the kernel's flusher threads do later, counted to nobody. `sync FILE` after curl shows that share. The split of either side's time into user and system follows where each 10 ms tick lands: only the sum is a figure.",
                                   "One round of each side comes first and is not counted."]))
     }
 
