@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import CPOSIX
 
@@ -7,7 +10,8 @@ import CPOSIX
 ///
 /// A thread of its own, not Linux's native AIO (`io_submit` of a direct write to ext4 returned
 /// only once the write had ended on this project's machines, so it overlapped nothing), nor a
-/// dispatch queue (its workers spin while they look for work: four times the user CPU a GiB).
+/// dispatch queue (a write blocks its thread for as long as the disk takes, which is no work
+/// for the shared pool's threads, and a thread that cannot be started is reported here).
 ///
 /// Each write's buffer address, file offset and length must be multiples of `alignment`.
 /// A write ends on the device, not durably: the file's `fdatasync` still makes it so.
@@ -27,15 +31,47 @@ public final class DirectWriteChannel {
     /// Opens the file open as `file` again, for direct writes (through `/proc/self/fd`, so it
     /// is that very file, whatever its name now), and starts the thread that writes. Throws
     /// when the file system refuses `O_DIRECT` (EINVAL: tmpfs before Linux 6.6, some FUSE file
-    /// systems): the caller writes through the page cache instead.
+    /// systems), when no descriptor or thread is left: the caller writes through the page
+    /// cache instead.
     public init(reopening file: FileDescriptor) throws(Errno) {
         let fd = cposix_open_direct(file.rawValue)
         guard fd >= 0 else { throw .current("open O_DIRECT") }
         self.descriptor = FileDescriptor(rawValue: fd)
-        let handoff = self.handoff, descriptor = self.descriptor
-        let thread = Thread { handoff.serve(descriptor) }
-        thread.name = "direct-write"
-        thread.start()
+        do {
+            try Self.startThread(serving: handoff, on: descriptor)
+        } catch {
+            descriptor.close()
+            throw error
+        }
+    }
+
+    /// What the writing thread is started with.
+    private final class ThreadStart {
+        let handoff: Handoff
+        let descriptor: FileDescriptor
+        init(handoff: Handoff, descriptor: FileDescriptor) {
+            self.handoff = handoff
+            self.descriptor = descriptor
+        }
+    }
+
+    /// Starts the writing thread (`pthread_create`, detached): a system out of threads
+    /// (EAGAIN) throws, and the caller writes through the page cache, rather than wait for
+    /// ever on a thread that never ran.
+    private static func startThread(serving handoff: Handoff, on descriptor: FileDescriptor) throws(Errno) {
+        let context = Unmanaged.passRetained(ThreadStart(handoff: handoff, descriptor: descriptor)).toOpaque()
+        var thread = pthread_t()
+        let status = pthread_create(&thread, nil, { raw in
+            guard let raw else { return nil }
+            let start = Unmanaged<ThreadStart>.fromOpaque(raw).takeRetainedValue()
+            start.handoff.serve(start.descriptor)
+            return nil
+        }, context)
+        guard status == 0 else {
+            Unmanaged<ThreadStart>.fromOpaque(context).release()
+            throw Errno(status, "pthread_create")
+        }
+        pthread_detach(thread)
     }
 
     /// Starts writing `bytes` at `offset`. The bytes must stay untouched until
