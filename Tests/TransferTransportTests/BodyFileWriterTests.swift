@@ -12,6 +12,24 @@ private let block = DirectWriteChannel.alignment
 /// flushes in between; and the file is a prefix of the body whenever the writer stops.
 @Suite(.timeLimit(.minutes(2)))
 struct BodyFileWriterTests {
+    /// Whether files in the temporary folder take direct writes and keep them out of the page
+    /// cache: not on tmpfs (whose pages are its storage, direct or not) nor on a file system
+    /// that refuses `O_DIRECT`. The tests that say "direct" need it; the others run anywhere (elsewhere the
+    /// writer goes through the page cache, which `DirectWriteTests` shows end to end).
+    static let temporaryFolderTakesDirectWrites: Bool = {
+        // One block written direct, then asked whether the page cache holds it.
+        let path = FileManager.default.temporaryDirectory.path + "/direct-write-probe-\(UUID().uuidString)"
+        guard let file = try? FileDescriptor.open(path, O_WRONLY | O_CREAT) else { return false }
+        defer { file.close(); unlink(path) }
+        guard let channel = try? DirectWriteChannel(reopening: file) else { return false }
+        let block = UnsafeMutableRawBufferPointer.allocate(byteCount: DirectWriteChannel.alignment, alignment: DirectWriteChannel.alignment)
+        defer { block.deallocate() }
+        block.initializeMemory(as: UInt8.self, repeating: 1)
+        channel.startWrite(UnsafeRawBufferPointer(block), at: 0)
+        guard (try? channel.waitForWrite()) == DirectWriteChannel.alignment else { return false }
+        return (try? pagesInPageCache(of: path, from: 0)) == 0
+    }()
+
     /// A generator the runs can repeat (the seed is in every failure's message).
     struct Random {
         var state: UInt64
@@ -109,7 +127,8 @@ struct BodyFileWriterTests {
         return (direct, cachedPages)
     }
 
-    @Test("A long body is written direct and lands whole, from every kind of offset (0, 1, one short of a block, a block, one past, one short of a chunk): of its pages only the unaligned ends pass through the page cache")
+    @Test("A long body is written direct and lands whole, from every kind of offset (0, 1, one short of a block, a block, one past, one short of a chunk): of its pages only the unaligned ends pass through the page cache",
+          .enabled(if: BodyFileWriterTests.temporaryFolderTakesDirectWrites, "the temporary folder is on tmpfs or on a file system without O_DIRECT: nothing is written direct there"))
     func longBodyFromAnyOffset() throws {
         for (index, offset) in [0, 1, block - 1, block, block + 1, chunk - 1].enumerated() {
             let length = 3 * chunk + 12_345
@@ -121,7 +140,8 @@ struct BodyFileWriterTests {
         }
     }
 
-    @Test("Bodies at the edges of the threshold and of the chunks: one byte short of it goes through the page cache; the threshold itself, whole chunks, a chunk and a byte, go direct")
+    @Test("Bodies at the edges of the threshold and of the chunks: one byte short of it goes through the page cache; the threshold itself, whole chunks, a chunk and a byte, go direct",
+          .enabled(if: BodyFileWriterTests.temporaryFolderTakesDirectWrites, "the temporary folder is on tmpfs or on a file system without O_DIRECT: nothing is written direct there"))
     func lengthsAtTheEdges() throws {
         let threshold = Int(BodyFileWriter.directThreshold)
         let cases: [(length: Int, direct: Bool)] = [
@@ -144,7 +164,8 @@ struct BodyFileWriterTests {
         }
     }
 
-    @Test("A writer stopped without a flush (a cancel's close, a kill) leaves a prefix of the body, at least `bytesInFile` long")
+    @Test("A writer stopped without a flush (a cancel's close, a kill) leaves a prefix of the body, at least `bytesInFile` long",
+          .enabled(if: BodyFileWriterTests.temporaryFolderTakesDirectWrites, "the temporary folder is on tmpfs or on a file system without O_DIRECT: nothing is written direct there"))
     func stoppedWriterLeavesAPrefix() throws {
         for (index, stopAt) in [1, block + 7, chunk, chunk + 1, 2 * chunk + block, 3 * chunk - 1].enumerated() {
             let offset = index % 2 == 0 ? 0 : 1_000
