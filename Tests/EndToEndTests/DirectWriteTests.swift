@@ -40,6 +40,40 @@ struct DirectWriteTests {
         #expect(same, "the file is not the server's: first difference at byte \(firstDifference.map(String.init) ?? "none (lengths differ)")")
     }
 
+    /// On the test's own file system (direct writes where it takes them, as here; the same
+    /// holds through the page cache elsewhere).
+    @Test("transferd SIGKILLed while a long body is written direct leaves a partial file that is the body's first bytes; the next daemon resumes from its size and the file lands whole")
+    func killedMidBodyLeavesAPrefix() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let server = try LoopbackServer()
+        defer { server.stop() }
+        // 6 MiB and some, at 4 MiB/s: the kill comes with whole chunks on disk and more to come.
+        let size = 6 * (1 << 20) + 777
+        let body = PowerCutLedger.payload(name: "killed-\(size).bin")
+        server.serve("/files/killed.bin", data: body, options: RouteOptions(bytesPerSecond: 4 << 20))
+        let daemon = try DaemonUnderTest.start(container)
+        #expect(try Executable.hostApp.run(["download", server.url(for: "/files/killed.bin").absoluteString], in: container).status == 0)
+        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/com.example.host.background/task-1.partial")
+        let onDisk = { ((try? FileManager.default.attributesOfItem(atPath: partial.path))?[.size] as? NSNumber)?.intValue ?? 0 }
+        try #require(waitUntil(timeout: 30) { onDisk() >= 2 << 20 }, "the download did not get 2 MiB on disk: \(onDisk()) bytes")
+        daemon.process.kill(signal: SIGKILL)
+        _ = daemon.process.wait(timeout: 10)
+
+        // Read once the daemon is gone: a direct write under way at the kill ends first.
+        let kept = try Data(contentsOf: partial)
+        try #require(kept.count > 0 && kept.count < size, "the partial file holds \(kept.count) bytes")
+        let isPrefix = kept == body.prefix(kept.count)
+        #expect(isPrefix, "the partial file (\(kept.count) bytes) is not the body's first bytes")
+
+        _ = try DaemonUnderTest.start(container)
+        let delivered = container.downloads.appendingPathComponent("killed.bin")
+        let whole = waitUntil(timeout: 60) { FileManager.default.contents(atPath: delivered.path) == body }
+        #expect(whole, "the file did not land whole: \(FileManager.default.contents(atPath: delivered.path)?.count ?? 0) bytes")
+        let range = server.requests.last { $0.path == "/files/killed.bin" }?.header("Range")
+        #expect(range == "bytes=\(kept.count)-", "resumed with Range \(range ?? "none"), not from the \(kept.count) bytes on disk")
+    }
+
     /// Whether the file system under `root` takes one aligned direct write: checked, so that
     /// each case runs the path it names.
     static func expectDirectWrites(under root: URL, taken: Bool) throws {
