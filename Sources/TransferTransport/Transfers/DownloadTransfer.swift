@@ -136,8 +136,8 @@ package final class DownloadTransfer: Transfer {
         easy.onBody = { [unowned self] bytes in self.receive(bytes) }
     }
 
-    /// Positions the partial file at its end, to append to; with nothing to resume against
-    /// (no validator), empties it first.
+    /// The partial file's bytes on disk, where the body goes on (`BodyFileWriter` writes at
+    /// offsets); with nothing to resume against (no validator), empties it first.
     private static func preparePartialFile(_ fd: FileDescriptor, canResume: Bool) throws -> (FileDescriptor, Int64) {
         do {
             var onDisk = try fd.size()
@@ -145,7 +145,6 @@ package final class DownloadTransfer: Transfer {
                 try fd.truncate(to: 0)
                 onDisk = 0
             }
-            try fd.seek(to: onDisk)
             return (fd, onDisk)
         } catch {
             fd.close()
@@ -309,7 +308,6 @@ package final class DownloadTransfer: Transfer {
             // 200: the server ignored the range or the resource changed. Start the file over.
             do {
                 try file?.truncate(to: 0)
-                try file?.seek(to: 0)
             } catch {
                 diskFailure = TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot truncate \(partialPath): \(error)", subject: partialPath)
                 return false
