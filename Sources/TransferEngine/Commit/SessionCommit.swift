@@ -43,7 +43,7 @@ struct SessionCommit: Sendable {
             do throws(Errno) { try root.rename(rename.from, to: rename.to) } catch {
                 if error.code == ENOENT {
                     // The body is gone: renamed already, or nothing is left to rename (not waited for).
-                    if let named = try? root.open(rename.to, O_RDONLY | O_NONBLOCK) { named.close() } else {
+                    if (try? root.status(rename.to)) == nil {
                         log.error("store", "the finished download \(rename.from) is gone before it took its name \(rename.to)", session: session.identifier.rawValue,
                                   event: LogEvent(.finishedFileGone))
                     }
