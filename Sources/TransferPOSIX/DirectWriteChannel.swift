@@ -23,8 +23,7 @@ public final class DirectWriteChannel {
     /// logical block size Linux supports.
     public static let alignment = 4096
 
-    private let descriptor: FileDescriptor
-    private let handoff = Handoff()
+    private let handoff: Handoff
     /// Whether a write was started and its end not yet taken.
     public private(set) var isWriting = false
 
@@ -36,39 +35,28 @@ public final class DirectWriteChannel {
     public init(reopening file: FileDescriptor) throws(Errno) {
         let fd = cposix_open_direct(file.rawValue)
         guard fd >= 0 else { throw .current("open O_DIRECT") }
-        self.descriptor = FileDescriptor(rawValue: fd)
+        handoff = Handoff(descriptor: FileDescriptor(rawValue: fd))
         do {
-            try Self.startThread(serving: handoff, on: descriptor)
+            try Self.startThread(serving: handoff)
         } catch {
-            descriptor.close()
+            handoff.descriptor.close()
             throw error
-        }
-    }
-
-    /// What the writing thread is started with.
-    private final class ThreadStart {
-        let handoff: Handoff
-        let descriptor: FileDescriptor
-        init(handoff: Handoff, descriptor: FileDescriptor) {
-            self.handoff = handoff
-            self.descriptor = descriptor
         }
     }
 
     /// Starts the writing thread (`pthread_create`, detached): a system out of threads
     /// (EAGAIN) throws, and the caller writes through the page cache, rather than wait for
     /// ever on a thread that never ran.
-    private static func startThread(serving handoff: Handoff, on descriptor: FileDescriptor) throws(Errno) {
-        let context = Unmanaged.passRetained(ThreadStart(handoff: handoff, descriptor: descriptor)).toOpaque()
+    private static func startThread(serving handoff: Handoff) throws(Errno) {
+        let context = Unmanaged.passRetained(handoff).toOpaque()
         var thread = pthread_t()
         let status = pthread_create(&thread, nil, { raw in
             guard let raw else { return nil }
-            let start = Unmanaged<ThreadStart>.fromOpaque(raw).takeRetainedValue()
-            start.handoff.serve(start.descriptor)
+            Unmanaged<Handoff>.fromOpaque(raw).takeRetainedValue().serve()
             return nil
         }, context)
         guard status == 0 else {
-            Unmanaged<ThreadStart>.fromOpaque(context).release()
+            Unmanaged<Handoff>.fromOpaque(context).release()
             throw Errno(status, "pthread_create")
         }
         pthread_detach(thread)
@@ -95,20 +83,25 @@ public final class DirectWriteChannel {
         // A write still under way uses its buffer, which the owner frees after this.
         if isWriting { _ = handoff.takeResult() }
         handoff.stop()
-        descriptor.close()
+        handoff.descriptor.close()
     }
 
-    /// What the owner's thread and the writing thread share, behind one condition (a mutex
-    /// and a condition variable: both threads sleep while they wait, neither spins).
+    /// What the owner's thread and the writing thread share: the direct descriptor, and the
+    /// write and its result behind one condition (a mutex and a condition variable: both
+    /// threads sleep while they wait, neither spins). The channel closes the descriptor once
+    /// the thread is told to stop with no write under way.
     private final class Handoff: @unchecked Sendable {
         struct Write: @unchecked Sendable {
             let bytes: UnsafeRawBufferPointer
             let offset: Int64
         }
+        let descriptor: FileDescriptor
         private let condition = NSCondition()
         private var write: Write?
         private var result: Result<Int, Errno>?
         private var stopping = false
+
+        init(descriptor: FileDescriptor) { self.descriptor = descriptor }
 
         func post(_ write: Write) {
             condition.withLock {
@@ -133,7 +126,7 @@ public final class DirectWriteChannel {
         }
 
         /// The writing thread: one `pwrite` for each write posted, until stopped.
-        func serve(_ descriptor: FileDescriptor) {
+        func serve() {
             while true {
                 let next: Write? = condition.withLock {
                     while write == nil && !stopping { condition.wait() }
