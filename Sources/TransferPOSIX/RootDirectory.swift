@@ -62,11 +62,18 @@ public struct RootDirectory: Sendable {
 
     /// Runs `body` with the folder holding `absolute`, open, and the last component's name.
     private func inParent<T>(of absolute: String, _ body: (FileDescriptor, String) throws(Errno) -> T) throws(Errno) -> T {
-        let name = (absolute as NSString).lastPathComponent
-        guard !name.isEmpty, name != ".", name != "..", try relative(absolute) != "." else { throw Errno(EINVAL, "open beneath", path: absolute) }
-        let folder = try openDirectory((absolute as NSString).deletingLastPathComponent)
+        let (folderPath, name) = try split(absolute)
+        let folder = try openDirectory(folderPath)
         defer { folder.close() }
         return try body(folder, name)
+    }
+
+    /// The folder holding `absolute` and the last component's name; `EINVAL` for the root
+    /// itself or a name that is no file's (empty, "." or "..").
+    private func split(_ absolute: String) throws(Errno) -> (folder: String, name: String) {
+        let name = PathText.lastComponent(of: absolute)
+        guard !name.isEmpty, name != ".", name != "..", name != "/", try relative(absolute) != "." else { throw Errno(EINVAL, "open beneath", path: absolute) }
+        return (PathText.folder(of: absolute), name)
     }
 
     /// What is at `absolute`, not following a symlink there (`fstatat`, `AT_SYMLINK_NOFOLLOW`).
@@ -81,7 +88,14 @@ public struct RootDirectory: Sendable {
     /// Creates the folder at `absolute` and its missing parents below the root (0700), each
     /// one made durable (its parent synced), as `DurableFile.makeDirectory` does by path.
     public func makeDirectory(_ absolute: String) throws(Errno) {
-        if let existing = try? openDirectory(absolute) { existing.close(); return } // the usual case
+        try openMakingDirectory(absolute).close()
+    }
+
+    /// Opens the folder at `absolute` as `openDirectory` does, first making it and its
+    /// missing parents as `makeDirectory` does when it is not there. One `openat2` when it
+    /// is (the usual case, once per download started).
+    public func openMakingDirectory(_ absolute: String) throws(Errno) -> FileDescriptor {
+        if let existing = try? openDirectory(absolute) { return existing }
         let parts = try relative(absolute).split(separator: "/").map(String.init)
         var folder = try FileDescriptor(rawValue: descriptor.rawValue).reopened()
         defer { folder.close() }
@@ -98,22 +112,70 @@ public struct RootDirectory: Sendable {
             folder.close()
             folder = FileDescriptor(rawValue: next)
         }
+        return try folder.reopened()
     }
 
     /// Removes the file at `absolute` (a symlink there is removed, not followed); a missing
     /// file is not an error.
     public func remove(_ absolute: String) throws(Errno) {
-        try inParent(of: absolute) { (folder, name) throws(Errno) in
-            if unlinkat(folder.rawValue, name, 0) != 0 && errno != ENOENT { throw .current("unlink", path: absolute) }
-        }
+        if let error = remove([absolute]).first ?? nil { throw error }
     }
 
     /// Renames `source` to `destination`, both below the root.
     public func rename(_ source: String, to destination: String) throws(Errno) {
-        try inParent(of: source) { (from, oldName) throws(Errno) in
-            try inParent(of: destination) { (to, newName) throws(Errno) in
-                guard renameat(from.rawValue, oldName, to.rawValue, newName) == 0 else { throw .current("rename", path: source) }
+        if let error = rename([(source, destination)]).first ?? nil { throw error }
+    }
+
+    /// Renames each `from` to its `to`, all below the root, opening each folder involved
+    /// once for the whole list (a commit's finished downloads mostly share one): the error of
+    /// each rename, in order, nil for one made. Each is tried whatever the others did.
+    public func rename(_ renames: [(from: String, to: String)]) -> [Errno?] {
+        var folders = FolderBatch(root: self)
+        defer { folders.close() }
+        return renames.map { rename -> Errno? in
+            do throws(Errno) {
+                let (from, oldName) = try folders.parent(of: rename.from)
+                let (to, newName) = try folders.parent(of: rename.to)
+                guard renameat(from.rawValue, oldName, to.rawValue, newName) == 0 else { throw .current("rename", path: rename.from) }
+                return nil
+            } catch {
+                return error
             }
+        }
+    }
+
+    /// Removes each file of `paths` as `remove` does, opening each folder once for the whole
+    /// list: the error of each, in order, nil for one removed or missing.
+    public func remove(_ paths: [String]) -> [Errno?] {
+        var folders = FolderBatch(root: self)
+        defer { folders.close() }
+        return paths.map { path -> Errno? in
+            do throws(Errno) {
+                let (folder, name) = try folders.parent(of: path)
+                if unlinkat(folder.rawValue, name, 0) != 0 && errno != ENOENT { throw .current("unlink", path: path) }
+                return nil
+            } catch {
+                return error
+            }
+        }
+    }
+
+    /// The folders one batch of calls works in, each opened from the root once (or its
+    /// error kept), all closed by `close`. Owned by the call that makes it.
+    private struct FolderBatch {
+        let root: RootDirectory
+        var opened: [String: Result<FileDescriptor, Errno>] = [:]
+
+        /// The folder holding `absolute`, open, and the last component's name.
+        mutating func parent(of absolute: String) throws(Errno) -> (FileDescriptor, String) {
+            let (path, name) = try root.split(absolute)
+            let folder = opened[path] ?? Result { () throws(Errno) in try root.openDirectory(path) }
+            opened[path] = folder
+            return (try folder.get(), name)
+        }
+
+        func close() {
+            for case .success(let folder) in opened.values { folder.close() }
         }
     }
 

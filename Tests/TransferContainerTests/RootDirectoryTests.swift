@@ -69,4 +69,60 @@ import Testing
         #expect(lstat(root + "/x/y/z", &st) == 0 && st.st_mode & S_IFMT == S_IFDIR && st.st_mode & 0o777 == 0o700)
         #expect(try directory.names(in: root + "/a/b").sorted() == ["file"])
     }
+
+    @Test("Renames and removals in a batch each give their own result: one folder opened for all, a bad name or a symlinked folder fails only its own", arguments: [false, true])
+    func batches(walking: Bool) throws {
+        let directory = try self.directory(walking: walking)
+        for name in ["one", "two", "three"] { try Data(name.utf8).write(to: URL(fileURLWithPath: root + "/a/b/" + name)) }
+        symlink(outside, root + "/a/out")
+        let results = directory.rename([(root + "/a/b/one", root + "/a/b/1"),
+                                        (root + "/a/b/missing", root + "/a/b/m"),
+                                        (root + "/a/b/two", root + "/a/out/2"), // into a symlinked folder
+                                        (root + "/a/b/..", root + "/a/b/up"), // no file's name
+                                        (root + "/a/b/three", root + "/a/3"), // another folder
+                                        (outside + "/file", root + "/a/stolen")]) // from outside the root
+        #expect(results.map { $0?.code } == [nil, ENOENT, ELOOP, EINVAL, nil, EXDEV])
+        #expect(try String(contentsOfFile: root + "/a/b/1", encoding: .utf8) == "one")
+        #expect(try String(contentsOfFile: root + "/a/3", encoding: .utf8) == "three")
+        #expect(try String(contentsOfFile: root + "/a/b/two", encoding: .utf8) == "two")
+        #expect(try String(contentsOfFile: outside + "/file", encoding: .utf8) == "outside")
+        #expect(!FileManager.default.fileExists(atPath: outside + "/2"))
+
+        let removed = directory.remove([root + "/a/b/1", root + "/a/b/never-there", root + "/a/out/file", root + "/a/3", root + "/a/b"])
+        #expect(removed.map { $0?.code } == [nil, nil, ELOOP, nil, EISDIR])
+        #expect(try directory.names(in: root + "/a/b").sorted() == ["file", "two"])
+        #expect(try directory.names(in: root + "/a").sorted() == ["b", "out"])
+        #expect(FileManager.default.fileExists(atPath: outside + "/file"))
+    }
+
+    @Test("openMakingDirectory opens an existing folder, makes a missing one with its parents, and refuses a symlink on the way")
+    func openMaking() throws {
+        let directory = try RootDirectory.open(root)
+        let existing = try directory.openMakingDirectory(root + "/a/b")
+        #expect(faccessat(existing.rawValue, "file", F_OK, 0) == 0)
+        existing.close()
+        let made = try directory.openMakingDirectory(root + "/n/m")
+        #expect(mkdirat(made.rawValue, "inside", 0o700) == 0)
+        made.close()
+        #expect(FileManager.default.fileExists(atPath: root + "/n/m/inside"))
+        symlink(outside, root + "/a/out")
+        #expect(code { _ = try directory.openMakingDirectory(root + "/a/out/new").close() } == ELOOP)
+        #expect(!FileManager.default.fileExists(atPath: outside + "/new"))
+    }
+
+    @Test("PathText splits a path as NSString does, and slashes alone as the root")
+    func pathText() {
+        let paths = ["", "/", "/a", "/a/", "/a/b", "/a/b/", "/a//b", "/a//b//", "a/b", "a//b", "//a", "/a/b/c.tmp",
+                     "/tmp/x y/é/CFNetworkDownload_7.tmp", "..", "/a/.", "/a/.."]
+        for path in paths {
+            #expect(PathText.folder(of: path) == (path as NSString).deletingLastPathComponent, "folder of \(path)")
+            #expect(PathText.lastComponent(of: path) == (path as NSString).lastPathComponent, "last component of \(path)")
+        }
+        // Slashes alone are the root, as Darwin's NSString has it (corelibs' answers "" for "//"),
+        // and a name of one character has no folder (corelibs' NSString traps on "a", "a/", ".").
+        #expect(PathText.folder(of: "//") == "/" && PathText.lastComponent(of: "//") == "/")
+        for (path, name) in [("a", "a"), ("a/", "a"), (".", ".")] {
+            #expect(PathText.folder(of: path) == "" && PathText.lastComponent(of: path) == name)
+        }
+    }
 }

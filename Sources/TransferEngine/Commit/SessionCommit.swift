@@ -39,21 +39,20 @@ struct SessionCommit: Sendable {
         // Not made durable here: after a power cut the session, loaded again, renames what
         // the cut took back (`DaemonSession.nameFinishedDownloads`).
         var left: RenamesLeft?
-        for rename in filesToRename {
-            do throws(Errno) { try root.rename(rename.from, to: rename.to) } catch {
-                if error.code == ENOENT {
-                    // The body is gone: renamed already, or nothing is left to rename (not waited for).
-                    if (try? root.status(rename.to)) == nil {
-                        log.error("store", "the finished download \(rename.from) is gone before it took its name \(rename.to)", session: session.identifier.rawValue,
-                                  event: LogEvent(.finishedFileGone))
-                    }
-                    continue
+        for (rename, error) in zip(filesToRename, root.rename(filesToRename.map { ($0.from, $0.to) })) {
+            guard let error else { continue }
+            if error.code == ENOENT {
+                // The body is gone: renamed already, or nothing is left to rename (not waited for).
+                if (try? root.status(rename.to)) == nil {
+                    log.error("store", "the finished download \(rename.from) is gone before it took its name \(rename.to)", session: session.identifier.rawValue,
+                              event: LogEvent(.finishedFileGone))
                 }
-                left = RenamesLeft(renames: (left?.renames ?? []) + [rename], error: left?.error ?? error)
+                continue
             }
+            left = RenamesLeft(renames: (left?.renames ?? []) + [rename], error: left?.error ?? error)
         }
         // From the container's root: a folder swapped for a symlink removes nothing elsewhere.
-        filesToRemove.forEach { try? root.remove($0) }
+        _ = root.remove(filesToRemove)
         return left
     }
 }

@@ -49,14 +49,13 @@ final class Downloads {
     func startDownload(_ task: TaskRecord, in session: DaemonSession) {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         do {
-            try root.makeDirectory(session.downloadsDirectory)
             let partial = session.partialPath(for: task)
             // The folder is opened from the container's root without following a symlink on
             // the way, and the file in that folder as opened: a client that plants a link
             // anywhere cannot have the download written outside its container.
-            let folder = try root.openDirectory(session.downloadsDirectory)
+            let folder = try root.openMakingDirectory(session.downloadsDirectory)
             defer { folder.close() }
-            let name = (partial as NSString).lastPathComponent
+            let name = PathText.lastComponent(of: partial)
             let file = try transfers.spareFiles.take(as: name, in: folder) // unless there is one: resume from it
                 ?? folder.openBeneath(name, O_WRONLY | O_CREAT)
             let transfer = try DownloadTransfer(session: session.key, task: task, partialPath: partial, file: file, root: root, configuration: session.record.configuration,
