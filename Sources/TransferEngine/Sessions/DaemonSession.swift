@@ -3,6 +3,7 @@ import TransferContainer
 import TransferCoding
 import TransferLogging
 import TransferPOSIX
+import TransferTransport
 
 /// One background session as the daemon holds it: its record, its unfinished tasks and its
 /// undelivered events, each change appended to the session's journal. Owned by the event loop.
@@ -54,6 +55,10 @@ final class DaemonSession {
     private var encodedEvents: [UInt64: EncodedEvent] = [:]
 
     private var recordPath: String { directory.appendingPathComponent("session.json").path }
+
+    /// The cookie store its transfers use, with the settings and owner it was made for
+    /// (`TransferDaemon.cookieJar(for:)`).
+    var cookieJar: (settings: CookieSettings, owner: BundleIdentifier, jar: CookieJar)?
 
     /// The folder of this session's partial and finished downloads, worked out once: its owner
     /// and app group never change, and the daemon names files in it for every task.
@@ -266,7 +271,7 @@ final class DaemonSession {
         tasks.removeValue(forKey: task.taskIdentifier)
         if let downloadedFile {
             // The body's working name, given when the download began, is on disk before the line.
-            directoriesToSync.insert((downloadedFile as NSString).deletingLastPathComponent)
+            directoriesToSync.insert(PathText.folder(of: downloadedFile))
             filesToRename.append(FileRename(from: bodyPath(ofFinished: finished), to: downloadedFile))
         }
         return event
