@@ -61,6 +61,7 @@ final class Challenges {
     func credentials(for task: TaskRecord, in session: DaemonSession) -> TransferCredentials {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         var credentials = TransferCredentials()
+        guard credentialStore.holdsAny(for: key) else { return credentials }
         if let server = ProtectionSpaceRecord.endpoint(of: task.requestToSend.url),
            let entry = credentialStore.credential(host: server.host, port: server.port, isProxy: false, task: key) {
             credentials.server = (entry.credential, entry.space)

@@ -54,6 +54,12 @@ final class CredentialStore {
         return candidates.first { $0.space.covers(host: host, port: port, isProxy: isProxy) }
     }
 
+    /// Whether any credential could be sent for `task` (its own, its session's, its app's):
+    /// when none, there is no URL to parse for one (the usual case, every transfer's start).
+    func holdsAny(for task: TaskKey) -> Bool {
+        forTask[task] != nil || forSession[task.session]?.isEmpty == false || !permanentEntries(task.session.family).isEmpty
+    }
+
     /// A task ended: its own credential goes.
     func taskEnded(_ task: TaskKey) {
         forTask[task] = nil
