@@ -1,5 +1,6 @@
 import Foundation
 import TransferContainer
+import TransferPOSIX
 
 /// How an exchange decides whether to trust the server's TLS chain (S2.6, S3.6). A value type,
 /// any thread; the engine or a default session picks one per exchange.
@@ -37,7 +38,19 @@ enum TrustAnchorBundle {
     static let systemBundlePath = "/etc/ssl/certs/ca-certificates.crt"
     static let systemDirectory = "/etc/ssl/certs"
 
-    static var systemBundleExists: Bool { FileManager.default.isReadableFile(atPath: systemBundlePath) }
+    /// Whether the system bundle can be read, looked at again at most once a second: every
+    /// transfer's set-up asks (twice), and an `access` call each time was a cost of every
+    /// small download, while the bundle comes and goes only with the package.
+    static var systemBundleExists: Bool {
+        let now = DispatchTime.now().uptimeNanoseconds
+        return bundleCheck.withLock { check in
+            if let last = check.checkedAt, now &- last < 1_000_000_000 { return check.exists }
+            check = (FileManager.default.isReadableFile(atPath: systemBundlePath), now)
+            return check.exists
+        }
+    }
+
+    private static let bundleCheck = Locked<(exists: Bool, checkedAt: UInt64?)>((false, nil))
 
     private static let lock = NSLock()
     nonisolated(unsafe) private static var bundles: [[Data]: UnsafeMutableRawBufferPointer] = [:]
