@@ -95,8 +95,9 @@ extension SessionCore {
                             delegate.urlSession(session, downloadTask: download, didFinishDownloadingTo: URL(fileURLWithPath: path))
                         }
                     }
-                    // The file exists only during the call (S3.3).
-                    try? FileManager.default.removeItem(atPath: path)
+                    // The file exists only during the call (S3.3). One `unlink`, which mostly
+                    // finds it moved away; FileManager for what else a delegate left there (a folder).
+                    if unlink(path) != 0 && errno != ENOENT { try? FileManager.default.removeItem(atPath: path) }
                 } else if !exists && interruptedPhase == nil {
                     log.error("delivery", "downloaded file \(path) is gone; didFinishDownloadingTo skipped", session: identifier.rawValue, task: task.taskIdentifier)
                 }
