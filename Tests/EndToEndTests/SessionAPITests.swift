@@ -104,6 +104,10 @@ final class SessionAPITests: InProcessSuite, @unchecked Sendable {
         let metrics = try #require(delegate.metrics(of: task.taskIdentifier), "metrics come before the completion")
         #expect(metrics.redirectCount == 2)
         #expect(metrics.transactionMetrics.last?.response?.url?.path == "/landed")
+        // One response object, as Apple's: the metrics' is the task's, however often it is asked for.
+        let response = try #require(task.response as? HTTPURLResponse)
+        #expect(response.statusCode == 200 && response === task.response && metrics.transactionMetrics.last?.response === response)
+        #expect(task.originalRequest?.url?.path == "/hop-1" && task.currentRequest?.url?.path == "/landed")
     }
 
     @Test("cancel() ends a running task with -999; an ftp: URL fails with -1002 when resumed")

@@ -24,10 +24,18 @@ open class URLSessionTask: @unchecked Sendable {
     /// The request the task was made with.
     public var originalRequest: URLRequest? { foundationTask?.originalRequest ?? recordedRequest }
     private let requestRecord: RequestRecord
-    /// Made when asked for, not with the task: a default session's data and upload tasks
+    /// Made when first asked for, not with the task: a default session's data and upload tasks
     /// answer from FoundationNetworking's task, and building a `URLRequest` took a third of
-    /// what making one of them cost (issue 27).
-    private var recordedRequest: URLRequest? { URLSessionTask.request(from: requestRecord) }
+    /// what making one of them cost (issue 27). Then kept: the delivery of a background
+    /// task's completion asks for it, and so do most delegates.
+    private var recordedRequest: URLRequest? {
+        fields.withLock { fields in
+            if let made = fields.madeRequest { return made }
+            let request = URLSessionTask.request(from: requestRecord)
+            fields.madeRequest = .some(request)
+            return request
+        }
+    }
     weak var backend: (any SessionBackend)?
     /// The task's state, behind one lock: each lock is objects of its own to make, and a
     /// default session makes a task object for every request (issue 27).
@@ -42,6 +50,11 @@ open class URLSessionTask: @unchecked Sendable {
         var progress: Progress?
         /// Set by the app or by the making of a completion-handler task; nil is the kind's default.
         var prefersIncrementalDelivery: Bool?
+        /// `recordedRequest` once made (the original request never changes).
+        var madeRequest: URLRequest??
+        /// `response` once made, with the record it was made from: asked for again, it is the
+        /// same object while the record's response is the same, as Apple's is.
+        var madeResponse: (from: ResponseRecord, response: HTTPURLResponse)?
     }
     private let fields: Locked<Fields>
     /// The daemon refused to create the task: it never had it (for the stand-ins, which
@@ -120,8 +133,14 @@ open class URLSessionTask: @unchecked Sendable {
     /// The server's last response (an `HTTPURLResponse`), once its header has arrived.
     public var response: URLResponse? {
         if let inner = foundationTask { return inner.response }
-        guard let response = fields.withLock({ $0.record.response }), let url = URL(string: response.url) else { return nil }
-        return HTTPURLResponse(url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1", headerFields: response.headers)
+        return fields.withLock { fields -> URLResponse? in
+            guard let record = fields.record.response else { return nil }
+            if let made = fields.madeResponse, made.from == record { return made.response }
+            guard let url = URL(string: record.url),
+                  let response = HTTPURLResponse(url: url, statusCode: record.statusCode, httpVersion: "HTTP/1.1", headerFields: record.headers) else { return nil }
+            fields.madeResponse = (record, response)
+            return response
+        }
     }
 
     /// Where the task is in its life.
