@@ -8,11 +8,16 @@ import TransferPOSIX
 /// The layout is documented in `SharedContainer/README.md`.
 public struct ContainerLayout: Sendable, Equatable {
     public let root: URL
+    /// The root's path with one trailing slash: what every path inside it begins with. Kept,
+    /// as records' paths are resolved against it for every event delivered.
+    let rootPrefix: String
 
     public init(root: URL) {
         // One spelling per folder: `URL(fileURLWithPath:)` adds a trailing slash only when the
         // folder exists, which would make one container look like two.
         self.root = URL(fileURLWithPath: root.standardizedFileURL.path, isDirectory: true)
+        let path = self.root.path
+        self.rootPrefix = path.hasSuffix("/") ? path : path + "/"
     }
 
     /// The root chosen by `--container PATH`, else `BGTRANSFER_CONTAINER`, else `./SharedContainer`.

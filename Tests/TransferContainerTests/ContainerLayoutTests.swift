@@ -116,4 +116,25 @@ struct ContainerLayoutTests {
         }
         #expect(permissions(directory.path("nested")) == 0o700)
     }
+
+    @Test("a record's path resolves inside the root, or not at all: relative, absolute, doubled slashes, dots, and paths outside")
+    func recordPaths() {
+        let layout = ContainerLayout(root: URL(fileURLWithPath: "/srv/container"))
+        // (stored, resolved): the spellings records hold, and the ones a hostile or old record may.
+        let cases: [(String, String?)] = [
+            ("AppGroups/g/Library/Caches/CFNetworkDownload_1.tmp", "/srv/container/AppGroups/g/Library/Caches/CFNetworkDownload_1.tmp"),
+            ("a", "/srv/container/a"), ("a.b/.c/..d/...", "/srv/container/a.b/.c/..d/..."),
+            ("a//b", "/srv/container/a/b"), ("a/b/", "/srv/container/a/b"), ("a///", "/srv/container/a"),
+            ("/srv/container/a/b", "/srv/container/a/b"), ("/srv/container//a", "/srv/container//a"),
+            ("", nil), ("/", nil), ("//", nil), (".", nil), ("..", nil), ("./a", nil), ("a/.", nil), ("a/../b", nil), ("../container/a", nil),
+            ("/srv/container", nil), ("/srv/container/", nil), ("/srv/other/a", nil), ("/srv/container/../x", nil), ("/etc/passwd", nil),
+        ]
+        for (stored, resolved) in cases {
+            #expect(layout.resolveRecordPath(stored) == resolved, "\(stored)")
+        }
+        // A path the layout hands to a record comes back as itself.
+        let finished = layout.root.appendingPathComponent("AppGroups/g/x y/é.tmp").path
+        #expect(layout.resolveRecordPath(layout.recordPath(finished)) == finished)
+    }
 }
+

@@ -6,12 +6,6 @@ import Foundation
 /// outside it are refused (`resolveRecordPath` gives nil): nobody hands out, reads or
 /// removes a file outside the container because a record says so.
 extension ContainerLayout {
-    /// The root with one trailing slash: what every path inside it begins with.
-    private var rootPrefix: String {
-        let path = root.path
-        return path.hasSuffix("/") ? path : path + "/"
-    }
-
     /// The path to keep in a record for `path`: relative to the root when it lies inside,
     /// else `path` unchanged (it will be refused when read).
     public func recordPath(_ path: String) -> String {
@@ -26,6 +20,7 @@ extension ContainerLayout {
     /// climbs with `..`.
     public func resolveRecordPath(_ stored: String) -> String? {
         guard !stored.isEmpty else { return nil }
+        if Self.isPlainRelativePath(stored) { return rootPrefix + stored } // what records hold: no splitting
         let components = stored.split(separator: "/", omittingEmptySubsequences: true)
         guard !components.isEmpty, !components.contains(where: { $0 == ".." || $0 == "." }) else { return nil }
         let prefix = rootPrefix
@@ -34,6 +29,23 @@ extension ContainerLayout {
             return stored
         }
         return prefix + components.joined(separator: "/")
+    }
+
+    /// Whether `path` is relative with every component a name: not empty (no leading,
+    /// trailing or doubled slash), not "." or "..". Such a path is resolved as it is.
+    static func isPlainRelativePath(_ path: String) -> Bool {
+        var length = 0, dots = 0
+        for byte in path.utf8 {
+            if byte == UInt8(ascii: "/") {
+                guard length > 0, dots < length || length > 2 else { return false }
+                length = 0
+                dots = 0
+            } else {
+                length += 1
+                if byte == UInt8(ascii: ".") { dots += 1 }
+            }
+        }
+        return length > 0 && (dots < length || length > 2)
     }
 
     /// Whether a record's path is the relative spelling (written since paths are relative).
