@@ -90,8 +90,11 @@ final class ServerTrustChallenges {
     /// How a transfer of `task` judges its server: the system store and the device's roots,
     /// or exactly the key the app accepted for this origin.
     func tlsPolicy(for task: TaskRecord, in session: DaemonSession) -> TLSPolicy {
-        guard let origin = origin(of: task.requestToSend.url, in: session) else { return TLSPolicy(extraAnchors: deviceRoots) }
-        let accepted = session.record.acceptedServerKeys?.last { $0.covers(scheme: origin.scheme, host: origin.host, port: origin.port) }
+        // This runs at every transfer's start, and most sessions have accepted no key: the URL
+        // is parsed only when one has.
+        guard let keys = session.record.acceptedServerKeys, !keys.isEmpty,
+              let origin = origin(of: task.requestToSend.url, in: session) else { return TLSPolicy(extraAnchors: deviceRoots) }
+        let accepted = keys.last { $0.covers(scheme: origin.scheme, host: origin.host, port: origin.port) }
         return TLSPolicy(extraAnchors: deviceRoots, acceptedPublicKeyPin: accepted?.pin)
     }
 
