@@ -73,6 +73,27 @@ final class SessionAPITests: InProcessSuite, @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
+    @Test("A folder a delegate leaves where the downloaded file was is removed once didFinishDownloadingTo returns, and the file it took stays whole (S3.3)")
+    func leftoverInTheFilesPlace() throws {
+        let payload = testPayload(size: 40_000, seed: 7)
+        server.serve("/leftover.bin", data: payload)
+        let kept = container.layout.root.appendingPathComponent("kept.bin")
+        let delegate = RecordingDelegate()
+        delegate.afterFinishing = { location in
+            try? FileManager.default.moveItem(at: location, to: kept)
+            try? FileManager.default.createDirectory(at: location, withIntermediateDirectories: false)
+            try? Data("left behind".utf8).write(to: location.appendingPathComponent("inside"))
+        }
+        let session = fixture.session("leftover", delegate: delegate)
+        defer { session.invalidateAndCancel() }
+        let task = session.downloadTask(with: server.url(for: "/leftover.bin"))
+        task.resume()
+        #expect(delegate.wait { $0 == .completed(task: task.taskIdentifier, code: nil, status: 200) }, "\(delegate.calls)")
+        let location = try #require(delegate.locations.first)
+        #expect(!FileManager.default.fileExists(atPath: location.path), "the folder left in the file's place is gone")
+        #expect(try Data(contentsOf: kept) == payload, "the file the delegate took is whole")
+    }
+
     @Test("An HTTP 404 is not an error: didCompleteWithError(nil) with the status in task.response (S2.5)")
     func httpErrorIsNotAnError() throws {
         var options = RouteOptions()

@@ -26,6 +26,10 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
     /// The headers given before a retry (default: none).
     var retryHeaders: @Sendable (URLRequest) -> [String: String]? = { _ in nil }
 
+    /// Run at the end of didFinishDownloadingTo with the file's location (default: nothing;
+    /// the file is left where it is).
+    var afterFinishing: @Sendable (URL) -> Void = { _ in }
+
     /// How `willBeginDelayedRequest` is answered (default: go on).
     var delayedRequestAnswer: @Sendable (URLRequest) -> (URLSession.DelayedRequestDisposition, URLRequest?) = { _ in (.continueLoading, nil) }
 
@@ -109,6 +113,7 @@ final class RecordingDelegate: URLSessionDownloadDelegate, URLSessionDataDelegat
         digests[downloadTask.taskIdentifier] = digest
         condition.unlock()
         record(.finishedDownloading(task: downloadTask.taskIdentifier, existedDuringCall: FileManager.default.fileExists(atPath: location.path), size: size))
+        afterFinishing(location)
     }
 
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didResumeAtOffset fileOffset: Int64, expectedTotalBytes: Int64) {
