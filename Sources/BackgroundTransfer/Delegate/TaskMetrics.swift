@@ -1,6 +1,7 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferPOSIX
 
 /// What the library measured of a task (Apple's `URLSessionTaskMetrics`), handed to
 /// `urlSession(_:task:didFinishCollecting:)` just before `didCompleteWithError`. The
@@ -8,26 +9,46 @@ import TransferContainer
 /// declares its own, with Apple's names; it shadows the other for code that imports this
 /// module. Immutable; any thread.
 public final class URLSessionTaskMetrics: @unchecked Sendable, CustomStringConvertible {
-    /// One entry per request-response exchange the library knows of (the last one).
-    public let transactionMetrics: [URLSessionTaskTransactionMetrics]
+    /// One entry per request-response exchange the library knows of (the last one). Made when
+    /// first read, then kept: most delegates never look, and making the task's request and
+    /// response objects for every delivered event was a cost of each small download.
+    public var transactionMetrics: [URLSessionTaskTransactionMetrics] {
+        transactions.withLock { made in
+            if let made { return made }
+            let transactions = makeTransactions()
+            made = transactions
+            return transactions
+        }
+    }
     /// From the task's creation to its completion.
     public let taskInterval: DateInterval
     /// Redirects followed on the way to the task's last response.
     public let redirectCount: Int
+    // @unchecked Sendable: the one mutable part, the transactions once made, is behind its lock.
+    private let transactions: Locked<[URLSessionTaskTransactionMetrics]?>
+    private let makeTransactions: @Sendable () -> [URLSessionTaskTransactionMetrics]
 
     init(transactionMetrics: [URLSessionTaskTransactionMetrics], taskInterval: DateInterval, redirectCount: Int) {
-        self.transactionMetrics = transactionMetrics
+        self.transactions = Locked(transactionMetrics)
+        self.makeTransactions = { transactionMetrics }
         self.taskInterval = taskInterval
         self.redirectCount = redirectCount
     }
 
     /// The metrics of a finished task: its record as it ended, the request it sent last and
-    /// the response it got.
-    convenience init(task record: TaskRecord, endedAt end: Date, request: URLRequest?, response: URLResponse?) {
-        let interval = DateInterval(start: min(record.createdAt, end), end: end)
-        let transaction = URLSessionTaskTransactionMetrics(request: request, response: response, networkProtocolName: record.networkProtocolName, responseEndDate: response == nil ? nil : end)
+    /// the response it got, asked for when the transactions are first read (the task's
+    /// request and response do not change once it has completed).
+    init(task record: TaskRecord, endedAt end: Date, request: @escaping @Sendable () -> URLRequest?, response: @escaping @Sendable () -> URLResponse?) {
+        self.taskInterval = DateInterval(start: min(record.createdAt, end), end: end)
         // A record from disk is not trusted to hold a count that makes sense.
-        self.init(transactionMetrics: request == nil ? [] : [transaction], taskInterval: interval, redirectCount: max(0, record.redirectCount ?? 0))
+        self.redirectCount = max(0, record.redirectCount ?? 0)
+        self.transactions = Locked(nil)
+        let networkProtocolName = record.networkProtocolName
+        self.makeTransactions = {
+            guard let request = request() else { return [] }
+            let response = response()
+            return [URLSessionTaskTransactionMetrics(request: request, response: response, networkProtocolName: networkProtocolName, responseEndDate: response == nil ? nil : end)]
+        }
     }
 
     /// The task's duration and the protocol of each exchange, for logs.

@@ -363,7 +363,7 @@ final class LocalSessionCore: SessionBackend, @unchecked Sendable {
             task.finish(with: error)
             let outcome = error
             if let delegate = self.delegate as? URLSessionTaskDelegate {
-                let metrics = URLSessionTaskMetrics(task: task.record, endedAt: Date(), request: task.currentRequest, response: task.response)
+                let metrics = URLSessionTaskMetrics(task: task.record, endedAt: Date(), request: { task.currentRequest }, response: { task.response })
                 self.onDelegateQueue { session in
                     delegate.urlSession(session, task: task, didFinishCollecting: metrics)
                     delegate.urlSession(session, task: task, didCompleteWithError: outcome)

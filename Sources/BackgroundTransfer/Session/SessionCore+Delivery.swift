@@ -110,7 +110,7 @@ extension SessionCore {
                 }
             }
             if interruptedPhase != .completing, let delegate = delegate as? URLSessionTaskDelegate {
-                let metrics = URLSessionTaskMetrics(task: event.task, endedAt: event.createdAt, request: task.currentRequest, response: task.response)
+                let metrics = URLSessionTaskMetrics(task: event.task, endedAt: event.createdAt, request: { task.currentRequest }, response: { task.response })
                 onDelegateQueue(marking: (event.number, .completing)) { session in
                     delegate.urlSession(session, task: task, didFinishCollecting: metrics)
                     delegate.urlSession(session, task: task, didCompleteWithError: error)
