@@ -13,24 +13,32 @@ public final class URLSessionTaskMetrics: @unchecked Sendable, CustomStringConve
     /// first read, then kept: most delegates never look, and making the task's request and
     /// response objects for every delivered event was a cost of each small download.
     public var transactionMetrics: [URLSessionTaskTransactionMetrics] {
-        transactions.withLock { made in
-            if let made { return made }
-            let transactions = makeTransactions()
-            made = transactions
-            return transactions
+        transactions.withLock { state in
+            switch state {
+            case .made(let transactions):
+                return transactions
+            case .pending(let make):
+                let transactions = make()
+                state = .made(transactions) // and the task the maker held goes
+                return transactions
+            }
         }
     }
     /// From the task's creation to its completion.
     public let taskInterval: DateInterval
     /// Redirects followed on the way to the task's last response.
     public let redirectCount: Int
-    // @unchecked Sendable: the one mutable part, the transactions once made, is behind its lock.
-    private let transactions: Locked<[URLSessionTaskTransactionMetrics]?>
-    private let makeTransactions: @Sendable () -> [URLSessionTaskTransactionMetrics]
+    // @unchecked Sendable: the one mutable part, the transactions, is behind its lock.
+    private let transactions: Locked<Transactions>
+
+    /// The transactions, or how to make them.
+    private enum Transactions {
+        case pending(@Sendable () -> [URLSessionTaskTransactionMetrics])
+        case made([URLSessionTaskTransactionMetrics])
+    }
 
     init(transactionMetrics: [URLSessionTaskTransactionMetrics], taskInterval: DateInterval, redirectCount: Int) {
-        self.transactions = Locked(transactionMetrics)
-        self.makeTransactions = { transactionMetrics }
+        self.transactions = Locked(.made(transactionMetrics))
         self.taskInterval = taskInterval
         self.redirectCount = redirectCount
     }
@@ -42,13 +50,12 @@ public final class URLSessionTaskMetrics: @unchecked Sendable, CustomStringConve
         self.taskInterval = DateInterval(start: min(record.createdAt, end), end: end)
         // A record from disk is not trusted to hold a count that makes sense.
         self.redirectCount = max(0, record.redirectCount ?? 0)
-        self.transactions = Locked(nil)
         let networkProtocolName = record.networkProtocolName
-        self.makeTransactions = {
+        self.transactions = Locked(.pending({
             guard let request = request() else { return [] }
             let response = response()
             return [URLSessionTaskTransactionMetrics(request: request, response: response, networkProtocolName: networkProtocolName, responseEndDate: response == nil ? nil : end)]
-        }
+        }))
     }
 
     /// The task's duration and the protocol of each exchange, for logs.
