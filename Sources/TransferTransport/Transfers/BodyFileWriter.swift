@@ -111,13 +111,10 @@ package final class BodyFileWriter {
             try finishWriteUnderWay()
             // `current` moved on to the other buffer; the tail is in the one just written.
             try writeThroughPageCache(UnsafeRawBufferPointer(rebasing: buffers[current ^ 1][aligned..<count]), at: start + Int64(aligned))
-            start += Int64(count)
         } else {
             try writeThroughPageCache(UnsafeRawBufferPointer(rebasing: buffers[current][..<count]), at: start)
-            start += Int64(count)
         }
-        count = 0
-        capacity = nextCapacity()
+        moveToNextBuffer()
     }
 
     /// Waits for a direct write under way and frees the buffers; the writer is not used after.
@@ -156,6 +153,11 @@ package final class BodyFileWriter {
         } else {
             try writeThroughPageCache(UnsafeRawBufferPointer(rebasing: buffers[current][..<count]), at: start)
         }
+        moveToNextBuffer()
+    }
+
+    /// The buffer's `count` bytes are written or under way: the next buffer starts after them.
+    private func moveToNextBuffer() {
         start += Int64(count)
         count = 0
         capacity = nextCapacity()
