@@ -106,9 +106,13 @@ let package = Package(
     swiftLanguageModes: [.v6]
 )
 
-// The flag goes to every Swift module as well, so that the compiler names the static
+// `-static-stdlib` goes to every Swift module as well, so that the compiler names the static
 // libraries each import needs (FoundationNetworking's CFURLSession shims, for one).
+// The second makes the metadata of a concrete generic type (a `KeyedDecodingContainer` of
+// some `CodingKeys`) with a direct call instead of from its mangled name, from which the
+// runtime searched the executable's 6,000 conformances (Foundation's too) once for each such
+// type: about 3 ms of every short-lived process's start (Benchmarks/README.md).
 for target in package.targets where target.type != .system && !["CCurl", "CPOSIX", "CLibcrypto"].contains(target.name) {
-    target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-static-stdlib"], .when(configuration: .release))]
+    target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-static-stdlib", "-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"], .when(configuration: .release))]
     if target.type == .executable { target.linkerSettings = staticRuntime }
 }
