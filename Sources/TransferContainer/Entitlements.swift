@@ -1,5 +1,6 @@
 import Foundation
 import CPOSIX
+import TransferCoding
 import TransferPOSIX
 
 /// What an executable is entitled to: the bundles it may act as, each with its kind,
@@ -20,7 +21,9 @@ public enum Entitlements {
 
     /// The identities in one declaration (the literal an executable passes at launch).
     public static func identities(inDeclaration text: String) throws(EntitlementsError) -> [AppIdentity] {
-        let found = try identities(in: Data(text.utf8), source: "the declaration")
+        // The bytes as an array: `Data` made from a string's UTF-8 view asks at run time
+        // whether the view is contiguous, a search of every conformance in the executable.
+        let found = Array(text.utf8).withUnsafeBytes { scan($0, startingBefore: $0.count) }
         guard !found.isEmpty else { throw .noDeclaration(source: "the declaration") }
         return found
     }
@@ -77,7 +80,7 @@ public enum Entitlements {
                 continue
             }
             let body = Data(bytes: bodyStart, count: stop - bodyStart)
-            if let identities = try? JSONDecoder().decode([AppIdentity].self, from: body) {
+            if let identities = try? RecordCoding.decode([AppIdentity].self, from: body) {
                 found += identities
                 offset = stop + end.count - base
             } else {
