@@ -144,7 +144,7 @@ public enum StandInProgram {
             complain("task \(task.taskIdentifier) was refused: \(error?.localizedDescription ?? "") (\(error?.code ?? 0))")
             return false
         }
-        print(task.taskIdentifier)
+        print(String(task.taskIdentifier)) // a String: an Int is printed after run-time conformance searches, 0.15 ms of a start
         if wait { delegate.showProgress(on: WaitProgressBar.onTerminal(), of: task.taskIdentifier) }
         AppEnvironment.log.notice("app", note, session: session.configuration.identifier, task: task.taskIdentifier)
         return true
