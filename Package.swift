@@ -29,6 +29,7 @@ let package = Package(
         // Typed C wrappers around libcurl (variadic setopt/getinfo cannot be called from Swift).
         .target(
             name: "CCurl",
+            dependencies: ["CLazyLoad"],
             linkerSettings: [.linkedLibrary("curl")]
         ),
         // The shared container: layout, identifiers, durable records, the session coordinator,
@@ -51,8 +52,12 @@ let package = Package(
         .target(name: "CommandLineTools", dependencies: ["TransferContainer"]),
         // The few GNU/Linux calls Glibc's Swift module hides (SO_PEERCRED, accept4, O_PATH, setsid spawn).
         .target(name: "CPOSIX"),
-        // SHA-256 from the system's libcrypto (OpenSSL 3, EVP): server key pins, file checks.
-        .target(name: "CLibcrypto", linkerSettings: [.linkedLibrary("crypto")]),
+        // SHA-256 and chain checks from the system's libcrypto (OpenSSL 3, EVP): server key
+        // pins, file checks. libcrypto is loaded when first called (`LazyCrypto.c`).
+        .target(name: "CLibcrypto", dependencies: ["CLazyLoad"]),
+        // A shared library loaded when one of its functions is first called, not at start:
+        // libcurl and libcrypto, which an app extension that only hands over a task never calls.
+        .target(name: "CLazyLoad"),
         // Transfers and their transport: one download or upload over libcurl, the loop that
         // drives them, the libcurl → URLError mapping and the retry policy. The daemon and
         // default (foreground) sessions both run transfers through it.
@@ -112,7 +117,7 @@ let package = Package(
 // some `CodingKeys`) with a direct call instead of from its mangled name, from which the
 // runtime searched the executable's 6,000 conformances (Foundation's too) once for each such
 // type: about 3 ms of every short-lived process's start (Benchmarks/README.md).
-for target in package.targets where target.type != .system && !["CCurl", "CPOSIX", "CLibcrypto"].contains(target.name) {
+for target in package.targets where target.type != .system && !["CCurl", "CPOSIX", "CLibcrypto", "CLazyLoad"].contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-static-stdlib", "-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"], .when(configuration: .release))]
     if target.type == .executable { target.linkerSettings = staticRuntime }
 }

@@ -6,9 +6,9 @@
 // against 0.7 ms for a C program that does nothing. An app extension
 // that only hands a task to the daemon never transfers anything itself. So the libcurl
 // functions this package and FoundationNetworking call are defined here: each loads
-// libcurl.so.4 once (dlopen, on first use, from any thread) and calls libcurl's own. Release
-// executables are linked with --as-needed, so that libcurl is not among the libraries the
-// loader maps at start (`readelf -d` on them names no libcurl). A debug build loads it with
+// libcurl.so.4 once (LazyLoad.h: dlopen, on first use, from any thread) and calls libcurl's
+// own. Release executables are linked with --as-needed, so that libcurl is not among the
+// libraries the loader maps at start (`readelf -d` on them names no libcurl). A debug build loads it with
 // the toolchain's shared FoundationNetworking; these then call that copy, the same one.
 //
 // The three variadic setters and getter take exactly one more argument, whose type the
@@ -18,58 +18,14 @@
 
 #define CURL_DISABLE_TYPECHECK 1
 #include <curl/curl.h>
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "LazyLoad.h"
 
-static void *library;
-static pthread_once_t loaded = PTHREAD_ONCE_INIT;
+static lazyload_library libcurl = {"libcurl.so.4", 0};
 
-static void load(void) {
-    library = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) {
-        fprintf(stderr, "libcurl.so.4 cannot be loaded: %s\n", dlerror());
-        abort();
-    }
-}
-
-/// libcurl's own `name`, looked up once. `self` is this file's function of that name: a
-/// lookup that found it again (it cannot, through the library's handle) would call itself.
-static void *resolve(const char *name, const void *self) {
-    pthread_once(&loaded, load);
-    void *function = dlsym(library, name);
-    if (function == NULL || function == self) {
-        fprintf(stderr, "libcurl.so.4 has no %s: %s\n", name, function == NULL ? dlerror() : "found this forwarder itself");
-        abort();
-    }
-    return function;
-}
-
-// Each function keeps libcurl's pointer after its first call (two first calls at once store
-// the same pointer twice).
-#define REAL(type, name) \
-    static type stored; \
-    type real = __atomic_load_n(&stored, __ATOMIC_ACQUIRE); \
-    if (real == NULL) { \
-        real = (type)resolve(#name, (const void *)name); \
-        __atomic_store_n(&stored, real, __ATOMIC_RELEASE); \
-    }
-
-#define FORWARD(result, name, parameters, arguments) \
-    typedef result (*name##_function) parameters; \
-    result name parameters { \
-        REAL(name##_function, name) \
-        return real arguments; \
-    }
-
-#define FORWARD_VOID(name, parameters, arguments) \
-    typedef void (*name##_function) parameters; \
-    void name parameters { \
-        REAL(name##_function, name) \
-        real arguments; \
-    }
+#define FORWARD(result, name, parameters, arguments) LAZYLOAD_FORWARD(libcurl, result, name, parameters, arguments)
+#define FORWARD_VOID(name, parameters, arguments) LAZYLOAD_FORWARD_VOID(libcurl, name, parameters, arguments)
+#define REAL(type, name) LAZYLOAD_REAL(libcurl, type, name)
 
 FORWARD(CURLcode, curl_global_init, (long flags), (flags))
 FORWARD(char *, curl_version, (void), ())

@@ -1,6 +1,6 @@
 // SHA-256 from the system's libcrypto (OpenSSL 3), through its EVP interface: the one the
-// library keeps supported (SHA256_Init and the like are deprecated). libcurl already loads
-// libcrypto into every process that transfers.
+// library keeps supported (SHA256_Init and the like are deprecated). libcrypto is loaded when
+// one of these is first called (LazyCrypto.c), not when a process starts.
 #ifndef CLIBCRYPTO_H
 #define CLIBCRYPTO_H
 #include <stddef.h>
