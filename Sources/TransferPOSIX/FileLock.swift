@@ -36,7 +36,8 @@ public final class FileLock: Sendable {
         // Record ourselves as the holder (for error messages and `bgtransfer inspect`).
         try? fd.truncate(to: 0)
         _ = try? fd.seek(to: 0)
-        try? fd.writeAll(Data("\(getpid())\n".utf8))
+        // As bytes: `Data` made from a UTF-8 view searches the conformances at run time.
+        Array("\(getpid())\n".utf8).withUnsafeBytes { _ = try? fd.writeAll($0) }
         return .acquired(FileLock(path: path, descriptor: fd))
     }
 

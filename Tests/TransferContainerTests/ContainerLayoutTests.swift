@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TransferContainer
+@testable import TransferContainer
 
 @Suite("Container layout")
 struct ContainerLayoutTests {
@@ -99,6 +99,22 @@ struct ContainerLayoutTests {
         let layout = ContainerLayout(root: URL(fileURLWithPath: "/tmp/a/b/../c/./d"))
         #expect(layout.root.path == "/tmp/a/c/d")
         #expect(layout.logFile.path == "/tmp/a/c/d/Logs/transfer.log")
+    }
+
+    @Test("the default container is found upward, as git finds .git: the nearest folder of that name; a file of that name is passed over")
+    func foundUpward() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let top = directory.path("top"), deep = directory.path("top/a/b/c")
+        try FileManager.default.createDirectory(atPath: deep, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: top + "/SharedContainer", withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: top + "/a/b/SharedContainer", contents: Data()), "a file, not a folder")
+        #expect(ContainerLayout.findUpward("SharedContainer", from: deep) == top + "/SharedContainer")
+        #expect(ContainerLayout.findUpward("SharedContainer", from: deep + "/") == top + "/SharedContainer", "a trailing slash")
+        #expect(ContainerLayout.findUpward("SharedContainer", from: top + "/a/./b//c") == top + "/SharedContainer", "dots and doubled slashes")
+        try FileManager.default.createDirectory(atPath: top + "/a/SharedContainer", withIntermediateDirectories: true)
+        #expect(ContainerLayout.findUpward("SharedContainer", from: deep) == top + "/a/SharedContainer", "the nearest wins")
+        #expect(ContainerLayout.findUpward("NoSuchFolder-\(getpid())", from: deep) == nil, "up to / and no further")
     }
 
     @Test("prepare() makes the top-level folders with mode 0700, and may run twice")
