@@ -8,8 +8,9 @@
 // functions this package and FoundationNetworking call are defined here: each loads
 // libcurl.so.4 once (LazyLoad.h: dlopen, on first use, from any thread) and calls libcurl's
 // own. Release executables are linked with --as-needed, so that libcurl is not among the
-// libraries the loader maps at start (`readelf -d` on them names no libcurl). A debug build loads it with
-// the toolchain's shared FoundationNetworking; these then call that copy, the same one.
+// libraries the loader maps at start (`readelf -d` on them names no libcurl). A debug build
+// loads it with the toolchain's shared FoundationNetworking; these then call that copy, the
+// same one.
 //
 // The three variadic setters and getter take exactly one more argument, whose type the
 // option's number says (libcurl's own rule: CURLOPTTYPE_* ranges, CURLINFO_* type bits),
