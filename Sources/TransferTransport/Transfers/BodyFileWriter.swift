@@ -1,4 +1,5 @@
 internal import Glibc
+import CPOSIX
 import TransferPOSIX
 
 /// Writes a download's body into its file, in the order the bytes arrive, each byte at its
@@ -91,7 +92,12 @@ package final class BodyFileWriter {
         while !rest.isEmpty {
             if buffers.isEmpty { allocateBuffers() }
             let n = min(capacity - count, rest.count)
-            UnsafeMutableRawBufferPointer(rebasing: buffers[current][count..<(count + n)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[..<n]))
+            if direct != nil, let to = buffers[current].baseAddress, let from = rest.baseAddress {
+                // Past the caches: the device reads this buffer, the loop never does again.
+                cposix_copy_streaming(to + count, from, n)
+            } else {
+                UnsafeMutableRawBufferPointer(rebasing: buffers[current][count..<(count + n)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[..<n]))
+            }
             count += n
             rest = UnsafeRawBufferPointer(rebasing: rest[n...])
             if count == capacity { try writeCurrentBuffer() }
@@ -166,6 +172,7 @@ package final class BodyFileWriter {
     /// Starts writing the current buffer's first `length` bytes at `start`, and moves on to the
     /// other buffer.
     private func startDirectWrite(on direct: DirectWriteChannel, length: Int) {
+        cposix_streaming_fence()
         direct.startWrite(UnsafeRawBufferPointer(rebasing: buffers[current][..<length]), at: start)
         underWay = (start, length, current)
         current ^= 1
