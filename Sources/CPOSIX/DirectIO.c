@@ -21,7 +21,7 @@ int cposix_open_direct(int fd) {
 
 // An ordinary copy first reads each of the buffer's lines into the cache, from wherever the
 // last direct write of that buffer left them, only to overwrite them: in the daemon it took
-// 1.4 to 8 times as long as this one, varying from run to run (Benchmarks/README.md).
+// 1.3 to 8 times as long as this one, varying from run to run (Benchmarks/README.md).
 #if defined(__x86_64__)
 void cposix_copy_streaming(void *destination, const void *source, size_t count) {
     unsigned char *to = destination;
