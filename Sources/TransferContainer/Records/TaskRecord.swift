@@ -142,6 +142,15 @@ public struct TaskRecord: Codable, Sendable, Equatable, CustomReflectable {
         }
     }
 
+    /// Changes the fields in place as one access. For a field written at every piece of a
+    /// body: `task.field += n` goes through a key path that the runtime looks up at each call
+    /// (`swift_getKeyPath`, and a retain and a release of what it returns): 3 % of the
+    /// daemon's CPU in a large download.
+    @inlinable public mutating func update<Result>(_ change: (inout TaskFields) -> Result) -> Result {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
+        return change(&storage.fields)
+    }
+
     /// The JSON of a record is its fields'.
     public init(from decoder: any Decoder) throws {
         storage = Storage(try TaskFields(from: decoder))

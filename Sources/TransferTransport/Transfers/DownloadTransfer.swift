@@ -174,7 +174,7 @@ package final class DownloadTransfer: Transfer {
             diskFailure = TransferFailure(code: TransferFailure.cannotWriteToFile, message: "cannot write the download to \(partialPath): \(error)", subject: partialPath)
             return .abort
         }
-        task.countOfBytesReceived += Int64(bytes.count)
+        task.update { $0.countOfBytesReceived += Int64(bytes.count) }
         bytesSinceCheckpoint += Int64(bytes.count)
         if bytesSinceCheckpoint >= Self.checkpointInterval {
             bytesSinceCheckpoint = 0
