@@ -93,7 +93,8 @@ package final class BodyFileWriter {
             if buffers.isEmpty { allocateBuffers() }
             let n = min(capacity - count, rest.count)
             if direct != nil, let to = buffers[current].baseAddress, let from = rest.baseAddress {
-                // Past the caches: the device reads this buffer, the loop never does again.
+                // Past the caches: the device reads this buffer; the loop reads back only a
+                // tail under a block, or a write the file system refused.
                 cposix_copy_streaming(to + count, from, n)
             } else {
                 UnsafeMutableRawBufferPointer(rebasing: buffers[current][count..<(count + n)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: rest[..<n]))
