@@ -8,6 +8,10 @@ import TransferPOSIX
 final class InProcessFixture: @unchecked Sendable {
     let container: TestContainer
     let server: LoopbackServer
+    /// The sessions `session(_:delegate:)` opened, invalidated in `tearDown`: one left open
+    /// would reconnect to the container's daemon when `tearDown` ends it, and so launch a new
+    /// daemon that outlives the test.
+    private let opened = Locked<[(session: URLSession, delegate: RecordingDelegate)]>([])
 
     init(startDaemon: Bool = true) throws {
         container = try TestContainer()
@@ -18,6 +22,10 @@ final class InProcessFixture: @unchecked Sendable {
 
     func tearDown() {
         server.stop()
+        for (session, delegate) in opened.withLock({ $0 }) {
+            session.invalidateAndCancel()
+            _ = delegate.wait(timeout: 10) { if case .invalid = $0 { true } else { false } }
+        }
         container.tearDown()
     }
 
@@ -27,7 +35,9 @@ final class InProcessFixture: @unchecked Sendable {
         configuration.sharedContainerIdentifier = InProcess.group.rawValue
         configuration.sessionSendsLaunchEvents = false
         configure(configuration)
-        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        opened.withLock { $0.append((session, delegate)) }
+        return session
     }
 }
 
