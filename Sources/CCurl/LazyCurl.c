@@ -60,21 +60,27 @@ FORWARD(CURLUcode, curl_url_get, (CURLU *url, CURLUPart part, char **value, unsi
 FORWARD(CURLUcode, curl_url_set, (CURLU *url, CURLUPart part, const char *value, unsigned int flags), (url, part, value, flags))
 FORWARD(const char *, curl_url_strerror, (CURLUcode code), (code))
 
+// Sets `code` to `real(handle, option, value)`, the one argument read from `arguments` as the
+// type the option's number says (libcurl's rule for easy and multi options alike; no multi
+// option is a blob).
+#define CALL_WITH_OPTION_VALUE(code, real, handle, option, arguments) \
+    if (option < CURLOPTTYPE_OBJECTPOINT) { /* CURLOPTTYPE_LONG */ \
+        code = real(handle, option, va_arg(arguments, long)); \
+    } else if (option < CURLOPTTYPE_OFF_T) { /* object and function pointers */ \
+        code = real(handle, option, va_arg(arguments, void *)); \
+    } else if (option < CURLOPTTYPE_BLOB) { \
+        code = real(handle, option, va_arg(arguments, curl_off_t)); \
+    } else { /* blobs, by pointer */ \
+        code = real(handle, option, va_arg(arguments, void *)); \
+    }
+
 CURLcode curl_easy_setopt(CURL *easy, CURLoption option, ...) {
     typedef CURLcode (*function)(CURL *, CURLoption, ...);
     REAL(function, curl_easy_setopt)
     va_list arguments;
     va_start(arguments, option);
     CURLcode code;
-    if (option < CURLOPTTYPE_OBJECTPOINT) { // CURLOPTTYPE_LONG
-        code = real(easy, option, va_arg(arguments, long));
-    } else if (option < CURLOPTTYPE_OFF_T) { // object and function pointers
-        code = real(easy, option, va_arg(arguments, void *));
-    } else if (option < CURLOPTTYPE_BLOB) {
-        code = real(easy, option, va_arg(arguments, curl_off_t));
-    } else { // blobs, by pointer
-        code = real(easy, option, va_arg(arguments, void *));
-    }
+    CALL_WITH_OPTION_VALUE(code, real, easy, option, arguments)
     va_end(arguments);
     return code;
 }
@@ -95,13 +101,7 @@ CURLMcode curl_multi_setopt(CURLM *multi, CURLMoption option, ...) {
     va_list arguments;
     va_start(arguments, option);
     CURLMcode code;
-    if (option < CURLOPTTYPE_OBJECTPOINT) {
-        code = real(multi, option, va_arg(arguments, long));
-    } else if (option < CURLOPTTYPE_OFF_T) {
-        code = real(multi, option, va_arg(arguments, void *));
-    } else {
-        code = real(multi, option, va_arg(arguments, curl_off_t));
-    }
+    CALL_WITH_OPTION_VALUE(code, real, multi, option, arguments)
     va_end(arguments);
     return code;
 }
