@@ -91,6 +91,9 @@ final class Recorder: NSObject, URLSessionDataDelegate, URLSessionDownloadDelega
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
         let size = (try? FileManager.default.attributesOfItem(atPath: location.path)[.size] as? NSNumber)?.intValue ?? -1
         note("downloaded(\(size))")
+        // FoundationNetworking leaves its download in NSTemporaryDirectory() once this returns;
+        // Apple's URLSession removes it, and so does ours.
+        try? FileManager.default.removeItem(at: location)
     }
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didWriteData bytesWritten: Int64, totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
         note("wrote")
