@@ -90,10 +90,11 @@ int cposix_pidfd_open(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-int cposix_pidfd_is_running(int pidfd) {
+int cposix_pidfd_running_after(int pidfd, int milliseconds) {
     struct pollfd entry = { .fd = pidfd, .events = POLLIN };
     int ready;
-    do { ready = poll(&entry, 1, 0); } while (ready < 0 && errno == EINTR);
+    // An interrupted wait starts again with the whole time: the caller's deadline is coarser.
+    do { ready = poll(&entry, 1, milliseconds); } while (ready < 0 && errno == EINTR);
     if (ready < 0) return -1;
     return ready == 0 ? 1 : 0; // a pidfd becomes readable when its process exits
 }

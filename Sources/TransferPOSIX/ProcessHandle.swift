@@ -22,7 +22,15 @@ public struct ProcessHandle: Sendable {
     }
 
     /// False once the process has exited (zombie or reaped): its number may name another by now.
-    public var isRunning: Bool { cposix_pidfd_is_running(descriptor.rawValue) == 1 }
+    public var isRunning: Bool { cposix_pidfd_running_after(descriptor.rawValue, 0) == 1 }
+
+    /// Waits until the process exits or `seconds` pass (whichever is first), without polling:
+    /// true if it has exited. Its status is still there for `wait4` when it is a child.
+    public func waitForExit(within seconds: Double) -> Bool {
+        let bounded = seconds.isNaN ? 0 : min(max(0, seconds), 86_400) // poll takes an Int32 of milliseconds
+        let milliseconds = Int32((bounded * 1000).rounded(.up))
+        return cposix_pidfd_running_after(descriptor.rawValue, milliseconds) == 0
+    }
 
     public func close() { descriptor.close() }
 }

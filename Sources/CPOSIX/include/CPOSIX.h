@@ -29,8 +29,9 @@ int cposix_pending_input(int fd);
 /// pidfd_open(pid, 0), close-on-exec: a handle on that very process, never on a later one
 /// with the same number. -1 with errno.
 int cposix_pidfd_open(pid_t pid);
-/// Whether the process behind the pidfd is still running (not yet exited): 1, 0, or -1.
-int cposix_pidfd_is_running(int pidfd);
+/// Whether the process behind the pidfd is still running (not yet exited) after waiting up to
+/// `milliseconds` for it to exit (0: not at all): 1, 0, or -1.
+int cposix_pidfd_running_after(int pidfd, int milliseconds);
 /// accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK).
 int cposix_accept_nonblocking(int fd);
 /// open(path, O_PATH | O_DIRECTORY | O_CLOEXEC).
