@@ -2,25 +2,33 @@ import Foundation
 import TransferPOSIX
 
 /// A command run to its end as a child of this process, with what the kernel counted for it:
-/// wall time, and user and system CPU time from `wait4`'s rusage (the child and nothing else,
-/// to the microsecond). Spawned without a new session; killed by its pid when it outlives
-/// the timeout.
+/// wall time, and from `wait4`'s rusage (the child and nothing else) user and system CPU time
+/// to the microsecond, page faults and context switches. Spawned without a new session;
+/// killed by its pid when it outlives the timeout. Its exit is awaited on a pidfd, so the wall
+/// time ends when the child does, not at the next turn of a polling loop.
 struct ChildUsage {
     var seconds: Double
     var userSeconds: Double
     var systemSeconds: Double
     var cpuSeconds: Double { userSeconds + systemSeconds }
+    /// Minor page faults (pages mapped or copied without reading the disk).
+    var pageFaults: Int
+    /// Times the child gave up the CPU to wait (for the daemon's reply, a sync).
+    var voluntarySwitches: Int
 
     /// Runs `executable` (a full path) with `arguments`, output to `outputPath` (or nowhere);
     /// a status other than 0 is an error.
     static func run(_ executable: String, _ arguments: [String], timeout: TimeInterval, outputPath: String? = nil) throws -> ChildUsage {
         let start = monotonicNow()
         let pid = try ProcessSpawner.spawn(executable, arguments: arguments, newSession: false, outputPath: outputPath)
+        let handle = try? ProcessHandle.open(pid: pid) // our child, not yet reaped: it cannot be another's number
+        defer { handle?.close() }
         var status: Int32 = 0
         var usage = rusage()
         let deadline = start + timeout
         while true {
-            let waited = wait4(pid, &status, WNOHANG, &usage)
+            let exited = handle?.waitForExit(within: deadline - monotonicNow()) ?? true
+            let waited = exited ? wait4(pid, &status, handle == nil ? WNOHANG : 0, &usage) : 0
             if waited == pid { break }
             if waited < 0 && errno != EINTR { throw BenchError("wait4 for \((executable as NSString).lastPathComponent): errno \(errno)") }
             if monotonicNow() > deadline {
@@ -28,7 +36,7 @@ struct ChildUsage {
                 reap(pid)
                 throw BenchError("\((executable as NSString).lastPathComponent) \(arguments.joined(separator: " ")) did not finish within \(Int(timeout)) s; killed")
             }
-            usleep(1_000)
+            if handle == nil { usleep(1_000) } // no pidfds (before Linux 5.3): look again
         }
         let seconds = monotonicNow() - start
         // WIFEXITED and WEXITSTATUS by hand (Glibc's macros are not imported).
@@ -36,7 +44,8 @@ struct ChildUsage {
         guard exited, (status >> 8) & 0xff == 0 else {
             throw BenchError("\((executable as NSString).lastPathComponent) \(arguments.joined(separator: " ")) ended with wait status \(status)")
         }
-        return ChildUsage(seconds: seconds, userSeconds: usage.ru_utime.seconds, systemSeconds: usage.ru_stime.seconds)
+        return ChildUsage(seconds: seconds, userSeconds: usage.ru_utime.seconds, systemSeconds: usage.ru_stime.seconds,
+                          pageFaults: usage.ru_minflt, voluntarySwitches: usage.ru_nvcsw)
     }
 
     /// Where `name` is on PATH.
