@@ -125,4 +125,27 @@ import Testing
             #expect(PathText.folder(of: path) == "" && PathText.lastComponent(of: path) == name)
         }
     }
+
+    @Test("PathText standardises an absolute path as URL.standardizedFileURL does, and leaves relative ones and parent references to Foundation")
+    func pathTextStandardized() throws {
+        let plain = ["/", "//", "///", "/a", "/a/", "/a//b", "/a/./b/", "/a/b/.", "/./a", "/.a/b", "/a/.../b", "/a/..b/c", "/a/b../c",
+                     "/tmp/x y/é/ü//./CFNetworkDownload_7.tmp", "/a/~/b", "/a/ /b", "/" + String(repeating: "d/", count: 300)]
+        for path in plain {
+            let answer = try #require(PathText.standardized(path), "\(path)")
+            #expect(answer == URL(fileURLWithPath: path).standardizedFileURL.path, "\(path)")
+        }
+        for path in ["", "a/b", "./a", "~/a", "~", "/a/..", "/a/../b", "/..", "/a/b/../../..", ".."] {
+            #expect(PathText.standardized(path) == nil, "\(path)")
+        }
+        // ".. " is a name, not a parent reference.
+        #expect(PathText.standardized("/a/.. /b") == URL(fileURLWithPath: "/a/.. /b").standardizedFileURL.path)
+        // The layout's root is Foundation's spelling either way, parent references and symbolic links included.
+        let linked = FileManager.default.temporaryDirectory.appendingPathComponent("path-text-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: linked.appendingPathComponent("real/deep"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: linked) }
+        try FileManager.default.createSymbolicLink(atPath: linked.path + "/link", withDestinationPath: linked.path + "/real/deep")
+        for path in plain + ["/a/../b", "/..", linked.path + "/link/..", linked.path + "/link/../x", linked.path + "//link/./"] {
+            #expect(ContainerLayout(root: URL(fileURLWithPath: path)).root.path == URL(fileURLWithPath: path).standardizedFileURL.path, "\(path)")
+        }
+    }
 }
