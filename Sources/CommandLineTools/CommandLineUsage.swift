@@ -42,6 +42,7 @@ public struct CommandLineUsage: Sendable {
     /// Prints the usage and exits 0 when `arguments` ask for help (`--help`, `-h`, or `help`
     /// as the first word); prints `<program> <version>` and exits 0 for `--version`.
     public func helpIfAsked(_ arguments: [String]) {
+        guard Self.asksForItself(arguments) else { return }
         if arguments.contains("--version") {
             print("\(program) \(ProductVersion.current)")
             exit(0)
@@ -56,9 +57,16 @@ public struct CommandLineUsage: Sendable {
             print(script, terminator: "")
             exit(0)
         }
-        guard arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" else { return }
         print(text)
         exit(0)
+    }
+
+    /// Whether `arguments` ask for something `helpIfAsked` answers: the usage, the version,
+    /// the man page or the shell completions. A program whose usage costs something to build
+    /// (a short-lived extension's start) builds it only then.
+    public static func asksForItself(_ arguments: [String]) -> Bool {
+        arguments.contains("--version") || arguments.contains("--help") || arguments.contains("-h")
+            || ["help", "--help-man", "--completions"].contains(arguments.first)
     }
 
     /// A command line that cannot be understood: one line naming `problem`, a pointer to

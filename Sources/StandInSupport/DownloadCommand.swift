@@ -153,11 +153,13 @@ public enum StandInProgram {
     /// An extension: `download URL` or `upload FILE URL` starts a transfer in its own session
     /// and exits at once.
     public static func runExtension(entitlements: String) -> Never {
-        let usage = extensionUsage
-        usage.helpIfAsked(Array(CommandLine.arguments.dropFirst()))
+        // Its usage is built only when printed: an extension that hands a task over and exits
+        // has no use for it (a quarter of a millisecond of its start).
+        let commandLine = Array(CommandLine.arguments.dropFirst())
+        if CommandLineUsage.asksForItself(commandLine) { extensionUsage.helpIfAsked(commandLine) }
         let application: BackgroundApplication
         do { application = try BackgroundApplication(entitlements: entitlements) } catch {
-            usage.usageError("\(error)")
+            extensionUsage.usageError("\(error)")
         }
         let arguments = application.arguments
         let delegate = StandInDelegate(echo: true)
@@ -171,12 +173,12 @@ public enum StandInProgram {
                 let command = try UploadCommand(arguments: Array(arguments.dropFirst()))
                 started = startUpload(command, delegate: delegate).map { ($0.0, $0.1, command.wait) }
             case let other?:
-                usage.usageError(CommandLineUsage.unknown(other))
+                extensionUsage.usageError(CommandLineUsage.unknown(other))
             case nil:
-                usage.usageError("missing subcommand: download or upload")
+                extensionUsage.usageError("missing subcommand: download or upload")
             }
         } catch {
-            usage.usageError("\(error)")
+            extensionUsage.usageError("\(error)")
         }
         guard let started else { exit(2) }
         if started.wait {
