@@ -22,7 +22,7 @@ struct SmallFilesBenchmark {
 
     func run(into report: Report) throws {
         for count in counts {
-            let (daemonTimes, curlTimes, floorTimes) = try measure(count: count)
+            let (daemonTimes, curlTimes, floorTimes, cpu) = try measure(count: count)
             let ratios = zip(daemonTimes, curlTimes).map { $0 / $1 }
             report.scale(count) { point in
                 point.smallDownloadsSeconds = Summary(daemonTimes)
@@ -39,12 +39,23 @@ struct SmallFilesBenchmark {
                                         Measure("daemon ÷ the durable floor", unit: "", zip(daemonTimes, floorTimes).map { $0 / $1 }),
                                         Measure("durable floor per file", unit: "ms", floorTimes.map { $0 * 1000 / Double(count) }),
                                         Measure("daemon per download", unit: "ms", daemonTimes.map { $0 * 1000 / Double(count) }),
-                                        Measure("curl per download", unit: "ms", curlTimes.map { $0 * 1000 / Double(count) })],
-                              notes: ["Tasks are created and resumed one after another from one thread, as an app would; each finished file is moved into a folder in didFinishDownloadingTo."]))
+                                        Measure("curl per download", unit: "ms", curlTimes.map { $0 * 1000 / Double(count) }),
+                                        Measure("transferd's CPU per download (every thread)", unit: "ms", cpu.daemon.map { $0 * 1000 / Double(count) }),
+                                        Measure("this process's CPU per download (the library, the delegate's move, the loopback server)", unit: "ms", cpu.app.map { $0 * 1000 / Double(count) }),
+                                        Measure("both ÷ 2 cores: the least time per download the two processes' work allows", unit: "ms", zip(cpu.daemon, cpu.app).map { ($0 + $1) * 1000 / Double(count) / 2 }),
+                                        Measure("the durable floor's CPU per file", unit: "ms", cpu.floor.map { $0 * 1000 / Double(count) })],
+                              notes: ["Tasks are created and resumed one after another from one thread, as an app would; each finished file is moved into a folder in didFinishDownloadingTo.",
+                                      "CPU times: transferd's from `/proc/PID/stat` (10 ms ticks), this process's from `getrusage`, each over the daemon's part of a run; the floor's over its own part."]))
         }
     }
 
-    private func measure(count: Int) throws -> (daemon: [Double], curl: [Double], floor: [Double]) {
+    /// CPU seconds of each run: transferd's and this process's during the daemon's part, and
+    /// this process's during the floor's.
+    private struct RunCPU {
+        var daemon: [Double] = [], app: [Double] = [], floor: [Double] = []
+    }
+
+    private func measure(count: Int) throws -> (daemon: [Double], curl: [Double], floor: [Double], cpu: RunCPU) {
         var container = try BenchContainer()
         defer { container.tearDown() }
         let server = container.server
@@ -52,13 +63,14 @@ struct SmallFilesBenchmark {
         payload.withUnsafeMutableBytes { bytes in for i in bytes.indices { bytes[i] = UInt8(truncatingIfNeeded: i &* 31 &+ 7) } }
         let urls = (0..<count).map { server.url(for: "/small/\($0).bin") }
         for index in 0..<count { server.serve("/small/\(index).bin", data: payload) }
-        _ = try container.startDaemon()
+        let daemonPID = try container.startDaemon()
         let app = try BenchApp(entitlements: entitlements, container: container)
         let config = container.parent.appendingPathComponent("curl.config")
         let timeout = max(120, Double(count) * 0.2)
 
         print("small files: \(count) downloads of \(Self.fileSize >> 10) KiB in one session, \(runs) runs each, alternating with curl -Z")
         var daemonTimes: [Double] = [], curlTimes: [Double] = [], floorTimes: [Double] = []
+        var cpu = RunCPU()
         for run in 1...runs {
             let daemonOut = container.parent.appendingPathComponent("daemon-\(run)")
             let curlOut = container.parent.appendingPathComponent("curl-\(run)")
@@ -70,7 +82,9 @@ struct SmallFilesBenchmark {
             let order: [String] = Array(sides[turn...]) + Array(sides[..<turn]) // which goes first rotates
             for side in order {
                 if side == "floor" {
+                    let before = ProcessCPU.ofSelf()
                     floor = try durableFloor(count: count, payload: payload, in: container.parent.appendingPathComponent("floor-\(run)"))
+                    cpu.floor.append((ProcessCPU.ofSelf() - before).cpuSeconds)
                 } else if side == "curl" {
                     try FileManager.default.createDirectory(at: curlOut, withIntermediateDirectories: true)
                     let lines = urls.enumerated().map { "url = \"\($1.absoluteString)\"\noutput = \"\(curlOut.path)/\($0).bin\"" }
@@ -79,7 +93,10 @@ struct SmallFilesBenchmark {
                     let files = (try? FileManager.default.contentsOfDirectory(atPath: curlOut.path).count) ?? 0
                     guard files == count else { throw BenchError("curl wrote \(files) of \(count) files") }
                 } else {
+                    let daemonBefore = try ProcessCPU(pid: daemonPID), before = ProcessCPU.ofSelf()
                     daemon = try app.download(urls, into: daemonOut, timeout: timeout)
+                    cpu.app.append((ProcessCPU.ofSelf() - before).cpuSeconds)
+                    cpu.daemon.append((try ProcessCPU(pid: daemonPID) - daemonBefore).cpuSeconds)
                 }
             }
             daemonTimes.append(daemon)
@@ -87,7 +104,7 @@ struct SmallFilesBenchmark {
             floorTimes.append(floor)
             print(String(format: "  run %d: curl -Z %.3f s, daemon %.3f s, ratio %.2f; durable floor %.3f s", run, curl, daemon, daemon / curl, floor))
         }
-        return (daemonTimes, curlTimes, floorTimes)
+        return (daemonTimes, curlTimes, floorTimes, cpu)
     }
 
     /// Seconds to make `count` files of `payload` durable in `directory` and rename each
