@@ -25,7 +25,21 @@ final class TestContainer: @unchecked Sendable {
     /// container. Only processes whose command line names this container are ended: a pid
     /// remembered from earlier may belong to somebody else by now.
     func tearDown() {
-        for pid in processesNamingContainer() { kill(pid, SIGKILL) }
+        // Looked for again until none is left: a daemon killed just after it launched an app
+        // leaves that app to appear after the first look, which would then make the container
+        // again and start a daemon of its own there. Killed processes launch nothing, so this
+        // ends; the deadline is for a process that cannot be killed.
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            let running = processesNamingContainer()
+            if running.isEmpty { break }
+            let handles = running.compactMap { try? ProcessHandle.open(pid: $0) }
+            for pid in running { kill(pid, SIGKILL) }
+            for handle in handles {
+                _ = handle.waitForExit(within: deadline.timeIntervalSinceNow)
+                handle.close()
+            }
+        }
         // BGTRANSFER_KEEP_TEST_CONTAINERS=1 keeps them for a look after a failure.
         if ProcessInfo.processInfo.environment["BGTRANSFER_KEEP_TEST_CONTAINERS"] == nil {
             try? FileManager.default.removeItem(at: parent)
