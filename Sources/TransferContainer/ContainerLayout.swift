@@ -15,9 +15,9 @@ public struct ContainerLayout: Sendable, Equatable {
     public init(root: URL) {
         // One spelling per folder: `URL(fileURLWithPath:)` adds a trailing slash only when the
         // folder exists, which would make one container look like two.
-        self.root = URL(fileURLWithPath: PathText.standardized(root.path) ?? root.standardizedFileURL.path, isDirectory: true)
-        let standardized = self.root.path
-        self.rootPrefix = standardized.hasSuffix("/") ? standardized : standardized + "/"
+        let path = PathText.standardized(root.path) ?? root.standardizedFileURL.path
+        self.root = URL(fileURLWithPath: path, isDirectory: true)
+        self.rootPrefix = path.hasSuffix("/") ? path : path + "/"
     }
 
     /// The root chosen by `--container PATH`, else `BGTRANSFER_CONTAINER`, else `./SharedContainer`.
