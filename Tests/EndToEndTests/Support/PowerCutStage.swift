@@ -35,9 +35,20 @@ final class PowerCutStage {
         return mounted
     }
 
-    /// Kills every process that names the container, but the file system's own.
+    /// Kills every process that names the container, but the file system's own, until none
+    /// is left (`TestContainer.endProcesses`): nothing may outlive the power and meet the
+    /// next mount with what it knew before the cut.
     func killProcesses() {
-        for pid in container.processesNamingContainer() where pid != fileSystem?.process.pid { kill(pid, SIGKILL) }
+        container.endProcesses(sparing: fileSystem?.process.pid)
+    }
+
+    /// What a process wrote into the bare mount point after the file system was unmounted
+    /// (it should be empty: every process dies with the power), which is then removed so that
+    /// the next mount covers an empty folder.
+    func clearBareMountPoint() -> [String] {
+        let written = (try? FileManager.default.contentsOfDirectory(atPath: container.root)) ?? []
+        for name in written { try? FileManager.default.removeItem(atPath: container.root + "/" + name) }
+        return written.sorted()
     }
 
     /// Unmounts the file system mounted last.

@@ -25,13 +25,23 @@ final class TestContainer: @unchecked Sendable {
     /// container. Only processes whose command line names this container are ended: a pid
     /// remembered from earlier may belong to somebody else by now.
     func tearDown() {
-        // Looked for again until none is left: a daemon killed just after it launched an app
-        // leaves that app to appear after the first look, which would then make the container
-        // again and start a daemon of its own there. Killed processes launch nothing, so this
-        // ends; the deadline is for a process that cannot be killed.
-        let deadline = Date().addingTimeInterval(10)
+        endProcesses()
+        // BGTRANSFER_KEEP_TEST_CONTAINERS=1 keeps them for a look after a failure.
+        if ProcessInfo.processInfo.environment["BGTRANSFER_KEEP_TEST_CONTAINERS"] == nil {
+            try? FileManager.default.removeItem(at: parent)
+        }
+    }
+
+    /// SIGKILLs every process whose command line names this container, but `spared`, and
+    /// looks again until none is left, waiting on each killed one's pidfd. Looked for again:
+    /// a process killed just after it started another (a daemon launching an app, an app
+    /// starting a daemon on demand) leaves that one to appear after the first look, and it
+    /// would go on in the container (make it again, or meet what comes next there). Killed
+    /// processes start nothing, so this ends; the deadline is for one that cannot be killed.
+    func endProcesses(sparing spared: Int32? = nil, within seconds: TimeInterval = 10) {
+        let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
-            let running = processesNamingContainer()
+            let running = processesNamingContainer().filter { $0 != spared }
             if running.isEmpty { break }
             let handles = running.compactMap { try? ProcessHandle.open(pid: $0) }
             for pid in running { kill(pid, SIGKILL) }
@@ -39,10 +49,6 @@ final class TestContainer: @unchecked Sendable {
                 _ = handle.waitForExit(within: deadline.timeIntervalSinceNow)
                 handle.close()
             }
-        }
-        // BGTRANSFER_KEEP_TEST_CONTAINERS=1 keeps them for a look after a failure.
-        if ProcessInfo.processInfo.environment["BGTRANSFER_KEEP_TEST_CONTAINERS"] == nil {
-            try? FileManager.default.removeItem(at: parent)
         }
     }
 
