@@ -3,6 +3,7 @@ import TestPeers
 import Testing
 import LoopbackServer
 import TransferContainer
+import TransferCoding
 import Digests
 import TransferLogging
 import TransferPOSIX
@@ -106,6 +107,14 @@ struct PowerCutTests {
             try #require(workload.waitUntilEnded(timeout: 30), "round \(round): the workload's processes did not end")
             stage.killProcesses() // an app launched meanwhile
             stage.unmount()
+            // A process that outlived the power would have written into the bare mount point,
+            // and could meet the next round's daemon with what it knew before the cut.
+            let outlived = container.processesNamingContainer()
+            let written = stage.clearBareMountPoint()
+            if !outlived.isEmpty || !written.isEmpty {
+                ledger.problems.append("round \(round): processes outlived the cut (\(outlived.map { ProcessSpawner.commandLine(of: $0)?.joined(separator: " ") ?? "\($0)" }.prefix(3))) or wrote into the bare mount point after it (\(written.prefix(5)))")
+                stage.killProcesses()
+            }
             summaries.append(summary)
             if let range = summary.range(of: #"torn [0-9]+"#, options: .regularExpression) { ledger.tornFiles += Int(summary[range].dropFirst(5)) ?? 0 }
             if let range = summary.range(of: #"fallocates [0-9]+"#, options: .regularExpression) { ledger.reservations += Int(summary[range].dropFirst(11)) ?? 0 }
@@ -139,10 +148,11 @@ struct PowerCutTests {
 
         let seconds = Date().timeIntervalSince(began)
         print(ledger.report(seconds: seconds, cuts: summaries.count, seed: seed))
-        #expect(summaries.count >= min(cuts, 100) || !ledger.problems.isEmpty, "only \(summaries.count) cuts ran")
-        #expect(drained, "the survivors did not run to completion (seed \(seed))")
+        // The problems first: CI shows only the output around the first failure.
         let problems = ledger.problems.prefix(40).joined(separator: "\n")
         #expect(ledger.problems.isEmpty, "seed \(seed):\n\(problems)")
+        #expect(summaries.count >= min(cuts, 100) || !ledger.problems.isEmpty, "only \(summaries.count) cuts ran")
+        #expect(drained, "the survivors did not run to completion (seed \(seed)); accepted tasks never completed: \(ledger.unfinishedAccepted.sorted())")
         #expect(ledger.compactions > 0, "no journal was compacted: the test did not reach \(4096) lines in a session")
         #expect(ledger.reservations > 0, "no download had its blocks reserved ahead: the cuts did not reach that path")
         #expect(ledger.directWrites > 0, "no download was written direct (O_DIRECT): the cuts did not reach that path")
@@ -160,17 +170,27 @@ struct PowerCutTests {
         _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "0.05"])
         let deadline = Date().addingTimeInterval(120)
         var done = false
+        var launches: [String] = []
         while Date() < deadline {
+            // The journals before the log: a delegate's completion is in the log before its
+            // acknowledgement takes the event out of the journal.
+            let journals = ledger.journals(root: URL(fileURLWithPath: container.root))
             ledger.observe(log: container.layout, since: start, round: round)
             // Tasks nobody was told of may stay suspended (created, then killed before resume()).
-            let journals = ledger.journals(root: URL(fileURLWithPath: container.root))
             let pending = journals.values.reduce(0) { $0 + $1.events.count }
             if ledger.unfinishedAccepted.isEmpty && pending == 0 { done = true; break }
-            _ = try Executable.hostApp.run([], in: container, timeout: 60)
+            // An accepted task no journal names any more can never complete: no use waiting.
+            let named = Set(journals.flatMap { session, journal in
+                journal.tasks.keys.map { "\(session)#\($0)" } + journal.events.values.map { "\(session)#\($0.task.taskIdentifier)" }
+            })
+            if pending == 0 && ledger.unfinishedAccepted.isDisjoint(with: named) { break }
+            let launch = try Executable.hostApp.run([], in: container, timeout: 60)
+            launches.append(launch.timedOut ? "timed out" : "exit \(launch.status ?? -1)")
             _ = waitUntil(timeout: 1) { false } // the relaunched app and the transfers go on meanwhile
         }
         ledger.observe(log: container.layout, since: start, round: round)
         if !done {
+            print("after the last round: \(Int(Date().timeIntervalSince(start))) s, \(launches.count) launches of the host app: \(launches.suffix(10))")
             for (session, journal) in ledger.journals(root: URL(fileURLWithPath: container.root)) {
                 print("after the last round: \(session): events pending \(journal.events.keys.sorted()), unfinished tasks \(journal.tasks.values.map { "\($0.taskIdentifier) state \($0.state.rawValue)" }.sorted())")
             }
@@ -531,7 +551,7 @@ struct PowerCutLedger {
                 let before = journals(root: preCut)[session]
                 let where_ = before?.tasks[identifier] != nil ? "unfinished" : (before?.events.values.contains { $0.task.taskIdentifier == identifier } ?? false) ? "its event pending" : "absent"
                 problems.append("round \(round): accepted task \(key) (\(task.name), accepted in round \(task.round)) lost by the cut (before the cut: \(where_))"
-                                + Self.evidence(of: key, by: acceptedBy[key], log: ContainerLayout(root: preCut), since: since))
+                                + Self.evidence(of: key, by: acceptedBy[key], log: ContainerLayout(root: preCut), since: since, survivors: survivors))
             }
         }
         // Files: finished files waiting for their event and delivered files, whole.
@@ -686,25 +706,56 @@ struct PowerCutLedger {
         }
     }
 
-    /// What a lost task's problem carries, so that one failure in CI says what happened: the
-    /// output of the process that printed its identifier, and every line the round's log has
+    /// What a lost task's problem carries, so that one failure in CI says what happened: what
+    /// the session's journal said of it before and after the cut, the output of the process
+    /// that printed its identifier, and every line the round's log has
     /// about the task or about its session as a whole (who opened it, which acknowledgements
     /// the daemon took), the daemon's and the clients'.
-    static func evidence(of key: String, by process: PowerCutWorkload.Started?, log layout: ContainerLayout, since: Date) -> String {
+    static func evidence(of key: String, by process: PowerCutWorkload.Started?, log layout: ContainerLayout, since: Date, survivors: URL) -> String {
         let parts = key.split(separator: "#")
         guard parts.count == 2, let identifier = Int(parts[1]) else { return "" }
         let session = String(parts[0])
         let lines = TransferLog.entries(layout: layout).filter { $0.time >= since && $0.session == session && ($0.task == identifier || $0.task == nil) }
             .map { "    \($0.time.timeIntervalSince(since).formatted(.number.precision(.fractionLength(3)))) s \($0.process)[\($0.pid)] \($0.category): \($0.message)" }
-        var text = "\n  its log this round (\(lines.count) lines, the last 60):\n" + lines.suffix(60).joined(separator: "\n")
+        let journal = "Sessions/com.example.host/\(session)/journal.jsonl"
+        var text = "\n  its journal before the cut: " + journalHistory(of: identifier, at: layout.root.appendingPathComponent(journal).path)
+        text += "\n  its journal after the cut: " + journalHistory(of: identifier, at: survivors.appendingPathComponent(journal).path)
+        text += "\n  its log this round (\(lines.count) lines, the last 60):\n" + lines.suffix(60).joined(separator: "\n")
         if let process {
             text += "\n  \(process.executable) (pid \(process.process.pid)) stdout: \(process.process.stdout.prefix(400)) stderr: \(process.process.stderr.suffix(400))"
         }
         return text
     }
 
+    /// The lines of a journal file about one task, in order (its records' states, its event's
+    /// number), and the acknowledgements that reached that event: whether the task ended, and
+    /// who took its event away.
+    static func journalHistory(of identifier: Int, at path: String) -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { return "no journal" }
+        var said: [String] = []
+        var eventNumber: UInt64?
+        for (index, text) in data.split(separator: UInt8(ascii: "\n")).enumerated() {
+            guard let line = try? RecordCoding.decode(JournalLine.self, from: Data(text)) else { continue }
+            if let task = line.task, task.taskIdentifier == identifier {
+                said.append("line \(index + 1) task \(task.state.rawValue)")
+            } else if let event = line.event, event.task.taskIdentifier == identifier {
+                eventNumber = event.number
+                said.append("line \(index + 1) event \(event.number)\(event.error.map { " failed \($0.code)" } ?? "")")
+            } else if let through = line.acknowledgedThrough, let number = eventNumber, through >= number {
+                said.append("line \(index + 1) acknowledgedThrough \(through)")
+                eventNumber = nil
+            } else if let counters = line.counters {
+                if said.isEmpty { continue }
+                said.append("line \(index + 1) counters (a compaction) next task \(counters.nextTaskIdentifier), next event \(counters.nextEventNumber)")
+            }
+        }
+        return said.isEmpty ? "no line names it" : said.joined(separator: "; ")
+    }
+
     func report(seconds: TimeInterval, cuts: Int, seed: UInt64) -> String {
         var lines = ["power-cut seed \(seed): \(cuts) cuts in \(Int(seconds)) s; \(accepted.count) tasks accepted (\(accepted.values.filter { $0.kind == .download }.count) downloads, \(accepted.values.filter { $0.kind == .upload }.count) uploads), \(completionsSeen.count) completed for a delegate, \(redeliveredAfterCut) redelivered after a cut lost their acknowledgement, \(diedWhileMoving.count) moved into Downloads/ by a holder that died before syncing it (the cut took the move), \(cutShort.count) completions cut short by a holder's death inside didCompleteWithError (not repeated); \(deliveredFiles) files checked whole; journals up to \(maxLines) lines, \(compactions) compactions seen, \(cutsDuringCompaction) cuts during one; \(tornFiles) files kept part of their unsynced appends (BGTRANSFER_POWERCUT_TORN); \(reservations) downloads with their blocks reserved ahead; \(directWrites) direct writes; \(renamedAtStart) finished bodies left under their working names by a cut (renamed at start); \(leftovers) files left in the caches named by nothing; \(problems.count) problems"]
+        // Each problem's first line, before the figures: CI shows only part of the output.
+        for problem in problems.prefix(10) { lines.append("problem: " + (problem.split(separator: "\n").first.map(String.init) ?? problem)) }
         lines.append("cuts: " + cutCauses.sorted { $0.value > $1.value }.map { "\($0.value) at \($0.key)" }.joined(separator: ", "))
         lines.append("what the cuts threw away (entries not made durable in their folder, data not synced), by kind:")
         for (pattern, count) in lostByKind.sorted(by: { $0.value > $1.value }).prefix(30) { lines.append("  \(count) × \(pattern)") }
