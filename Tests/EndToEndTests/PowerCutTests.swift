@@ -180,10 +180,7 @@ struct PowerCutTests {
             let pending = journals.values.reduce(0) { $0 + $1.events.count }
             if ledger.unfinishedAccepted.isEmpty && pending == 0 { done = true; break }
             // An accepted task no journal names any more can never complete: no use waiting.
-            let named = Set(journals.flatMap { session, journal in
-                journal.tasks.keys.map { "\(session)#\($0)" } + journal.events.values.map { "\(session)#\($0.task.taskIdentifier)" }
-            })
-            if pending == 0 && ledger.unfinishedAccepted.isDisjoint(with: named) { break }
+            if pending == 0 && ledger.unfinishedAccepted.isDisjoint(with: PowerCutLedger.namedTasks(journals)) { break }
             let launch = try Executable.hostApp.run([], in: container, timeout: 60)
             launches.append(launch.timedOut ? "timed out" : "exit \(launch.status ?? -1)")
             _ = waitUntil(timeout: 1) { false } // the relaunched app and the transfers go on meanwhile
@@ -476,6 +473,14 @@ struct PowerCutLedger {
         Set(accepted.keys).subtracting(completionsSeen.keys).subtracting(cutShort)
     }
 
+    /// The tasks the journals name, unfinished or ended by an event still waiting, as the
+    /// ledger's "session#task" keys: an accepted task not among them is lost.
+    static func namedTasks(_ journals: [String: JournalContents]) -> Set<String> {
+        Set(journals.flatMap { session, journal in
+            journal.tasks.keys.map { "\(session)#\($0)" } + journal.events.values.map { "\(session)#\($0.task.taskIdentifier)" }
+        })
+    }
+
     /// Every session's journal under `root` (a container, or a backing folder standing for one).
     func journals(root: URL) -> [String: JournalContents] {
         let sessions = root.appendingPathComponent("Sessions")
@@ -543,13 +548,13 @@ struct PowerCutLedger {
         }
 
         // No accepted task lost: it is unfinished, its event waits, or a delegate has had it.
+        let namedAfter = Self.namedTasks(after)
         for (key, task) in accepted where completionsSeen[key] == nil && !cutShort.contains(key) {
             let parts = key.split(separator: "#")
             let session = String(parts[0]), identifier = Int(parts[1])!
-            let journal = after[session]
-            if journal?.tasks[identifier] == nil && !(journal?.events.values.contains { $0.task.taskIdentifier == identifier } ?? false), reportedLost.insert(key).inserted {
-                let before = journals(root: preCut)[session]
-                let where_ = before?.tasks[identifier] != nil ? "unfinished" : (before?.events.values.contains { $0.task.taskIdentifier == identifier } ?? false) ? "its event pending" : "absent"
+            if !namedAfter.contains(key), reportedLost.insert(key).inserted {
+                let journalBefore = before[session]
+                let where_ = journalBefore?.tasks[identifier] != nil ? "unfinished" : (journalBefore?.events.values.contains { $0.task.taskIdentifier == identifier } ?? false) ? "its event pending" : "absent"
                 problems.append("round \(round): accepted task \(key) (\(task.name), accepted in round \(task.round)) lost by the cut (before the cut: \(where_))"
                                 + Self.evidence(of: key, by: acceptedBy[key], log: ContainerLayout(root: preCut), since: since, survivors: survivors))
             }
