@@ -1,15 +1,6 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-/// Release builds link the Swift runtime and Foundation into each executable (see the end of
-/// this file): an extension's start (process start → task durable → exit) went from about 19
-/// to 13.5 ms, the difference being the dynamic loader's relocations and the shared
-/// libraries' start-up (Benchmarks/README.md). Debug builds, the tests', stay dynamic.
-/// `-L Sources/CCurl/link` finds a linker script named libcurl.so before the system's, which
-/// names libcurl "as needed": it is not needed, as `LazyCurl.c` loads it when first called,
-/// and an extension's start no longer maps its 29 libraries (12 against 17.6 ms, p50).
-let staticRuntime: [LinkerSetting] = [.unsafeFlags(["-static-stdlib", "-L", Context.packageDirectory + "/Sources/CCurl/link"], .when(configuration: .release))]
-
 let package = Package(
     name: "BackgroundTransfer",
     products: [
@@ -27,11 +18,9 @@ let package = Package(
     ],
     targets: [
         // Typed C wrappers around libcurl (variadic setopt/getinfo cannot be called from Swift).
-        .target(
-            name: "CCurl",
-            dependencies: ["CLazyLoad"],
-            linkerSettings: [.linkedLibrary("curl")]
-        ),
+        // libcurl's ABI as far as it is used is declared in include/CurlABI.h, and libcurl.so.4 is loaded
+        // when first called (LazyCurl.c): building needs no libcurl headers and links no libcurl.
+        .target(name: "CCurl", dependencies: ["CLazyLoad"]),
         // The shared container: layout, identifiers, durable records, the session coordinator,
         // the wire protocol, server trust and credentials. Used by every executable.
         .target(name: "TransferContainer", dependencies: ["TransferCoding", "TransferPOSIX", "Digests", "CPOSIX", "CLibcrypto"]),
@@ -110,14 +99,3 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
-
-// `-static-stdlib` goes to every Swift module as well, so that the compiler names the static
-// libraries each import needs (FoundationNetworking's CFURLSession shims, for one).
-// The second makes the metadata of a concrete generic type (a `KeyedDecodingContainer` of
-// some `CodingKeys`) with a direct call instead of from its mangled name, from which the
-// runtime searched the executable's 6,000 conformances (Foundation's too) once for each such
-// type: about 3 ms of every short-lived process's start (Benchmarks/README.md).
-for target in package.targets where target.type != .system && !["CCurl", "CPOSIX", "CLibcrypto", "CLazyLoad"].contains(target.name) {
-    target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-static-stdlib", "-Xfrontend", "-disable-concrete-type-metadata-mangled-name-accessors"], .when(configuration: .release))]
-    if target.type == .executable { target.linkerSettings = staticRuntime }
-}

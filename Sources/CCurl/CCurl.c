@@ -1,8 +1,5 @@
 // Typed wrappers around libcurl's variadic calls; see include/CCurl.h.
 
-// The wrappers are generic over options, so gcc/clang's per-option type
-// checking macros in typecheck-gcc.h would only produce false alarms here.
-#define CURL_DISABLE_TYPECHECK 1
 #include "CCurl.h"
 
 CURLcode ccurl_easy_setopt_long(CURL *easy, CURLoption option, long value) {

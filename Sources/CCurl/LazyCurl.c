@@ -17,8 +17,7 @@
 // and pass it on as that type. A process where libcurl cannot be loaded stops at the first
 // call with dlerror()'s reason, as it stopped at start before.
 
-#define CURL_DISABLE_TYPECHECK 1
-#include <curl/curl.h>
+#include "CurlABI.h"
 #include <stdarg.h>
 #include "LazyLoad.h"
 

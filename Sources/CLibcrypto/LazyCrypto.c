@@ -10,10 +10,7 @@
 // The forwarders are hidden: libssl, and libcurl, call libcrypto too, and a function of the
 // same name exported from the executable would stand between them and libcrypto.
 #pragma GCC visibility push(hidden)
-#include <openssl/evp.h>
-#include <openssl/x509.h>
-#include <openssl/x509_vfy.h>
-#include <openssl/x509v3.h>
+#include "LibcryptoABI.h"
 #include "LazyLoad.h"
 
 static lazyload_library libcrypto = {"libcrypto.so.3", 0};
@@ -27,7 +24,7 @@ LAZYLOAD_FORWARD(libcrypto, int, X509_STORE_set_default_paths, (X509_STORE *stor
 LAZYLOAD_FORWARD(libcrypto, int, X509_STORE_add_cert, (X509_STORE *store, X509 *certificate), (store, certificate))
 LAZYLOAD_FORWARD(libcrypto, X509_STORE_CTX *, X509_STORE_CTX_new, (void), ())
 LAZYLOAD_FORWARD_VOID(libcrypto, X509_STORE_CTX_free, (X509_STORE_CTX *context), (context))
-LAZYLOAD_FORWARD(libcrypto, int, X509_STORE_CTX_init, (X509_STORE_CTX *context, X509_STORE *store, X509 *target, STACK_OF(X509) *untrusted),
+LAZYLOAD_FORWARD(libcrypto, int, X509_STORE_CTX_init, (X509_STORE_CTX *context, X509_STORE *store, X509 *target, OPENSSL_STACK *untrusted),
                  (context, store, target, untrusted))
 LAZYLOAD_FORWARD(libcrypto, X509_VERIFY_PARAM *, X509_STORE_CTX_get0_param, (const X509_STORE_CTX *context), (context))
 LAZYLOAD_FORWARD(libcrypto, int, X509_STORE_CTX_get_error, (const X509_STORE_CTX *context), (context))

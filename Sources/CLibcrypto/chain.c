@@ -1,8 +1,6 @@
 #include "CLibcrypto.h"
 #include <arpa/inet.h>
-#include <openssl/x509.h>
-#include <openssl/x509_vfy.h>
-#include <openssl/x509v3.h>
+#include "LibcryptoABI.h"
 #include <limits.h>
 
 static X509 *parse(const uint8_t *bytes, size_t length) {
@@ -29,7 +27,7 @@ int clibcrypto_verify_server_chain(const uint8_t *const *certificates, const siz
     if (count == 0) return -1;
     int result = -1;
     X509_STORE *store = X509_STORE_new();
-    STACK_OF(X509) *untrusted = sk_X509_new_null();
+    OPENSSL_STACK *untrusted = OPENSSL_sk_new_null();
     X509_STORE_CTX *context = X509_STORE_CTX_new();
     X509 *leaf = parse(certificates[0], lengths[0]);
     if (store == NULL || untrusted == NULL || context == NULL || leaf == NULL) goto done;
@@ -44,14 +42,14 @@ int clibcrypto_verify_server_chain(const uint8_t *const *certificates, const siz
     for (size_t i = 1; i < count; i++) {
         X509 *intermediate = parse(certificates[i], lengths[i]);
         if (intermediate == NULL) goto done;
-        if (sk_X509_push(untrusted, intermediate) == 0) {
+        if (OPENSSL_sk_push(untrusted, intermediate) == 0) {
             X509_free(intermediate);
             goto done;
         }
     }
     if (X509_STORE_CTX_init(context, store, leaf, untrusted) != 1) goto done;
     X509_VERIFY_PARAM *parameters = X509_STORE_CTX_get0_param(context);
-    X509_VERIFY_PARAM_set_purpose(parameters, X509_PURPOSE_SSL_SERVER);
+    X509_VERIFY_PARAM_set_purpose(parameters, LIBCRYPTO_PURPOSE_SSL_SERVER);
     if (host != NULL) {
         int set = is_ip_address(host) ? X509_VERIFY_PARAM_set1_ip_asc(parameters, host) : X509_VERIFY_PARAM_set1_host(parameters, host, 0);
         if (set != 1) goto done;
@@ -62,7 +60,7 @@ int clibcrypto_verify_server_chain(const uint8_t *const *certificates, const siz
     result = verified == 1 ? 1 : 0;
 done:
     if (context != NULL) X509_STORE_CTX_free(context);
-    if (untrusted != NULL) sk_X509_pop_free(untrusted, X509_free);
+    if (untrusted != NULL) OPENSSL_sk_pop_free(untrusted, (void (*)(void *))X509_free);
     if (leaf != NULL) X509_free(leaf);
     if (store != NULL) X509_STORE_free(store);
     return result;

@@ -1,5 +1,5 @@
 #include "CLibcrypto.h"
-#include <openssl/evp.h>
+#include "LibcryptoABI.h"
 #include <pthread.h>
 
 // OpenSSL 3 looks an algorithm up by name on every EVP_sha256() init ("implicit fetch");

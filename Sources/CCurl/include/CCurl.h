@@ -12,7 +12,7 @@
 #define CCURL_H
 
 #include <stddef.h>
-#include <curl/curl.h>
+#include "CurlABI.h"
 
 #ifdef __cplusplus
 extern "C" {
