@@ -82,9 +82,11 @@ struct BodyPacing {
     var stallAfterBytes: Int64?
     var trickleInterval: Double?
 
-    /// Where a body of `total` bytes stalls, if it does (a stall at or past its end is none).
-    func stallPoint(total: Int64) -> Int64? {
-        stallAfterBytes.flatMap { $0 < total ? max(0, $0) : nil }
+    /// Where a body of `total` bytes stalls, if it does. A stall past its end is none; one at
+    /// the end of a chunked body sends every byte and withholds the last chunk, so that the
+    /// client has the whole body but not its end.
+    func stallPoint(total: Int64, framing: ResponseFraming) -> Int64? {
+        stallAfterBytes.flatMap { $0 < total || ($0 == total && framing == .chunked) ? max(0, $0) : nil }
     }
 }
 
@@ -127,7 +129,7 @@ struct HTTPResponseWriter {
                    pacing: BodyPacing) throws -> Outcome {
         let total = Int64(range.count)
         let dropAt = pacing.dropAfterBytes.flatMap { $0 < total ? max(0, $0) : nil }
-        let stallAt = pacing.stallPoint(total: total)
+        let stallAt = pacing.stallPoint(total: total, framing: framing)
         let limit = [dropAt, stallAt, total].compactMap { $0 }.min() ?? total
         // Throttled bodies go out in pieces of about 1/20 s each, then pause until due.
         let rate = pacing.bytesPerSecond.flatMap { $0 > 0 ? $0 : nil }

@@ -69,6 +69,15 @@ struct ResponsePlanner {
         return plan
     }
 
+    /// The body of every 416.
+    static let unsatisfiablePage = Data("""
+        <html>
+        <head><title>416 Requested Range Not Satisfiable</title></head>
+        <body><center><h1>416 Requested Range Not Satisfiable</h1></center></body>
+        </html>
+
+        """.utf8)
+
     /// 200, 206 or 416 for the route's content.
     /// `honoursIfRange` false: a server that ignores `If-Range` (`VersionChange`).
     private func content(_ representation: Representation, options: RouteOptions,
@@ -84,9 +93,14 @@ struct ResponsePlanner {
         var plan: ResponsePlan
         switch decision {
         case .unsatisfiable:
-            plan = ResponsePlan(head: ResponseHead(status: 416))
+            // With a page, as nginx and Apache send one: its bytes are no part of the resource.
+            plan = ResponsePlan(head: ResponseHead(status: 416), body: .data(Self.unsatisfiablePage),
+                                range: 0..<Int64(Self.unsatisfiablePage.count))
             plan.head.add("Content-Range", "bytes */\(size)")
-            plan.head.add("Content-Length", "0")
+            plan.head.add("Content-Type", "text/html")
+            plan.head.add("Content-Length", String(Self.unsatisfiablePage.count))
+            if let etag = representation.etag { plan.head.add("ETag", etag) }
+            return plan
         case .partial(let bytes):
             plan = ResponsePlan(head: ResponseHead(status: 206), body: representation.body,
                                 range: bytes.lowerBound..<(bytes.upperBound + 1))

@@ -38,7 +38,9 @@ public struct RouteOptions: Sendable {
     public var bytesPerSecond: Int?
     /// Fault, a link that stalls: send the head, then this many body bytes of each response
     /// (0: none at all), then nothing more, keeping the connection open until the client
-    /// closes it or the server stops. Applies only when the body is longer than that.
+    /// closes it or the server stops. Applies only when the body is longer than that, or, sent
+    /// chunked (`omitContentLength`), as long: then every byte goes out and the last chunk is
+    /// withheld, so the client holds the whole body but never learns that it ended.
     public var stallAfterBytes: Int64?
     /// Fault, a slow trickle: each response body goes out one byte at a time, one every
     /// this many seconds (the head at once, the first byte one interval after it). For

@@ -24,6 +24,8 @@ package final class DownloadTransfer: Transfer {
     package static func errorBodyPath(partialPath: String) -> String { partialPath + ".response" }
     /// Whether this attempt's body went to `errorBodyPath`.
     package private(set) var bodyIsErrorResponse = false
+    /// Whether this attempt's body is dropped: the page of a 416 that says the file on disk is whole.
+    private var discardsBody = false
     /// Bytes on disk when this attempt began (the `Range` offset sent).
     private let resumeOffset: Int64
     /// The task's response and expected length as this attempt began: what an error page
@@ -160,6 +162,7 @@ package final class DownloadTransfer: Transfer {
             bodyStarted = true
             guard beginBody() else { return .abort }
         }
+        if discardsBody { return .consumed }
         guard let file else { return .abort }
         // Bytes going into reserved blocks take no new space: only those past them are checked.
         if bytesSinceSpaceCheck >= Self.spaceCheckInterval && task.countOfBytesReceived + Int64(bytes.count) > reservedEnd {
@@ -260,14 +263,18 @@ package final class DownloadTransfer: Transfer {
     /// Decides, from the final response head, whether the body continues the bytes on disk.
     private func beginBody() -> Bool {
         if resumeOffset > 0 && head.statusCode == 416 {
-            // Asked for the bytes after the end: a daemon killed between the last byte and
-            // the rename already had the whole file. Any other 416 means start over.
-            guard head.contentRangeTotal == resumeOffset else {
+            // Asked for the bytes after the end: a daemon killed between the last byte and the
+            // rename already had the whole file. The 416's page is no part of it, and the earlier
+            // attempt's response stays the task's. A 416 for another length or another version
+            // means start over (one without a validator passed `If-Range`, so names ours).
+            guard head.contentRangeTotal == resumeOffset,
+                  head.validator == nil || ResumeValidation.continues(sent: sentValidator, answered: head.validator) else {
                 mustRestartFromZero = true
                 return false
             }
             task.countOfBytesExpectedToReceive = resumeOffset
-            return true // the response of the earlier attempt stays the task's response
+            discardsBody = true
+            return true
         }
         if resumeOffset > 0 && head.statusCode == 206
             && (head.contentRangeStart != resumeOffset || !ResumeValidation.continues(sent: sentValidator, answered: head.validator)) {
