@@ -6,12 +6,15 @@ import Foundation
 public final class FaultInjector: @unchecked Sendable {
     /// What one request gets.
     public enum Fault: Sendable, Equatable {
+        /// Served normally.
         case none
+        /// Answered `503` with `Retry-After` seconds.
         case unavailable(retryAfter: Int)
         /// Cut the body after this fraction of it (0..<1).
         case drop(fraction: Double)
     }
 
+    /// The generator's seed: the same seed draws the same faults for the same requests.
     public let seed: UInt64
     private let unavailableProbability: Double
     private let dropProbability: Double
