@@ -25,8 +25,10 @@ public final class FaultInjector: @unchecked Sendable {
     private var dropCount = 0
 
     /// - Parameters:
+    ///   - seed: the generator's seed; the same seed draws the same faults again.
     ///   - unavailable: the share of requests answered `503` with `Retry-After: retryAfter`.
     ///   - drop: the share of bodies cut off at a random point.
+    ///   - retryAfter: the seconds the `503`s ask for.
     public init(seed: UInt64, unavailable: Double, drop: Double, retryAfter: Int = 1) {
         self.seed = seed
         self.state = seed == 0 ? 0x9E3779B97F4A7C15 : seed
