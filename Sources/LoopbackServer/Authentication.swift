@@ -30,7 +30,9 @@ public struct Protection: Sendable, Equatable {
         case sha256 = "SHA-256"
     }
 
+    /// How credentials are sent: Basic, or Digest with one algorithm.
     public var scheme: Scheme
+    /// The realm named in the challenge, which a client's protection space carries.
     public var realm: String
     /// Accepted passwords by user name.
     public var users: [String: String]
@@ -39,6 +41,7 @@ public struct Protection: Sendable, Equatable {
     /// retries without asking for the password. Nil: nonces never expire.
     public var nonceLifetime: TimeInterval?
 
+    /// A protection with `scheme`, `realm` and the accepted `users` (user name → password).
     public init(_ scheme: Scheme, realm: String = "LoopbackServer", users: [String: String],
                 nonceLifetime: TimeInterval? = nil) {
         self.scheme = scheme
@@ -47,10 +50,12 @@ public struct Protection: Sendable, Equatable {
         self.nonceLifetime = nonceLifetime
     }
 
+    /// Basic authentication for `users` (user name → password).
     public static func basic(realm: String = "LoopbackServer", users: [String: String]) -> Protection {
         Protection(.basic, realm: realm, users: users)
     }
 
+    /// Digest authentication with `algorithm` for `users`; see `nonceLifetime`.
     public static func digest(_ algorithm: DigestAlgorithm = .md5, realm: String = "LoopbackServer",
                               users: [String: String], nonceLifetime: TimeInterval? = nil) -> Protection {
         Protection(.digest(algorithm), realm: realm, users: users, nonceLifetime: nonceLifetime)
@@ -62,6 +67,7 @@ public struct Protection: Sendable, Equatable {
 /// Recorded by the connection thread before the answer is written, so a client that has its
 /// response can rely on the event being in `LoopbackServer.authenticationLog`. Immutable.
 public struct AuthenticationEvent: Sendable, Equatable {
+    /// What the server decided.
     public enum Outcome: Sendable, Equatable {
         /// The request carried no credentials: answered 401/407 with a challenge.
         case challenged
@@ -75,15 +81,19 @@ public struct AuthenticationEvent: Sendable, Equatable {
         case accepted(user: String)
     }
 
+    /// What the server decided about the request.
     public let outcome: Outcome
     /// True for `Proxy-Authorization` / 407, false for `Authorization` / 401.
     public let proxy: Bool
     /// 401 or 407 when the request was answered with a challenge; nil when it was accepted.
     public let status: Int?
+    /// The scheme of the protection that applied.
     public let scheme: Protection.Scheme
+    /// The realm of the protection that applied.
     public let realm: String
     /// The protected prefix that applied; nil for proxy authentication.
     public let protectedPrefix: String?
+    /// The request's method.
     public let method: String
     /// The request target as sent (absolute form when it came through the proxy).
     public let target: String
@@ -91,7 +101,9 @@ public struct AuthenticationEvent: Sendable, Equatable {
     public let path: String
     /// The `Authorization` (or `Proxy-Authorization`) value as received; nil when absent.
     public let credentials: String?
+    /// The connection the request came on, numbered from 1 in the order they were accepted.
     public let connectionID: Int
+    /// When the decision was made.
     public let time: Date
 }
 
@@ -106,6 +118,7 @@ public struct AuthenticationCounts: Sendable, Equatable {
     /// The user of each accepted request, in order.
     public var acceptedUsers: [String] = []
 
+    /// Counts as given; `authenticationCounts(at:proxy:)` makes them from the log.
     public init(challenges: Int = 0, failures: Int = 0, stale: Int = 0, acceptedUsers: [String] = []) {
         self.challenges = challenges
         self.failures = failures

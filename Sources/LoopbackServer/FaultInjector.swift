@@ -6,12 +6,15 @@ import Foundation
 public final class FaultInjector: @unchecked Sendable {
     /// What one request gets.
     public enum Fault: Sendable, Equatable {
+        /// Served normally.
         case none
+        /// Answered `503` with `Retry-After` seconds.
         case unavailable(retryAfter: Int)
         /// Cut the body after this fraction of it (0..<1).
         case drop(fraction: Double)
     }
 
+    /// The generator's seed: the same seed draws the same faults for the same requests.
     public let seed: UInt64
     private let unavailableProbability: Double
     private let dropProbability: Double
@@ -22,8 +25,10 @@ public final class FaultInjector: @unchecked Sendable {
     private var dropCount = 0
 
     /// - Parameters:
+    ///   - seed: the generator's seed; the same seed draws the same faults again.
     ///   - unavailable: the share of requests answered `503` with `Retry-After: retryAfter`.
     ///   - drop: the share of bodies cut off at a random point.
+    ///   - retryAfter: the seconds the `503`s ask for.
     public init(seed: UInt64, unavailable: Double, drop: Double, retryAfter: Int = 1) {
         self.seed = seed
         self.state = seed == 0 ? 0x9E3779B97F4A7C15 : seed

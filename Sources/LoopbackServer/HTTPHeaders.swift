@@ -5,21 +5,27 @@
 public struct HTTPHeaders: Sendable, Sequence, CustomStringConvertible {
     /// One `name: value` line as received (value without surrounding whitespace).
     public struct Field: Sendable, Hashable {
+        /// The field name as received (compare with `HTTPHeaders`' case-insensitive lookups).
         public let name: String
+        /// The value, without surrounding whitespace.
         public let value: String
 
+        /// A field line.
         public init(name: String, value: String) {
             self.name = name
             self.value = value
         }
     }
 
+    /// Every field line, in the order received.
     public private(set) var fields: [Field]
 
+    /// Headers with `fields`, in order.
     public init(_ fields: [Field] = []) {
         self.fields = fields
     }
 
+    /// Adds a field line at the end.
     public mutating func append(name: String, value: String) {
         fields.append(Field(name: name, value: value))
     }
@@ -36,6 +42,7 @@ public struct HTTPHeaders: Sendable, Sequence, CustomStringConvertible {
         return values.isEmpty ? nil : values.joined(separator: ", ")
     }
 
+    /// Whether a field of that name is present, compared case-insensitively.
     public func contains(_ name: String) -> Bool {
         fields.contains { Self.namesMatch($0.name, name) }
     }
@@ -49,10 +56,12 @@ public struct HTTPHeaders: Sendable, Sequence, CustomStringConvertible {
             .filter { !$0.isEmpty }
     }
 
+    /// The field lines in order.
     public func makeIterator() -> IndexingIterator<[Field]> {
         fields.makeIterator()
     }
 
+    /// One `name: value` line per field, as received.
     public var description: String {
         fields.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
     }

@@ -27,6 +27,7 @@ public final class LoopbackServer: Sendable {
         core.stop()
     }
 
+    /// The port the server listens on, on 127.0.0.1.
     public var port: UInt16 { core.port }
 
     /// The listening socket's descriptor number (`LifecycleTests`).

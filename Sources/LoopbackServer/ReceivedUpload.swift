@@ -22,6 +22,7 @@ public struct ReceivedUpload: Sendable {
     public let resumeURL: URL?
     /// How many requests carried its bytes: 1, plus one per PATCH that appended.
     public let requestCount: Int
+    /// When its last byte was read.
     public let completed: Date
 
     /// The named header of the starting request, case-insensitively; nil when absent.

@@ -6,14 +6,17 @@ import Foundation
 /// routes and resume paths are recorded even when their body was cut off (by the client or
 /// a drop fault); `bodyLength` is then what arrived. Immutable.
 public struct RecordedRequest: Sendable {
+    /// The method, e.g. `GET`, `PUT`, `PATCH`.
     public let method: String
     /// The request target exactly as sent, e.g. `/a%20b?x=1`.
     public let target: String
     /// The percent-decoded path without the query, e.g. `/a b`.
     public let path: String
+    /// The query after `?`, as sent; nil without one.
     public let query: String?
     /// `HTTP/1.1` or `HTTP/1.0`.
     public let httpVersion: String
+    /// The request's header fields, in order.
     public let headers: HTTPHeaders
     /// Decoded length of the request body (0 without one, or when it was not read because
     /// the answer came first).

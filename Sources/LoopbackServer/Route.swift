@@ -17,6 +17,7 @@ public struct RouteOptions: Sendable {
     /// The ETag to send. Nil: a strong tag derived from size and mtime (files) or a hash of
     /// the contents (data). A bare value is quoted; `W/"…"` makes it weak.
     public var etag: String?
+    /// Which validators the route sends; see `Validators`.
     public var validators: Validators
     /// False: ignore Range, always answer 200 with the whole body, no `Accept-Ranges`.
     public var acceptsRanges: Bool
@@ -48,6 +49,7 @@ public struct RouteOptions: Sendable {
     public var trickleInterval: Double?
     /// Answer 302 with `Location` set to this path (or absolute URL).
     public var redirectTo: String?
+    /// The `Content-Type` of the content (default `application/octet-stream`).
     public var contentType: String
     /// Random faults (503s and cut-off bodies) from a seeded generator.
     public var faults: FaultInjector?
@@ -60,6 +62,8 @@ public struct RouteOptions: Sendable {
     /// POST's `Range` is ignored (RFC 9110 §14.2: ranges are defined for GET only).
     public var answersPOST = false
 
+    /// Options with the given values; the defaults serve the content plainly, with ranges
+    /// and both validators.
     public init(etag: String? = nil,
                 validators: Validators = .etagAndLastModified,
                 acceptsRanges: Bool = true,

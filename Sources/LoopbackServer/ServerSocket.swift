@@ -3,7 +3,9 @@ import Glibc
 /// A failed socket system call: which call, and the `errno` it left.
 /// Thrown by `LoopbackServer.init` when the listener cannot be set up.
 public struct SocketError: Error, CustomStringConvertible, Sendable {
+    /// The system call that failed, e.g. `bind`.
     public let operation: String
+    /// The `errno` it left.
     public let code: Int32
 
     init(_ operation: String, code: Int32 = errno) {
@@ -11,6 +13,7 @@ public struct SocketError: Error, CustomStringConvertible, Sendable {
         self.code = code
     }
 
+    /// The call, `strerror`'s words and the number.
     public var description: String {
         "\(operation) failed: \(String(cString: strerror(code))) (errno \(code))"
     }

@@ -15,6 +15,7 @@ public struct UploadOptions: Sendable {
         case file(directory: URL)
     }
 
+    /// What is kept of the bytes (default `.hash`).
     public var storage: Storage
     /// Status of the final answer to a completed upload. Nil: 201 for PUT, 200 for POST.
     /// The body is always `{"bytes":N,"sha256":"hex"}` (no sha256 with `.countOnly`).
@@ -43,6 +44,8 @@ public struct UploadOptions: Sendable {
     /// `Retry-After` seconds, sent with `status` (meant for 503 and 429).
     public var retryAfter: Int?
 
+    /// Options with the given values; the defaults keep a hash of each body, answer 201 to
+    /// a PUT and 200 to a POST, speak no resumable-upload draft and inject no fault.
     public init(storage: Storage = .hash,
                 responseStatus: Int? = nil,
                 resumable: Set<Int> = [],

@@ -27,7 +27,9 @@ public final class VersionChange: @unchecked Sendable {
         case stall
     }
 
+    /// The version the first response serves (cut short).
     public let old: Data
+    /// The version every later response serves.
     public let new: Data
     private let validators: Validators
     private let cutAfterBytes: Int64
@@ -37,6 +39,8 @@ public final class VersionChange: @unchecked Sendable {
     private let lock = NSLock()
     private var served = 0
 
+    /// A change from `old` to `new`: the first response is cut after `cutAfterBytes` body
+    /// bytes, as `interruption` says.
     public init(old: Data, new: Data, validators: Validators, cutAfterBytes: Int64, interruption: Interruption = .drop) {
         self.old = old
         self.new = new

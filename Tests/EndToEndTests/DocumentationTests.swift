@@ -11,9 +11,23 @@ import Testing
 struct DocumentationTests {
     static let root = "/documentation/backgroundtransfer"
 
-    @Test("The docs build without a warning, and every page linked from the landing page and the articles renders in chromium, with no broken link and no missing file")
+    @Test("The docs build without a warning, every page linked from the landing pages and the articles renders in chromium, with no broken link and no missing file, and the README's links into the catalogs name built pages")
     func docsRenderWithoutBrokenLinks() async throws {
         try await onOwnThread { try Self.checkTheBuiltDocs() }
+    }
+
+    /// Where `.ci/docs` puts each catalog's site, after `output`.
+    static let siteSuffixes = ["BackgroundTransfer": "", "BackgroundTransferTesting": "-testing", "LoopbackServer": "-loopback"]
+
+    /// The data file docc builds for the article or root page a repository path names
+    /// (`Sources/M/M.docc/Name.md`); nil when the path is not such a page.
+    static func builtPage(for link: String, output: URL) -> URL? {
+        let parts = link.split(separator: "/").map(String.init)
+        guard parts.count == 4, parts[0] == "Sources", parts[2] == parts[1] + ".docc", parts[3].hasSuffix(".md"),
+              let suffix = siteSuffixes[parts[1]] else { return nil }
+        let module = parts[1].lowercased(), name = String(parts[3].dropLast(3)).lowercased()
+        let data = URL(fileURLWithPath: output.path + suffix).appendingPathComponent("data/documentation")
+        return name == module ? data.appendingPathComponent("\(module).json") : data.appendingPathComponent("\(module)/\(name).json")
     }
 
     static func checkTheBuiltDocs() throws {
@@ -41,6 +55,19 @@ struct DocumentationTests {
         let testingPages = try testing.crawl()
         #expect(testingPages >= 5, "only \(testingPages) pages of BackgroundTransferTesting were reached")
         #expect(testing.requestsForMissingFiles().isEmpty, "the browser asked for files that are not there: \(testing.requestsForMissingFiles())")
+
+        // The loopback server's catalog, for adopters' tests.
+        let loopback = try DocumentationSite(URL(fileURLWithPath: output.path + "-loopback"), root: "/documentation/loopbackserver")
+        defer { loopback.stop() }
+        let loopbackPages = try loopback.crawl()
+        #expect(loopbackPages >= 10, "only \(loopbackPages) pages of LoopbackServer were reached")
+        #expect(loopback.requestsForMissingFiles().isEmpty, "the browser asked for files that are not there: \(loopback.requestsForMissingFiles())")
+
+        // The README's links into the catalogs name pages docc built.
+        for link in try ReadmeLinksTests.relativeLinks(in: ReadmeLinksTests.readme()) where link.contains(".docc/") {
+            let page = try #require(Self.builtPage(for: link, output: output), "README.md links \(link), which is not an article of a catalog")
+            #expect(FileManager.default.fileExists(atPath: page.path), "README.md links \(link), but docc built no \(page.path)")
+        }
         let missing = site.requestsForMissingFiles()
         #expect(missing.isEmpty, "the browser asked for files that are not there: \(missing)")
     }

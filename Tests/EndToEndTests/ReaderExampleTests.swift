@@ -41,11 +41,12 @@ struct ReaderExampleTests {
         Executable(name: name, path: try built.get().appendingPathComponent(name).path)
     }
 
-    @Test("The README's \"Using the library\" code is Examples/Reader's code, file for file")
-    func readmeIsTheExample() throws {
-        let readme = try String(contentsOf: Self.repository.appendingPathComponent("README.md"), encoding: .utf8)
+    @Test("The documentation's Reader example (the ReaderExample article) is Examples/Reader's code, file for file")
+    func documentationIsTheExample() throws {
+        let article = Self.repository.appendingPathComponent("Sources/BackgroundTransfer/BackgroundTransfer.docc/ReaderExample.md")
+        let text = try String(contentsOf: article, encoding: .utf8)
         var shown: [String: String] = [:]
-        var rest = readme[...]
+        var rest = text[...]
         while let marker = rest.range(of: "<!-- Examples/Reader/") {
             let pathEnd = try #require(rest[marker.upperBound...].range(of: " -->"))
             let path = "Examples/Reader/" + rest[marker.upperBound..<pathEnd.lowerBound]
@@ -57,7 +58,7 @@ struct ReaderExampleTests {
         #expect(Set(shown.keys) == ["Examples/Reader/Package.swift", "Examples/Reader/Sources/reader-widget/main.swift", "Examples/Reader/Sources/reader-app/main.swift", "Examples/Reader/Sources/reader-app/AppDelegate.swift", "Examples/Reader/Sources/fetch-later/main.swift"])
         for (path, code) in shown {
             let file = try String(contentsOf: Self.repository.appendingPathComponent(path), encoding: .utf8)
-            #expect(code == file, "README's \(path) differs from the file")
+            #expect(code == file, "ReaderExample.md's \(path) differs from the file")
         }
     }
 
