@@ -139,9 +139,12 @@ public enum StandInProgram {
             complain("the transfer daemon did not confirm task \(task.taskIdentifier) in time; not started")
             return false
         }
-        if task.wasRefusedByDaemon {
+        // Refused, or ended by the daemon at once (an upload's file it may not read): `flush`
+        // shows such a task completed with its error, never as accepted.
+        if task.wasRefusedByDaemon || task.state == .completed {
             let error = task.error as NSError?
-            complain("task \(task.taskIdentifier) was refused: \(error?.localizedDescription ?? "") (\(error?.code ?? 0))")
+            let reason = error?.localizedDescription ?? "no error"
+            complain("task \(task.taskIdentifier) was refused: \(reason) (\(error?.code ?? 0))")
             return false
         }
         print(String(task.taskIdentifier)) // a String: an Int is printed after run-time conformance searches, 0.15 ms of a start

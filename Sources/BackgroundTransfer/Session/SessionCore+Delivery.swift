@@ -69,9 +69,9 @@ extension SessionCore {
             log.info("delivery", "event \(event.number) already delivered; not shown again", session: identifier.rawValue, task: event.task.taskIdentifier)
         } else {
             let task = taskObject(for: event.task)
-            task.update(event.task)
             let error = event.error.map { $0.urlError(failingURL: event.task.originalRequest.url, kind: event.task.kind) }
-            task.finish(with: error)
+            task.finish(with: error) // first: a task is never seen completed without its error
+            task.update(event.task)
             let interruptedPhase = state.withLock { state -> DeliveryPhase? in
                 state.tasks.removeValue(forKey: event.task.taskIdentifier)
                 return state.interrupted?.number == event.number ? state.interrupted?.phase : nil

@@ -42,6 +42,9 @@ open class URLSessionTask: @unchecked Sendable {
     private struct Fields {
         var record: TaskRecord
         var failure: Error?
+        /// How the task ended is known here (`finish(with:)`): only then is it shown completed
+        /// on the daemon's word (`takeReply`).
+        var ended = false
         /// The daemon refused to create the task: it never had it.
         var refused = false
         var foundationTask: FoundationNetworking.URLSessionTask?
@@ -295,7 +298,33 @@ open class URLSessionTask: @unchecked Sendable {
     }
 
     func finish(with error: Error?) {
-        fields.withLock { $0.failure = error }
+        fields.withLock {
+            $0.failure = error
+            $0.ended = true
+        }
+    }
+
+    /// The task as a background daemon's reply has it. A task the daemon ended is shown
+    /// completed only with its end known: from the failure the record carries (a resume the
+    /// daemon refused, `pendingFailure`), else once its event is delivered; until then it
+    /// keeps its state. `flush` never shows a completed task without its error (issue 44).
+    func takeReply(_ record: TaskRecord) {
+        var record = record
+        let known = fields.withLock { fields -> Bool in
+            guard record.state == .completed, !fields.ended else { return true }
+            if let failure = record.pendingFailure {
+                fields.failure = failure.urlError(failingURL: record.originalRequest.url, kind: record.kind)
+                fields.ended = true
+                return true
+            }
+            record.state = fields.record.state
+            return false
+        }
+        if !known {
+            let note = "task \(taskIdentifier) ended in the daemon; shown completed once its event comes"
+            AppEnvironment.log.info("session", note, task: taskIdentifier)
+        }
+        update(record)
     }
 
     func noteRefusedByDaemon() {

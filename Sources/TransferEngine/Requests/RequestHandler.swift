@@ -145,7 +145,7 @@ final class RequestHandler {
             var task = try existingTask(taskID, in: session)
             if let failure = task.pendingFailure {
                 surroundings.failTask(task, in: session, failure)
-                return .task(task)
+                return .task(session.taskOrEnding(taskID) ?? task) // as it ended: never shown accepted and waiting
             }
             if task.state == .suspended {
                 task.state = .running
