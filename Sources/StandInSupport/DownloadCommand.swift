@@ -150,9 +150,9 @@ public enum StandInProgram {
             complain("the transfer daemon did not confirm task \(task.taskIdentifier) in time; not started")
             return false
         }
-        // Refused, or ended by the daemon at once (an upload's file it may not read): `flush`
-        // shows such a task completed with its error, never as accepted.
-        if task.wasRefusedByDaemon || task.state == .completed {
+        // Refused, or ended by the daemon as it was resumed (an upload's file it may not read):
+        // `flush` shows such a task completed with its error, never as accepted.
+        if task.wasRefusedByDaemon || task.wasRefusedAtResume {
             let error = task.error as NSError?
             let reason = error?.localizedDescription ?? "no error"
             complain("task \(task.taskIdentifier) was refused: \(reason) (\(error?.code ?? 0))")

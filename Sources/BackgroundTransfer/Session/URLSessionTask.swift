@@ -47,6 +47,8 @@ open class URLSessionTask: @unchecked Sendable {
         var ended = false
         /// The daemon refused to create the task: it never had it.
         var refused = false
+        /// The daemon ended the task as it was resumed, with a failure found at its creation.
+        var refusedAtResume = false
         var foundationTask: FoundationNetworking.URLSessionTask?
         var delegate: URLSessionTaskDelegate?
         /// Made when first asked for (most tasks' never is), then kept in step with the record.
@@ -63,6 +65,9 @@ open class URLSessionTask: @unchecked Sendable {
     /// The daemon refused to create the task: it never had it (for the stand-ins, which
     /// tell their callers that the daemon has a task; not Apple's API).
     package var wasRefusedByDaemon: Bool { fields.withLock { $0.refused } }
+    /// The daemon ended the task as it was resumed, for what it found wrong when it made it (an
+    /// upload's file it may not read): it never ran. For the stand-ins, as `wasRefusedByDaemon`.
+    package var wasRefusedAtResume: Bool { fields.withLock { $0.refusedAtResume } }
 
     /// `progress`, as Apple offers it: made on first use, from the byte counts so far, and
     /// kept in step with them from then on.
@@ -315,6 +320,7 @@ open class URLSessionTask: @unchecked Sendable {
             if let failure = record.pendingFailure {
                 fields.failure = failure.urlError(failingURL: record.originalRequest.url, kind: record.kind)
                 fields.ended = true
+                fields.refusedAtResume = true
                 return true
             }
             record.state = fields.record.state
