@@ -47,8 +47,6 @@ open class URLSessionTask: @unchecked Sendable {
         var ended = false
         /// The daemon refused to create the task: it never had it.
         var refused = false
-        /// The daemon ended the task as it was resumed, with a failure found at its creation.
-        var refusedAtResume = false
         var foundationTask: FoundationNetworking.URLSessionTask?
         var delegate: URLSessionTaskDelegate?
         /// Made when first asked for (most tasks' never is), then kept in step with the record.
@@ -67,7 +65,8 @@ open class URLSessionTask: @unchecked Sendable {
     package var wasRefusedByDaemon: Bool { fields.withLock { $0.refused } }
     /// The daemon ended the task as it was resumed, for what it found wrong when it made it (an
     /// upload's file it may not read): it never ran. For the stand-ins, as `wasRefusedByDaemon`.
-    package var wasRefusedAtResume: Bool { fields.withLock { $0.refusedAtResume } }
+    /// Known from its reply or its event, whichever comes first: both carry `pendingFailure`.
+    package var wasRefusedAtResume: Bool { fields.withLock { $0.ended && $0.record.pendingFailure != nil } }
 
     /// `progress`, as Apple offers it: made on first use, from the byte counts so far, and
     /// kept in step with them from then on.
@@ -312,15 +311,19 @@ open class URLSessionTask: @unchecked Sendable {
     /// The task as a background daemon's reply has it. A task the daemon ended is shown
     /// completed only with its end known: from the failure the record carries (a resume the
     /// daemon refused, `pendingFailure`), else once its event is delivered; until then it
-    /// keeps its state. `flush` never shows a completed task without its error (issue 44).
+    /// keeps its state. `flush` never shows a completed task without its error (issue 44), and
+    /// a reply that comes after the end is known does not take the task back.
     func takeReply(_ record: TaskRecord) {
         var record = record
         let known = fields.withLock { fields -> Bool in
-            guard record.state == .completed, !fields.ended else { return true }
+            if fields.ended {
+                record.state = fields.record.state
+                return true
+            }
+            guard record.state == .completed else { return true }
             if let failure = record.pendingFailure {
                 fields.failure = failure.urlError(failingURL: record.originalRequest.url, kind: record.kind)
                 fields.ended = true
-                fields.refusedAtResume = true
                 return true
             }
             record.state = fields.record.state
