@@ -57,6 +57,9 @@ public struct ContainerSnapshot: Codable, Sendable {
         public var deliveryWait: String?
         /// Records that could not be read (kept on disk as they are).
         public var unreadableRecords: [String]
+        /// The last process that opened the session had no delegate: the events it took were
+        /// acknowledged without reaching one (S1.2; `SessionRecord.openedWithoutDelegate`).
+        public var openedWithoutDelegate = false
 
         /// Every member, `holderPID` and `deliveryWait` as null when there are none: a stable
         /// shape for scripts.
@@ -73,6 +76,7 @@ public struct ContainerSnapshot: Codable, Sendable {
             try container.encode(pendingEvents, forKey: .pendingEvents)
             try container.encode(deliveryWait, forKey: .deliveryWait)
             try container.encode(unreadableRecords, forKey: .unreadableRecords)
+            try container.encode(openedWithoutDelegate, forKey: .openedWithoutDelegate)
         }
 
         /// Records what holds task `identifier` back, in both forms.
@@ -109,25 +113,7 @@ public struct ContainerSnapshot: Codable, Sendable {
 
         let conditions = (try? DeviceConditions.load(from: layout)) ?? DeviceConditions()
         let now = Date()
-        var apps: [App] = []
-        if let data = fm.contents(atPath: layout.appRegistry.path),
-           let registry = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-           let entries = registry["apps"] as? [String: [String: Any]] {
-            let forceQuit = Set(registry["forceQuit"] as? [String] ?? [])
-            let limits = registry["relaunchLimits"] as? [String: [String: Any]] ?? [:]
-            let failures = registry["relaunchFailures"] as? [String: [String: Any]] ?? [:]
-            for (bundle, entry) in entries.sorted(by: { $0.key < $1.key }) {
-                let identity = entry["identity"] as? [String: Any] ?? [:]
-                let family = identity["containingApp"] as? String ?? bundle
-                let limit = bundle == family ? limits[family] : nil
-                apps.append(App(bundleIdentifier: bundle, kind: identity["kind"] as? String ?? "?", containingApp: family, executable: entry["executablePath"] as? String,
-                                appGroups: identity["appGroups"] as? [String] ?? [], forceQuit: forceQuit.contains(family),
-                                relaunchDelay: (limit?["delay"] as? NSNumber)?.doubleValue,
-                                lastRelaunch: (limit?["lastLaunch"] as? String).flatMap { ISO8601Format.date(from: $0) },
-                                failedRelaunches: (failures[family]?["failures"] as? NSNumber)?.intValue ?? 0,
-                                relaunchGivenUp: failures[family]?["gaveUpAt"] is String))
-            }
-        }
+        let apps = readApps(layout)
 
         var sessions: [Session] = []
         for family in sortedNames(layout.sessionsDirectory) {
@@ -162,6 +148,7 @@ public struct ContainerSnapshot: Codable, Sendable {
                     ?? "the app is to be launched for them now"
                 sessions.append(Session(identifier: identifier, family: family, owner: record.owner.rawValue, holderPID: holder, configuration: record.configuration,
                                         tasks: tasks, holds: holds, waiting: holds.mapValues(\.description), pendingEvents: events, deliveryWait: wait, unreadableRecords: unreadable))
+                sessions[sessions.count - 1].openedWithoutDelegate = record.openedWithoutDelegate == true
             }
         }
 
@@ -180,6 +167,32 @@ public struct ContainerSnapshot: Codable, Sendable {
             groups.append(AppGroup(identifier: group, files: files.sorted { $0.path < $1.path }))
         }
         return ContainerSnapshot(container: layout.root.path, daemon: daemon, conditions: conditions, apps: apps, sessions: sessions, appGroups: groups)
+    }
+
+    /// The app registry (`Daemon/apps.json`) as `inspect` shows it; none when it cannot be read.
+    private static func readApps(_ layout: ContainerLayout) -> [App] {
+        var apps: [App] = []
+        if let data = FileManager.default.contents(atPath: layout.appRegistry.path),
+           let registry = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+           let entries = registry["apps"] as? [String: [String: Any]] {
+            let forceQuit = Set(registry["forceQuit"] as? [String] ?? [])
+            let limits = registry["relaunchLimits"] as? [String: [String: Any]] ?? [:]
+            let failures = registry["relaunchFailures"] as? [String: [String: Any]] ?? [:]
+            for (bundle, entry) in entries.sorted(by: { $0.key < $1.key }) {
+                let identity = entry["identity"] as? [String: Any] ?? [:]
+                let family = identity["containingApp"] as? String ?? bundle
+                let limit = bundle == family ? limits[family] : nil
+                apps.append(App(bundleIdentifier: bundle, kind: identity["kind"] as? String ?? "?",
+                                containingApp: family, executable: entry["executablePath"] as? String,
+                                appGroups: identity["appGroups"] as? [String] ?? [],
+                                forceQuit: forceQuit.contains(family),
+                                relaunchDelay: (limit?["delay"] as? NSNumber)?.doubleValue,
+                                lastRelaunch: (limit?["lastLaunch"] as? String).flatMap(ISO8601Format.date(from:)),
+                                failedRelaunches: (failures[family]?["failures"] as? NSNumber)?.intValue ?? 0,
+                                relaunchGivenUp: failures[family]?["gaveUpAt"] is String))
+            }
+        }
+        return apps
     }
 
     /// What keeps a session's pending events from its app now, as the daemon decides when to

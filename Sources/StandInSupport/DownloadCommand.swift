@@ -16,9 +16,14 @@ public struct DownloadCommand {
     /// After handing the task over: `finish` (finishTasksAndInvalidate) or `cancel`
     /// (invalidateAndCancel), then wait for didBecomeInvalidWithError and exit.
     public var invalidate: String?
+    /// Opens the session with no delegate (to see what an app that forgets one gets, S1.2);
+    /// with `--wait`, waits until the session has no unfinished task.
+    public var noDelegate = false
     public var scheduling = SchedulingOptions()
 
-    public static let usage = "download URL [--description TEXT] [--session IDENTIFIER] [--wait] [--foreground [--time-limit SECONDS]] [--invalidate finish|cancel] \(SchedulingOptions.usage)"
+    public static let usage = "download URL [--description TEXT] [--session IDENTIFIER] [--wait] "
+        + "[--foreground [--time-limit SECONDS]] [--invalidate finish|cancel] [--no-delegate] "
+        + SchedulingOptions.usage
 
     public init(arguments: [String]) throws(UsageError) {
         var rest = arguments[...]
@@ -30,6 +35,7 @@ public struct DownloadCommand {
             case "--session": sessionIdentifier = try optionValue(for: option, &rest)
             case "--wait": wait = true
             case "--foreground": foreground = true
+            case "--no-delegate": noDelegate = true
             case "--invalidate":
                 let how = try optionValue(for: option, &rest)
                 guard how == "finish" || how == "cancel" else { throw UsageError("--invalidate takes finish or cancel") }
@@ -108,14 +114,19 @@ public enum StandInProgram {
             complain("refusing \"\(command.url)\": background sessions download http and https URLs only")
             return nil
         }
-        guard let session = openSession(command.sessionIdentifier, scheduling: command.scheduling, delegate: delegate) else { return nil }
+        let sessionDelegate = command.noDelegate ? nil : delegate
+        guard let session = openSession(command.sessionIdentifier, scheduling: command.scheduling,
+                                        delegate: sessionDelegate) else { return nil }
         let task = session.downloadTask(with: url)
-        guard handOver(task, in: session, description: command.taskDescription, scheduling: command.scheduling, wait: command.wait, delegate: delegate, note: "started download task \(task.taskIdentifier) for \(url.absoluteString)") else { return nil }
+        let note = "started download task \(task.taskIdentifier) for \(url.absoluteString)"
+        guard handOver(task, in: session, description: command.taskDescription, scheduling: command.scheduling,
+                       wait: command.wait && !command.noDelegate, delegate: delegate, note: note) else { return nil }
         return (session, task)
     }
 
     /// Opens the process's background session (or `identifier`); nil after saying why not.
-    static func openSession(_ identifier: String?, scheduling: SchedulingOptions, delegate: StandInDelegate) -> URLSession? {
+    static func openSession(_ identifier: String?, scheduling: SchedulingOptions,
+                            delegate: StandInDelegate?) -> URLSession? {
         let identifier = identifier ?? AppEnvironment.identity.defaultSessionIdentifier.rawValue
         let configuration = configuration(identifier: identifier)
         scheduling.configure(configuration)
@@ -139,9 +150,12 @@ public enum StandInProgram {
             complain("the transfer daemon did not confirm task \(task.taskIdentifier) in time; not started")
             return false
         }
-        if task.wasRefusedByDaemon {
+        // Refused, or ended by the daemon as it was resumed (an upload's file it may not read):
+        // `flush` shows such a task completed with its error, never as accepted.
+        if task.wasRefusedByDaemon || task.wasRefusedAtResume {
             let error = task.error as NSError?
-            complain("task \(task.taskIdentifier) was refused: \(error?.localizedDescription ?? "") (\(error?.code ?? 0))")
+            let reason = error?.localizedDescription ?? "no error"
+            complain("task \(task.taskIdentifier) was refused: \(reason) (\(error?.code ?? 0))")
             return false
         }
         print(String(task.taskIdentifier)) // a String: an Int is printed after run-time conformance searches, 0.15 ms of a start
@@ -169,6 +183,9 @@ public enum StandInProgram {
             case "download":
                 let command = try DownloadCommand(arguments: Array(arguments.dropFirst()))
                 started = startDownload(command, delegate: delegate).map { ($0.0, $0.1, command.wait) }
+                if command.noDelegate, command.wait, let started {
+                    exit(HostApp.waitForNoUnfinishedTasks(in: started.session, timeout: 600))
+                }
             case "upload":
                 let command = try UploadCommand(arguments: Array(arguments.dropFirst()))
                 started = startUpload(command, delegate: delegate).map { ($0.0, $0.1, command.wait) }

@@ -181,6 +181,7 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
                 session.waitForDeliveries() // acknowledged: the app is not launched for them
                 exit(invalidated ? 0 : 1)
             }
+            if command.wait && command.noDelegate { exit(Self.waitForNoUnfinishedTasks(in: session, timeout: 600)) }
             if command.wait {
                 let status = delegate.exitStatus(waitingFor: task, in: session, timeout: 600)
                 session.waitForDeliveries() // acknowledged: the app is not launched for it
@@ -228,6 +229,21 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
             }
         }
         dispatchMain()
+    }
+
+    /// `download --wait --no-delegate`: with no delegate to hear of the end, looks at the
+    /// session's tasks until none is left (or `timeout`), then lets the acknowledgements go.
+    static func waitForNoUnfinishedTasks(in session: URLSession, timeout: TimeInterval) -> Int32 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !allTasks(of: session).isEmpty {
+            guard Date() < deadline else {
+                StandInProgram.complain("tasks still unfinished after \(Int(timeout)) s")
+                return 1
+            }
+            usleep(100_000) // no delegate calls to wait for: looking again is all there is
+        }
+        session.waitForDeliveries()
+        return 0
     }
 
     static func allTasks(of session: URLSession) -> [URLSessionTask] {

@@ -86,6 +86,34 @@ public enum DaemonEndpoint {
         throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "the transfer daemon \(daemon) did not answer at \(path): \(lastError.map { "\($0)" } ?? "timeout")", subject: path)
     }
 
+    /// Makes sure a daemon serves the container when it holds `UnfinishedWork`, as
+    /// nsurlsessiond is always there on iOS: a daemon that crashed comes back with the next
+    /// process of any app, not only with the next one that opens a session. Starts it the one
+    /// way `connect` does, and waits for it to answer a ping. Returns the work found; nil when
+    /// there is none, and then nothing is connected to or started (the cheap path, which an
+    /// extension's start-up takes).
+    public static func serveUnfinishedWork(
+        _ layout: ContainerLayout, started: ((_ daemon: String, _ pid: Int32) -> Void)? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(TransferFailure) -> UnfinishedWork? {
+        guard let work = UnfinishedWork.first(in: layout) else { return nil }
+        let fd = try connect(layout, started: started, environment: environment)
+        defer { fd.close() }
+        try send(.ping, id: 1, on: fd)
+        var answered = false
+        try readFrames(fd, timeout: 10) { frame throws(TransferFailure) in
+            guard case .reply(1, _) = frame else { return true }
+            answered = true
+            return false
+        }
+        guard answered else {
+            let socket = layout.daemonSocket.path
+            let message = "the transfer daemon at \(socket) closed the connection without answering a ping"
+            throw TransferFailure(code: TransferFailure.networkConnectionLost, message: message, subject: socket)
+        }
+        return work
+    }
+
     /// One request, one reply, on a connection of its own (for tools; apps use the client
     /// library), after `hello` if given: the daemon answers a ping from anyone, everything
     /// else only after a hello it has verified.

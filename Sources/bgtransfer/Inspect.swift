@@ -47,6 +47,9 @@ enum Inspect {
         for session in snapshot.sessions {
             let holder = session.holderPID.map { "held by pid \($0)" } ?? "not held"
             lines.append("  \(session.identifier) (owner \(session.owner), \(holder), group \(session.configuration.sharedContainerIdentifier?.rawValue ?? "none"))")
+            if session.openedWithoutDelegate {
+                lines.append("    opened without a delegate: its events are acknowledged undelivered (S1.2)")
+            }
             for task in session.tasks {
                 let (done, expected) = task.progressBytes
                 var line = "    task \(task.taskIdentifier) \(task.kind.rawValue) \(task.state.name) \(task.originalRequest.url) \(ProgressFormat.bytes(done))/\(ProgressFormat.bytes(expected)) priority \(task.priority)"

@@ -129,7 +129,11 @@ public final class BackgroundApplication: @unchecked Sendable {
         try self.init(identity: identities[0], arguments: arguments, defaultContainer: defaultContainer)
     }
 
-    /// Reads the launch options, sets up `AppEnvironment` for `identity`.
+    /// Reads the launch options, sets up `AppEnvironment` for `identity`, and makes sure a
+    /// transfer daemon serves the container when it holds unfinished work (a task to carry
+    /// on, an event waiting for an app), as nsurlsessiond is always there on iOS: a daemon
+    /// that crashed is started again by any launch, one that opens no session too. With no
+    /// such work it only looks at the container (no daemon is started).
     /// - Throws: `ContainerError` or `IdentifierError` for bad launch options.
     public init(identity: AppIdentity, arguments: [String] = Array(CommandLine.arguments.dropFirst()), defaultContainer: String = "SharedContainer") throws {
         var arguments = arguments
@@ -149,6 +153,9 @@ public final class BackgroundApplication: @unchecked Sendable {
         // Extensions always run in the background; an app launched for events does too.
         AppEnvironment.bootstrap(identity: identity, layout: layout, isForeground: identity.kind == .app && identifier == nil)
         Self.current.withLock { $0 = self }
+        // As nsurlsessiond is always there on iOS: work left by a crashed daemon is taken up
+        // on any launch, also one that opens no session. Cheap when there is none.
+        DaemonConnection.serveUnfinishedWork()
     }
 
     /// `shared` asked for before anything set the app up: the program, in the user's container.
@@ -177,7 +184,8 @@ public final class BackgroundApplication: @unchecked Sendable {
     /// `handleEventsForBackgroundURLSession`. A relaunched app exits once it has called the
     /// completion handler (and the daemon has the acknowledgement), or with status 1 when
     /// `backgroundTimeLimit` runs out first. On a user launch the app runs on the main queue
-    /// until it exits by itself.
+    /// until it exits by itself. Either way, as it starts, a transfer daemon is made sure of
+    /// when the container holds unfinished work (see `init(identity:arguments:defaultContainer:)`).
     /// - Parameters:
     ///   - entitlements: the executable's declaration literal; nil for a plain program, whose
     ///     identity is derived from its executable (`AppIdentity.program(executablePath:)`).

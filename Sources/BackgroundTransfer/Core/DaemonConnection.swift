@@ -91,6 +91,28 @@ final class DaemonConnection: @unchecked Sendable {
         return connection
     }
 
+    /// Makes sure a daemon serves this process's container when it holds unfinished work
+    /// (`DaemonEndpoint.serveUnfinishedWork`), for a process that may open no session: run by
+    /// `BackgroundApplication` as it starts. A daemon that cannot be started is logged, not
+    /// thrown: the app runs on, and its sessions report it when they open.
+    static func serveUnfinishedWork() {
+        let environment = AppEnvironment.current
+        let log = environment.log
+        do {
+            let started: (String, Int32) -> Void = { daemon, pid in
+                log.notice("connection", "no daemon answered; started \(daemon) (pid \(pid))")
+            }
+            let work = try DaemonEndpoint.serveUnfinishedWork(environment.layout, started: started,
+                                                              environment: environment.environment)
+            if let work {
+                log.info("connection", "the container holds unfinished work (\(work)); a daemon serves it",
+                         session: work.session)
+            }
+        } catch {
+            log.error("connection", "the container holds unfinished work, but no transfer daemon serves it: \(error)")
+        }
+    }
+
     // MARK: Connecting
 
     private func connectIfNeeded() throws(TransferFailure) {

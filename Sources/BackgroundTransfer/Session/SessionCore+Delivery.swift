@@ -69,9 +69,9 @@ extension SessionCore {
             log.info("delivery", "event \(event.number) already delivered; not shown again", session: identifier.rawValue, task: event.task.taskIdentifier)
         } else {
             let task = taskObject(for: event.task)
-            task.update(event.task)
             let error = event.error.map { $0.urlError(failingURL: event.task.originalRequest.url, kind: event.task.kind) }
-            task.finish(with: error)
+            task.finish(with: error) // first: a task is never seen completed without its error
+            task.update(event.task)
             let interruptedPhase = state.withLock { state -> DeliveryPhase? in
                 state.tasks.removeValue(forKey: event.task.taskIdentifier)
                 return state.interrupted?.number == event.number ? state.interrupted?.phase : nil
@@ -116,6 +116,7 @@ extension SessionCore {
                     delegate.urlSession(session, task: task, didCompleteWithError: error)
                 }
             }
+            if delegate == nil { tellOfMissingDelegate(event) }
             state.withLock { $0.deliveredThrough = event.number }
             do {
                 try deliveryRecord.write(DeliveryRecord(deliveredThrough: event.number))
@@ -124,6 +125,23 @@ extension SessionCore {
             }
         }
         if !state.withLock({ $0.acknowledgesOnCompletionHandler }) { acknowledgeSoon(through: event.number) }
+    }
+
+    /// A session without a delegate takes its events and acknowledges them, so that the daemon
+    /// does not launch the app for them again and again, but nothing sees them: said once per
+    /// session on stderr (and logged), as the events are gone for good (S1.2).
+    private func tellOfMissingDelegate(_ event: EventRecord) {
+        let first = state.withLock { state in
+            defer { state.toldOfMissingDelegate = true }
+            return !state.toldOfMissingDelegate
+        }
+        guard first else { return }
+        let message = "background session \(identifier) has no delegate: its events are acknowledged "
+            + "without being delivered, starting with event \(event.number) "
+            + "(task \(event.task.taskIdentifier) completed); "
+            + "give URLSession(configuration:delegate:delegateQueue:) a delegate to receive them"
+        log.error("delivery", message, session: identifier.rawValue, task: event.task.taskIdentifier)
+        FileHandle.standardError.write(Data("\(log.process): \(message)\n".utf8))
     }
 
     /// Acknowledges through `number` once the deliveries already queued are done: a burst of

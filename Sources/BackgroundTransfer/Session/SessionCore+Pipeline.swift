@@ -43,7 +43,7 @@ extension SessionCore {
         if let entry {
             switch result {
             case .success(.task(let record)):
-                entry.task?.update(record)
+                entry.task?.takeReply(record)
             case .success:
                 break
             case .failure(let failure):
@@ -107,7 +107,7 @@ extension SessionCore {
     func perform(_ request: DaemonRequest, on task: URLSessionTask) {
         do {
             let reply = try self.request(request)
-            if case .task(let record) = reply { task.update(record) }
+            if case .task(let record) = reply { task.takeReply(record) }
         } catch {
             // The request's name only: its payload may hold a credential or a token.
             log.error("session", "\(String(describing: request).prefix { $0 != "(" }) failed: \(error)", session: identifier.rawValue, task: task.taskIdentifier,

@@ -48,6 +48,8 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         var interrupted: (number: UInt64, phase: DeliveryPhase)?
         /// The identifier the next task gets: this process alone creates the session's tasks.
         var nextTaskIdentifier = 1
+        /// Said on stderr that events are acknowledged with no delegate to hand them to (once).
+        var toldOfMissingDelegate = false
     }
 
     /// Requests sent without waiting (creations, resumes, property changes, acknowledgements),
@@ -140,7 +142,10 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
 
     private func open(on connection: DaemonConnection) throws(TransferFailure) {
         let launched = BackgroundLaunch.isLaunched(for: identifier)
-        let reply = try connection.request(.openSession(identifier: identifier, configuration: recordConfiguration, launchedForEvents: launched))
+        let withoutDelegate: Bool? = delegate == nil ? true : nil
+        let opening = DaemonRequest.openSession(identifier: identifier, configuration: recordConfiguration,
+                                                launchedForEvents: launched, withoutDelegate: withoutDelegate)
+        let reply = try connection.request(opening)
         guard case .sessionOpened(let records, let next, let more) = reply else { return }
         state.withLock { $0.nextTaskIdentifier = max($0.nextTaskIdentifier, next, dataTasks.nextIdentifier) }
         for record in try records + connection.taskRecords(more ?? [], of: identifier) { _ = taskObject(for: record) }

@@ -50,6 +50,13 @@ open class URLSession: @unchecked Sendable {
     /// Problems are reported as Apple does, by invalidating the session:
     /// `didBecomeInvalidWithError` with -995 (extension without a shared container), -996
     /// (another process holds the identifier), or a refusal naming the bad identifier.
+    ///
+    /// A background session needs a delegate (S1.2). As on Apple's systems, `nil` is not
+    /// refused: the session opens and its tasks run. But its events (finished downloads,
+    /// completions) have nobody to go to: they are acknowledged as they arrive, so that the
+    /// daemon does not launch the app for them again, and are gone. The first such event
+    /// prints one line on stderr naming the session (once per session), the log has it, and
+    /// `bgtransfer inspect` marks the session "opened without a delegate".
     public init(configuration: URLSessionConfiguration, delegate: URLSessionDelegate?, delegateQueue queue: OperationQueue?) {
         let configuration = configuration.copy()
         let environment = AppEnvironment.current
@@ -77,7 +84,8 @@ open class URLSession: @unchecked Sendable {
                 throw TransferFailure(code: TransferFailure.requestRefused, message: error.description, subject: name)
             }
             if delegate == nil {
-                log.error("session", "a background session needs a delegate (S1.2); events will be dropped", session: name)
+                log.error("session", "a background session needs a delegate (S1.2): its events will be acknowledged "
+                          + "without being delivered", session: name)
             }
             let record: SessionConfiguration
             do { record = try configuration.record() } catch {

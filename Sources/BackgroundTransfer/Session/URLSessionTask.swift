@@ -42,6 +42,9 @@ open class URLSessionTask: @unchecked Sendable {
     private struct Fields {
         var record: TaskRecord
         var failure: Error?
+        /// How the task ended is known here (`finish(with:)`): only then is it shown completed
+        /// on the daemon's word (`takeReply`).
+        var ended = false
         /// The daemon refused to create the task: it never had it.
         var refused = false
         var foundationTask: FoundationNetworking.URLSessionTask?
@@ -60,6 +63,10 @@ open class URLSessionTask: @unchecked Sendable {
     /// The daemon refused to create the task: it never had it (for the stand-ins, which
     /// tell their callers that the daemon has a task; not Apple's API).
     package var wasRefusedByDaemon: Bool { fields.withLock { $0.refused } }
+    /// The daemon ended the task as it was resumed, for what it found wrong when it made it (an
+    /// upload's file it may not read): it never ran. For the stand-ins, as `wasRefusedByDaemon`.
+    /// Known from its reply or its event, whichever comes first: both carry `pendingFailure`.
+    package var wasRefusedAtResume: Bool { fields.withLock { $0.ended && $0.record.pendingFailure != nil } }
 
     /// `progress`, as Apple offers it: made on first use, from the byte counts so far, and
     /// kept in step with them from then on.
@@ -295,7 +302,38 @@ open class URLSessionTask: @unchecked Sendable {
     }
 
     func finish(with error: Error?) {
-        fields.withLock { $0.failure = error }
+        fields.withLock {
+            $0.failure = error
+            $0.ended = true
+        }
+    }
+
+    /// The task as a background daemon's reply has it. A task the daemon ended is shown
+    /// completed only with its end known: from the failure the record carries (a resume the
+    /// daemon refused, `pendingFailure`), else once its event is delivered; until then it
+    /// keeps its state. `flush` never shows a completed task without its error (issue 44), and
+    /// a reply that comes after the end is known does not take the task back.
+    func takeReply(_ record: TaskRecord) {
+        var record = record
+        let known = fields.withLock { fields -> Bool in
+            if fields.ended {
+                record.state = fields.record.state
+                return true
+            }
+            guard record.state == .completed else { return true }
+            if let failure = record.pendingFailure {
+                fields.failure = failure.urlError(failingURL: record.originalRequest.url, kind: record.kind)
+                fields.ended = true
+                return true
+            }
+            record.state = fields.record.state
+            return false
+        }
+        if !known {
+            let note = "task \(taskIdentifier) ended in the daemon; shown completed once its event comes"
+            AppEnvironment.log.info("session", note, task: taskIdentifier)
+        }
+        update(record)
     }
 
     func noteRefusedByDaemon() {

@@ -83,6 +83,9 @@ public struct SessionRecord: Codable, Sendable, Equatable {
     public var nextEventNumber: UInt64 = 1
     /// Server keys the session's app accepted (S3.6), oldest first; nil in older records.
     public var acceptedServerKeys: [AcceptedServerKey]?
+    /// True when the last process that opened the session had no delegate: the events it
+    /// took were acknowledged without reaching one (S1.2). Nil once one opens it with a delegate.
+    public var openedWithoutDelegate: Bool?
 
     public init(identifier: SessionIdentifier, owner: BundleIdentifier, family: BundleIdentifier, configuration: SessionConfiguration, createdAt: Date) {
         self.identifier = identifier

@@ -94,7 +94,10 @@ public enum DelayedRequestAnswer: Codable, Sendable, Equatable {
 public enum DaemonRequest: Codable, Sendable {
     case hello(ClientHello)
     /// Attach to (or create) a session; the daemon then replays its undelivered events.
-    case openSession(identifier: SessionIdentifier, configuration: SessionConfiguration, launchedForEvents: Bool)
+    /// `withoutDelegate`: the process opened it with no delegate, so its events are
+    /// acknowledged without reaching one (recorded for `inspect`; nil from older clients).
+    case openSession(identifier: SessionIdentifier, configuration: SessionConfiguration, launchedForEvents: Bool,
+                     withoutDelegate: Bool? = nil)
     /// Creates a task, durable before the reply (suspended, S2.4).
     case createTask(session: SessionIdentifier, TaskCreation)
     case resumeTask(session: SessionIdentifier, task: Int)

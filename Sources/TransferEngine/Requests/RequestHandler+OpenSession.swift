@@ -5,8 +5,10 @@ import TransferLogging
 
 extension RequestHandler {
     /// Opens a session for the requester (S1): the one the daemon holds, one taken up from
-    /// its folder, or a new one; the requester becomes its holder.
-    func open(_ identifier: SessionIdentifier, _ configuration: SessionConfiguration, for hello: ClientHello, _ connection: ClientConnection, launchedForEvents: Bool) throws -> DaemonSession {
+    /// its folder, or a new one; the requester becomes its holder. `withoutDelegate`: it has none (S1.2).
+    func open(_ identifier: SessionIdentifier, _ configuration: SessionConfiguration, for hello: ClientHello,
+              _ connection: ClientConnection, launchedForEvents: Bool,
+              withoutDelegate: Bool = false) throws -> DaemonSession {
         let identity = hello.identity
         if let group = configuration.sharedContainerIdentifier, !identity.appGroups.contains(group) {
             throw TransferFailure(code: TransferFailure.requestRefused, message: "\(identity.bundleIdentifier) is not entitled to app group \(group)", subject: group.rawValue)
@@ -32,7 +34,8 @@ extension RequestHandler {
                     log.info("sessions", "\(connection.label) reconnected; it takes the session over from its old connection", session: identifier.rawValue)
                     holder.attachedSessions.remove(key)
                     existing.holder = nil
-                    return try open(identifier, configuration, for: hello, connection, launchedForEvents: launchedForEvents)
+                    return try open(identifier, configuration, for: hello, connection,
+                                    launchedForEvents: launchedForEvents, withoutDelegate: withoutDelegate)
                 }
                 throw TransferFailure(code: TransferFailure.backgroundSessionInUseByAnotherProcess, message: "background session \(identifier) is already in use by another process (pid \(holder.pid ?? -1))", subject: identifier.rawValue)
             }
@@ -62,6 +65,21 @@ extension RequestHandler {
         }
         log.notice("sessions", "\(connection.label) opened the session: \(session.tasks.count) unfinished tasks, \(session.events.count) undelivered events", session: identifier.rawValue,
                           event: LogEvent(.sessionOpened, pid: connection.pid))
+        noteDelegate(missing: withoutDelegate, of: session, connection)
         return session
+    }
+
+    /// Records in `session.json` whether the process that opened the session has a delegate
+    /// (`SessionRecord.openedWithoutDelegate`, for `inspect`), and logs one that has none. A
+    /// record that cannot be written is logged: it is a diagnosis, no reason to refuse the open.
+    func noteDelegate(missing: Bool, of session: DaemonSession, _ connection: ClientConnection) {
+        do { try session.noteOpened(withoutDelegate: missing) } catch {
+            let record = session.directory.appendingPathComponent("session.json").path
+            log.error("store", "cannot record in \(record) whether the session has a delegate: \(error)",
+                      session: session.key.identifier.rawValue)
+        }
+        guard missing else { return }
+        log.notice("sessions", "\(connection.label) opened the session without a delegate: its events are "
+                   + "acknowledged without reaching one (S1.2)", session: session.key.identifier.rawValue)
     }
 }

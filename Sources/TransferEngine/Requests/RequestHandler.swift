@@ -131,8 +131,9 @@ final class RequestHandler {
         switch request {
         case .hello, .ping, .forceQuit, .watch, .conditionsChanged:
             return .ok
-        case .openSession(let identifier, let configuration, let launchedForEvents):
-            let session = try open(identifier, configuration, for: hello, connection, launchedForEvents: launchedForEvents)
+        case .openSession(let identifier, let configuration, let launchedForEvents, let withoutDelegate):
+            let session = try open(identifier, configuration, for: hello, connection,
+                                   launchedForEvents: launchedForEvents, withoutDelegate: withoutDelegate == true)
             afterReply.append { [unowned self] in delivery.deliverBacklog(of: session) }
             let identifiers = session.tasks.keys.sorted()
             let first = identifiers.prefix(DaemonReply.tasksPerPage).compactMap { session.tasks[$0] }
@@ -145,7 +146,7 @@ final class RequestHandler {
             var task = try existingTask(taskID, in: session)
             if let failure = task.pendingFailure {
                 surroundings.failTask(task, in: session, failure)
-                return .task(task)
+                return .task(session.taskOrEnding(taskID) ?? task) // as it ended: never shown accepted and waiting
             }
             if task.state == .suspended {
                 task.state = .running

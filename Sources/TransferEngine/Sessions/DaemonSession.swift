@@ -416,6 +416,14 @@ final class DaemonSession {
         try Self.writeRecord(record, to: recordPath, root: root)
     }
 
+    /// Whether the process that opened the session last has no delegate; written when it changes.
+    func noteOpened(withoutDelegate: Bool) throws {
+        let value: Bool? = withoutDelegate ? true : nil
+        guard value != record.openedWithoutDelegate else { return }
+        record.openedWithoutDelegate = value
+        try Self.writeRecord(record, to: recordPath, root: root)
+    }
+
     func updateConfiguration(_ configuration: SessionConfiguration) throws {
         guard configuration != record.configuration else { return }
         record.configuration = configuration
