@@ -90,12 +90,16 @@ public enum DaemonEndpoint {
     /// nsurlsessiond is always there on iOS: a daemon that crashed comes back with the next
     /// process of any app, not only with the next one that opens a session. Starts it the one
     /// way `connect` does, and waits for it to answer a ping. Returns the work found; nil when
-    /// there is none, and then nothing is connected to or started (the cheap path, which an
-    /// extension's start-up takes).
+    /// a daemon already listens (one connect, the path every start takes while one runs) or
+    /// there is no work (then nothing is started).
     public static func serveUnfinishedWork(
         _ layout: ContainerLayout, started: ((_ daemon: String, _ pid: Int32) -> Void)? = nil,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(TransferFailure) -> UnfinishedWork? {
+        if let listening = try? UnixSocket.connect(to: layout.daemonSocket.path) {
+            listening.close()
+            return nil
+        }
         guard let work = UnfinishedWork.first(in: layout) else { return nil }
         let fd = try connect(layout, started: started, environment: environment)
         defer { fd.close() }
