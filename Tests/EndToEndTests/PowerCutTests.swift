@@ -276,6 +276,7 @@ final class PowerCutWorkload: @unchecked Sendable {
     private var random: SeededRandom
     private var _started: [Started] = []
     private var counter = 0
+    private var largeForced = false
     private let ended = DispatchGroup()
     private(set) var daemonError: String?
 
@@ -325,13 +326,28 @@ final class PowerCutWorkload: @unchecked Sendable {
     private func next(below bound: UInt64) -> UInt64 { lock.withLock { random.next(below: bound) } }
     private func nextNumber() -> Int { lock.withLock { counter += 1; return counter } }
 
-    /// A download size: mostly small, some large enough to be cut part-way; the largest are
-    /// long enough to be written direct (`BodyFileWriter.directThreshold`), and end off a block.
+    /// The largest download size: long enough to be written direct (`BodyFileWriter.directThreshold`)
+    /// and to have its blocks reserved, and it ends off a block.
+    static let largest = (2 << 20) + 4_321
+
+    /// Whether this download is the one of the round made one of the largest whatever the draw:
+    /// the first of lane 0 in every eighth round. With 40 cuts the draws once made no download
+    /// large enough to reserve blocks, and the test's check that the cuts reached that path failed.
+    /// The draws are made as before, so a seed's other choices stay the same.
+    private func forceLarge() -> Bool {
+        guard round % 8 == 3 else { return false }
+        return lock.withLock {
+            defer { largeForced = true }
+            return !largeForced
+        }
+    }
+
+    /// A download size: mostly small, some large enough to be cut part-way, a few the largest.
     private func downloadSize() -> Int {
         let pick = next(below: 100)
         if pick < 80 { return 1 + Int(next(below: 48 << 10)) }
         if pick < 96 { return 192 << 10 }
-        return (2 << 20) + 4_321
+        return Self.largest
     }
 
     private func runOne(lane: Int) {
@@ -344,7 +360,8 @@ final class PowerCutWorkload: @unchecked Sendable {
         let kind: Kind
         if lane == 0 || pick < 30 {
             // Downloads in the fetch extension's session: its journal grows past 4,096 lines.
-            let size = downloadSize()
+            var size = downloadSize()
+            if lane == 0 && forceLarge() { size = Self.largest }
             name = "d-\(round)-\(lane)-\(number)-\(size).bin"
             server.serve("/pc/\(name)", data: PowerCutLedger.payload(name: name))
             executable = lane == 0 ? .fetchExtension : .hostApp
