@@ -30,7 +30,7 @@ public struct LogFollower {
         while let newline = partial.firstIndex(of: 0x0A) {
             let line = partial[partial.startIndex..<newline]
             partial.removeSubrange(partial.startIndex...newline)
-            if let entry = try? RecordCoding.decode(LogEntry.self, from: Data(line)) { entries.append(entry) }
+            if let entry = TransferLog.entry(inLine: line) { entries.append(entry) }
         }
         return entries
     }

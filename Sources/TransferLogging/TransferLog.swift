@@ -110,6 +110,7 @@ public final class TransferLog: @unchecked Sendable {
         self.echoLevel = echoLevel
         let asked = ProcessInfo.processInfo.environment["BGTRANSFER_LOG_LEVEL"].flatMap(LogLevel.init(rawValue:))
         self.minimumLevel = minimumLevel ?? asked ?? .notice
+        _ = Self.exitGuard
     }
 
     public func debug(_ category: String, _ message: @autoclosure () -> String, session: String? = nil, task: Int? = nil, hold: TaskHold? = nil, event: LogEvent? = nil) {
@@ -138,55 +139,109 @@ public final class TransferLog: @unchecked Sendable {
         guard level >= minimumLevel else { return }
         lock.lock()
         defer { lock.unlock() }
-        guard let fd = openFile() else { return }
-        var line = entry.jsonLine
+        guard let (fd, endsLine) = openFile() else { return }
+        // A writer killed inside its write() (SIGKILL, or another thread's exit()) leaves a
+        // line cut at a page boundary: this line then starts on a line of its own.
+        var line = endsLine ? Data() : Data([0x0A])
+        line.append(entry.jsonLine)
         line.append(0x0A)
-        // O_APPEND makes each line land whole at the end, even with several writers.
+        // O_APPEND makes each line land whole at the end, even with several writers, unless
+        // the writer dies inside the write(): exit() waits for it (`exitGuard`).
+        Self.writing.lock()
+        defer { Self.writing.unlock() }
         try? fd.writeAll(line)
     }
+
+    /// Held around each line's write() in this process. Linux cuts an append at a page
+    /// boundary when the writing thread is killed inside it, and exit() on another thread
+    /// kills it: an extension that exits as its delegate queue logs tore lines (issue 44).
+    private static let writing = NSLock()
+    /// Makes exit() wait for a line being written; registered with the first log.
+    private static let exitGuard: Void = {
+        atexit {
+            TransferLog.writing.lock()
+            TransferLog.writing.unlock()
+        }
+    }()
 
     private static let pid = getpid()
     /// Whether stderr is systemd's journal (`JournalStream`), looked at once.
     private static let stderrIsJournal = JournalStream.isJournal(2)
 
-    /// The log file, kept open between lines; reopened when it was rotated (by this process
-    /// past the size limit, or by another: checked every 64 lines and whenever it is gone).
-    private func openFile() -> FileDescriptor? {
+    /// The log file, kept open between lines, and whether it ends with a whole line (or is
+    /// empty); reopened when it was rotated (by this process past the size limit, or by
+    /// another: checked every 64 lines and whenever it is gone).
+    private func openFile() -> (FileDescriptor, endsLine: Bool)? {
         linesSinceCheck += 1
-        if let fd = descriptor {
-            var open = stat()
-            guard fstat(fd.rawValue, &open) == 0 else { return reopen() }
-            if Int64(open.st_size) > Self.maximumSize {
-                rename(path, path + ".1")
-                return reopen()
+        guard var fd = descriptor ?? reopen() else { return nil }
+        var open = stat()
+        if fstat(fd.rawValue, &open) != 0 || open.st_nlink == 0 {
+            guard let again = reopen() else { return nil }
+            fd = again
+        } else if Int64(open.st_size) > Self.maximumSize {
+            rename(path, path + ".1")
+            guard let again = reopen() else { return nil }
+            fd = again
+        } else if linesSinceCheck >= 64 {
+            linesSinceCheck = 0
+            var named = stat()
+            if stat(path, &named) != 0 || named.st_ino != open.st_ino || named.st_dev != open.st_dev {
+                guard let again = reopen() else { return nil }
+                fd = again
             }
-            if open.st_nlink == 0 { return reopen() }
-            if linesSinceCheck >= 64 {
-                linesSinceCheck = 0
-                var named = stat()
-                if stat(path, &named) != 0 || named.st_ino != open.st_ino || named.st_dev != open.st_dev { return reopen() }
-            }
-            return fd
         }
-        return reopen()
+        return (fd, Self.endsWithNewline(fd))
+    }
+
+    /// Whether the file is empty or its last byte is a newline (unknown: yes).
+    private static func endsWithNewline(_ fd: FileDescriptor) -> Bool {
+        var open = stat()
+        guard fstat(fd.rawValue, &open) == 0, open.st_size > 0 else { return true }
+        var last: UInt8 = 0x0A
+        let read = withUnsafeMutableBytes(of: &last) { try? fd.read(into: $0, at: Int64(open.st_size) - 1) }
+        return read != 1 || last == 0x0A
     }
 
     private func reopen() -> FileDescriptor? {
         descriptor?.close()
-        descriptor = try? FileDescriptor.open(path, O_WRONLY | O_CREAT | O_APPEND)
+        // Read as well: the last byte says whether the file ends with a whole line.
+        descriptor = try? FileDescriptor.open(path, O_RDWR | O_CREAT | O_APPEND)
         linesSinceCheck = 0
         return descriptor
     }
 
-    /// Reads the entries of the log (and its rotated predecessor), oldest first; unreadable lines are skipped.
+    /// Reads the entries of the log (and its rotated predecessor), oldest first; unreadable
+    /// lines are skipped, except for an entry glued to the end of a torn one (`entry(inLine:)`).
     public static func entries(layout: ContainerLayout) -> [LogEntry] {
         var result: [LogEntry] = []
         for path in [layout.logFile.path + ".1", layout.logFile.path] {
             guard let data = FileManager.default.contents(atPath: path) else { continue }
             for line in data.split(separator: 0x0A) {
-                if let entry = try? RecordCoding.decode(LogEntry.self, from: Data(line)) { result.append(entry) }
+                if let entry = entry(inLine: line) { result.append(entry) }
             }
         }
         return result
     }
+
+    /// The entry one line of the log holds. A line that does not parse may be a torn line (its
+    /// writer killed mid-write) with a whole entry glued to its end: the entry that parses from
+    /// the first later `{` to the line's end, if any, is that one.
+    public static func entry(inLine line: some Collection<UInt8>) -> LogEntry? {
+        let bytes = Data(line)
+        if let entry = try? RecordCoding.decode(LogEntry.self, from: bytes) { return entry }
+        guard !bytes.isEmpty else { return nil }
+        var start = bytes.startIndex
+        while let brace = bytes[bytes.index(after: start)...].firstIndex(of: UInt8(ascii: "{")) {
+            // An entry starts with its first member; the cheap check spares most braces a decode.
+            if bytes[brace...].starts(with: Self.entryStart),
+               let entry = try? RecordCoding.decode(LogEntry.self, from: Data(bytes[brace...])) {
+                return entry
+            }
+            start = brace
+        }
+        return nil
+    }
+
+    /// How every line `jsonLine` writes begins (sorted keys: `category` first).
+    private static let entryStart = Data(#"{"category":"#.utf8)
 }

@@ -60,6 +60,9 @@ struct TimelineMark {
     var label: String
     /// The whole story, shown as the tooltip and in the event list.
     var detail: String
+    /// The place in the log of the line the mark tells (nil: a mark no one line tells): the event
+    /// list keeps the log's order among marks of the same time.
+    var line: Int? = nil
 }
 
 /// A stretch of time during which a task waited, and why.

@@ -51,8 +51,10 @@ struct TimelineBuilder {
             }
         }
 
-        // Lane marks (session-wide and process-wide facts).
-        for (entry, fact) in zip(entries, facts) {
+        // Lane marks (session-wide and process-wide facts), each with its line's place in the log.
+        for (line, (entry, fact)) in zip(entries, facts).enumerated() {
+            let made = timeline.marks.count
+            defer { for index in made..<timeline.marks.count { timeline.marks[index].line = line } }
             let lane = laneID(entry)
             let where_ = "\(entry.process) [\(entry.pid)]"
             switch fact {
@@ -88,9 +90,10 @@ struct TimelineBuilder {
         let pendingEvents = Dictionary(sessions.flatMap { s in s.pendingEvents.map { (TimelineTaskKey(session: s.identifier, task: $0.taskIdentifier), $0) } }, uniquingKeysWith: { a, _ in a })
         let waitingNow = Dictionary(sessions.flatMap { s in s.holds.compactMap { k, v in Int(k).map { (TimelineTaskKey(session: s.identifier, task: $0), v) } } }, uniquingKeysWith: { a, _ in a })
         let lastLogTime = entries.last?.time
-        var factsByTask: [TimelineTaskKey: [(LogEntry, TimelineFact)]] = [:]
-        for (entry, fact) in zip(entries, facts) {
-            if let session = entry.session, let task = entry.task { factsByTask[TimelineTaskKey(session: session, task: task), default: []].append((entry, fact)) }
+        var factsByTask: [TimelineTaskKey: [(LogEntry, TimelineFact, Int)]] = [:]
+        for (line, (entry, fact)) in zip(entries, facts).enumerated() {
+            guard let session = entry.session, let task = entry.task else { continue }
+            factsByTask[TimelineTaskKey(session: session, task: task), default: []].append((entry, fact, line))
         }
         let sources = Sources(history: history, snapshot: snapshot, factsByTask: factsByTask, lanes: lanes, daemons: daemons, relaunches: relaunches,
                               acknowledgements: acknowledgements, snapshotTasks: snapshotTasks, pendingEvents: pendingEvents, waitingNow: waitingNow, lastLogTime: lastLogTime)

@@ -1,13 +1,18 @@
 import Foundation
 
 /// The event list under the picture: every mark and wait of the timeline in words, in
-/// order of time. Made on the thread that renders the page.
+/// order of time, lines of the same time in the log's order. Made on the thread that renders the page.
 extension TimelineRenderer {
     func eventList() -> String {
         guard let origin = timeline.start else { return "" }
         var seen = Set<String>()
         var rows: [String] = []
-        for mark in timeline.marks.sorted(by: { $0.time < $1.time }) {
+        // In order of time, and of the log among marks of the same time (the sort is not stable).
+        let ordered = timeline.marks.enumerated().sorted {
+            ($0.element.time, $0.element.line ?? .max, $0.offset)
+                < ($1.element.time, $1.element.line ?? .max, $1.offset)
+        }
+        for mark in ordered.map(\.element) {
             let key = "\(mark.time.timeIntervalSince1970)|\(mark.detail)"
             guard seen.insert(key).inserted else { continue }
             rows.append("<tr><td>\(Self.escape(TimelineBuilder.clock(mark.time)))</td><td>\(String(format: "+%.3f s", mark.time.timeIntervalSince(origin)))</td><td>\(Self.escape(mark.task.map { "task \($0.task)" } ?? ""))</td><td>\(Self.escape(mark.detail))</td></tr>")

@@ -10,7 +10,8 @@ extension TimelineBuilder {
     struct Sources {
         var history: JournalHistory
         var snapshot: ContainerSnapshot
-        var factsByTask: [TimelineTaskKey: [(LogEntry, TimelineFact)]]
+        /// Each task's lines, with their places in the log (`TimelineMark.line`).
+        var factsByTask: [TimelineTaskKey: [(LogEntry, TimelineFact, Int)]]
         var lanes: [TimelineLane]
         /// Daemon incarnations, oldest first.
         var daemons: [TimelineLane]
@@ -47,11 +48,12 @@ extension TimelineBuilder {
             if let (start, kind, reason) = openWait, time > start { waits.append(TimelineWait(task: key, start: start, end: time, kind: kind, reason: reason)) }
             openWait = nil
         }
-        for (entry, fact) in mine {
+        for (entry, fact, line) in mine {
             let lane = laneID(entry)
             let where_ = "\(entry.process) [\(entry.pid)]"
             func mark(_ kind: TimelineMark.Kind, _ label: String) {
-                marks.append(TimelineMark(time: entry.time, kind: kind, lane: lane, task: key, label: label, detail: "\(where_): \(entry.message)"))
+                marks.append(TimelineMark(time: entry.time, kind: kind, lane: lane, task: key, label: label,
+                                          detail: "\(where_): \(entry.message)", line: line))
             }
             switch fact {
             case .created(let kind, let url):

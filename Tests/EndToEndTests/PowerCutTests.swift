@@ -98,8 +98,10 @@ struct PowerCutTests {
             // A cut at a chosen operation may come before the daemon answers: nothing to drive then.
             let cutWhileStarting = !daemonStarted && mounted.hasCut
             if daemonStarted { workload.start() }
-            // The instant of the cut: the chosen operation, or the end of the window.
-            _ = waitUntil(timeout: window) { mounted.hasCut }
+            // The instant of the cut: the chosen operation, or the end of the window. After padding,
+            // the chosen step of the compaction is waited for: beside two CPU hogs, no padded round of
+            // a 40-cut run reached it within its window, and the check for a cut during one failed.
+            _ = waitUntil(timeout: padded && daemonStarted ? max(window, 15) : window) { mounted.hasCut }
             workload.stop()
             let summary = try mounted.cut()
             // Everything dies with the power.
@@ -176,6 +178,7 @@ struct PowerCutTests {
             // acknowledgement takes the event out of the journal.
             let journals = ledger.journals(root: URL(fileURLWithPath: container.root))
             ledger.observe(log: container.layout, since: start, round: round)
+            ledger.noteAcknowledged(root: URL(fileURLWithPath: container.root))
             // Tasks nobody was told of may stay suspended (created, then killed before resume()).
             let pending = journals.values.reduce(0) { $0 + $1.events.count }
             if ledger.unfinishedAccepted.isEmpty && pending == 0 { done = true; break }
@@ -275,6 +278,7 @@ final class PowerCutWorkload: @unchecked Sendable {
     private var random: SeededRandom
     private var _started: [Started] = []
     private var counter = 0
+    private var largeForced = false
     private let ended = DispatchGroup()
     private(set) var daemonError: String?
 
@@ -324,13 +328,28 @@ final class PowerCutWorkload: @unchecked Sendable {
     private func next(below bound: UInt64) -> UInt64 { lock.withLock { random.next(below: bound) } }
     private func nextNumber() -> Int { lock.withLock { counter += 1; return counter } }
 
-    /// A download size: mostly small, some large enough to be cut part-way; the largest are
-    /// long enough to be written direct (`BodyFileWriter.directThreshold`), and end off a block.
+    /// The largest download size: long enough to be written direct (`BodyFileWriter.directThreshold`)
+    /// and to have its blocks reserved, and it ends off a block.
+    static let largest = (2 << 20) + 4_321
+
+    /// Whether this download is the one of the round made one of the largest whatever the draw:
+    /// the first of lane 0 in every eighth round. With 40 cuts the draws once made no download
+    /// large enough to reserve blocks, and the test's check that the cuts reached that path failed.
+    /// The draws are made as before, so a seed's other choices stay the same.
+    private func forceLarge() -> Bool {
+        guard round % 8 == 3 else { return false }
+        return lock.withLock {
+            defer { largeForced = true }
+            return !largeForced
+        }
+    }
+
+    /// A download size: mostly small, some large enough to be cut part-way, a few the largest.
     private func downloadSize() -> Int {
         let pick = next(below: 100)
         if pick < 80 { return 1 + Int(next(below: 48 << 10)) }
         if pick < 96 { return 192 << 10 }
-        return (2 << 20) + 4_321
+        return Self.largest
     }
 
     private func runOne(lane: Int) {
@@ -343,7 +362,8 @@ final class PowerCutWorkload: @unchecked Sendable {
         let kind: Kind
         if lane == 0 || pick < 30 {
             // Downloads in the fetch extension's session: its journal grows past 4,096 lines.
-            let size = downloadSize()
+            var size = downloadSize()
+            if lane == 0 && forceLarge() { size = Self.largest }
             name = "d-\(round)-\(lane)-\(number)-\(size).bin"
             server.serve("/pc/\(name)", data: PowerCutLedger.payload(name: name))
             executable = lane == 0 ? .fetchExtension : .hostApp
@@ -425,6 +445,9 @@ struct PowerCutLedger {
     var interruptedInFinishing: Set<String> = []
     var diedWhileMoving: Set<String> = []
     var cutShort: Set<String> = []
+    /// Tasks whose event a journal line acknowledged, by "session#task": delivered, whether or
+    /// not the log kept the delegate's lines (a torn line can hide them, issue 44).
+    var acknowledged: Set<String> = []
 
     init(containerRoot: String) {
         self.containerRoot = containerRoot
@@ -470,7 +493,38 @@ struct PowerCutLedger {
     }
 
     var unfinishedAccepted: Set<String> {
-        Set(accepted.keys).subtracting(completionsSeen.keys).subtracting(cutShort)
+        Set(accepted.keys).subtracting(completionsSeen.keys).subtracting(cutShort).subtracting(acknowledged)
+    }
+
+    /// Notes the events an `acknowledgedThrough` line reaches in the journals under `root`: a
+    /// client acknowledges an event only once its delegate had it (or had it before).
+    mutating func noteAcknowledged(root: URL) {
+        let sessions = root.appendingPathComponent("Sessions")
+        for family in (try? FileManager.default.contentsOfDirectory(atPath: sessions.path)) ?? [] {
+            let folder = sessions.appendingPathComponent(family)
+            for session in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] {
+                let path = JournalContents.path(inSession: folder.appendingPathComponent(session))
+                guard let data = FileManager.default.contents(atPath: path) else { continue }
+                for task in Self.acknowledgedTasks(journal: data) { acknowledged.insert("\(session)#\(task)") }
+            }
+        }
+    }
+
+    /// The tasks whose event number a later `acknowledgedThrough` line of the journal reaches.
+    static func acknowledgedTasks(journal data: Data) -> Set<Int> {
+        var waiting: [UInt64: Int] = [:]
+        var done: Set<Int> = []
+        for text in data.split(separator: UInt8(ascii: "\n")) {
+            guard let line = try? RecordCoding.decode(JournalLine.self, from: Data(text)) else { continue }
+            if let event = line.event { waiting[event.number] = event.task.taskIdentifier }
+            if let through = line.acknowledgedThrough {
+                for (number, task) in waiting where number <= through {
+                    done.insert(task)
+                    waiting[number] = nil
+                }
+            }
+        }
+        return done
     }
 
     /// The tasks the journals name, unfinished or ended by an event still waiting, as the
@@ -514,8 +568,11 @@ struct PowerCutLedger {
             accepted[key] = Accepted(name: process.name, kind: process.kind, round: round)
             acceptedBy[key] = process
         }
-        // What delegates saw before the cut: the complete log, as the processes wrote it.
+        // What delegates saw before the cut: the complete log, as the processes wrote it, and
+        // the acknowledgements in the journals (before the cut, and kept by it).
         observe(log: ContainerLayout(root: preCut), since: since, round: round)
+        noteAcknowledged(root: preCut)
+        noteAcknowledged(root: survivors)
 
         // Journals: readable (a torn last line is allowed), nothing set aside.
         let after = journals(root: survivors)
@@ -549,7 +606,8 @@ struct PowerCutLedger {
 
         // No accepted task lost: it is unfinished, its event waits, or a delegate has had it.
         let namedAfter = Self.namedTasks(after)
-        for (key, task) in accepted where completionsSeen[key] == nil && !cutShort.contains(key) {
+        let delivered = Set(completionsSeen.keys).union(cutShort).union(acknowledged)
+        for (key, task) in accepted where !delivered.contains(key) {
             let parts = key.split(separator: "#")
             let session = String(parts[0]), identifier = Int(parts[1])!
             if !namedAfter.contains(key), reportedLost.insert(key).inserted {
@@ -757,8 +815,13 @@ struct PowerCutLedger {
         return said.isEmpty ? "no line names it" : said.joined(separator: "; ")
     }
 
+    /// Accepted tasks no delegate line shows completed, whose event a journal acknowledged.
+    var unseenButAcknowledged: Int {
+        acknowledged.intersection(accepted.keys).subtracting(completionsSeen.keys).subtracting(cutShort).count
+    }
+
     func report(seconds: TimeInterval, cuts: Int, seed: UInt64) -> String {
-        var lines = ["power-cut seed \(seed): \(cuts) cuts in \(Int(seconds)) s; \(accepted.count) tasks accepted (\(accepted.values.filter { $0.kind == .download }.count) downloads, \(accepted.values.filter { $0.kind == .upload }.count) uploads), \(completionsSeen.count) completed for a delegate, \(redeliveredAfterCut) redelivered after a cut lost their acknowledgement, \(diedWhileMoving.count) moved into Downloads/ by a holder that died before syncing it (the cut took the move), \(cutShort.count) completions cut short by a holder's death inside didCompleteWithError (not repeated); \(deliveredFiles) files checked whole; journals up to \(maxLines) lines, \(compactions) compactions seen, \(cutsDuringCompaction) cuts during one; \(tornFiles) files kept part of their unsynced appends (BGTRANSFER_POWERCUT_TORN); \(reservations) downloads with their blocks reserved ahead; \(directWrites) direct writes; \(renamedAtStart) finished bodies left under their working names by a cut (renamed at start); \(leftovers) files left in the caches named by nothing; \(problems.count) problems"]
+        var lines = ["power-cut seed \(seed): \(cuts) cuts in \(Int(seconds)) s; \(accepted.count) tasks accepted (\(accepted.values.filter { $0.kind == .download }.count) downloads, \(accepted.values.filter { $0.kind == .upload }.count) uploads), \(completionsSeen.count) completed for a delegate, \(unseenButAcknowledged) known delivered only by their journal's acknowledgement (the log lost the delegate's line), \(redeliveredAfterCut) redelivered after a cut lost their acknowledgement, \(diedWhileMoving.count) moved into Downloads/ by a holder that died before syncing it (the cut took the move), \(cutShort.count) completions cut short by a holder's death inside didCompleteWithError (not repeated); \(deliveredFiles) files checked whole; journals up to \(maxLines) lines, \(compactions) compactions seen, \(cutsDuringCompaction) cuts during one; \(tornFiles) files kept part of their unsynced appends (BGTRANSFER_POWERCUT_TORN); \(reservations) downloads with their blocks reserved ahead; \(directWrites) direct writes; \(renamedAtStart) finished bodies left under their working names by a cut (renamed at start); \(leftovers) files left in the caches named by nothing; \(problems.count) problems"]
         // Each problem's first line, before the figures: CI shows only part of the output.
         for problem in problems.prefix(10) { lines.append("problem: " + (problem.split(separator: "\n").first.map(String.init) ?? problem)) }
         lines.append("cuts: " + cutCauses.sorted { $0.value > $1.value }.map { "\($0.value) at \($0.key)" }.joined(separator: ", "))

@@ -65,6 +65,27 @@ struct SchedulingProcessTests {
         func completionHandlerCalls(of process: String) -> Int {
             container.logEntries(process: process).filter(\.isCompletionHandlerCall).count
         }
+
+        /// Waits until no event of the fetch session waits (no host will be launched for it) and
+        /// every host the daemon launched has exited. A host that called its completion handler
+        /// still holds the extension's session until it exits: an extension started then gets
+        /// -996 (seen beside two CPU hogs, issue 44).
+        func waitUntilRelaunchedHostsExited(timeout: TimeInterval = 30) -> Bool {
+            waitUntil(timeout: timeout) {
+                let daemonLines = container.logEntries(process: "transferd")
+                let launched = daemonLines.compactMap { $0.launched("com.example.host") }
+                let pending = container.pendingEvents(SchedulingProcessTests.fetchSession)
+                return pending.isEmpty && launched.allSatisfy(Self.hasExited)
+            }
+        }
+
+        /// Whether `pid` is gone or a zombie (its locks went with its exit).
+        static func hasExited(_ pid: Int32) -> Bool {
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let afterName = stat.range(of: ") ", options: .backwards) else { return true }
+            let state = stat[afterName.upperBound...].first
+            return state == "Z" || state == "X"
+        }
     }
 
     @Test("Tasks an extension creates are discretionary and wait on battery, as does host-app download --discretionary; a plain download runs (S5)")
@@ -193,6 +214,7 @@ struct SchedulingProcessTests {
         #expect(stage.hostRelaunchDelay() == expectedDelay(relaunches: stage.hostRelaunches()))
         #expect(stage.hostRelaunches() >= 1)
 
+        try #require(stage.waitUntilRelaunchedHostsExited(), "the host relaunched for /a.bin did not exit")
         try stage.run(.fetchExtension, ["download", stage.url("/b.bin")])
         #expect(waitUntil(timeout: 30) { stage.completionHandlerCalls(of: "host-app") == 2 })
         let beforeQuiet = stage.hostRelaunches()
@@ -202,6 +224,7 @@ struct SchedulingProcessTests {
         // Let twice the delay pass with no relaunch: that is the behaviour under test.
         let quietUntil = try #require(stage.snapshot().apps.first { $0.bundleIdentifier == "com.example.host" }?.lastRelaunch).addingTimeInterval(4.2)
         #expect(waitUntil { Date() > quietUntil })
+        try #require(stage.waitUntilRelaunchedHostsExited(), "the host relaunched for /b.bin did not exit")
         try stage.run(.fetchExtension, ["download", stage.url("/c.bin")])
         #expect(waitUntil(timeout: 30) { stage.completionHandlerCalls(of: "host-app") == 3 })
         #expect(stage.hostRelaunchDelay() == expectedDelay(relaunches: stage.hostRelaunches() - beforeQuiet), "after a quiet period the delay starts over")

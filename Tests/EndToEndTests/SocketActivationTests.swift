@@ -20,9 +20,10 @@ struct SocketActivationTests {
         defer { server.stop() }
         let first = testPayload(size: 256 << 10, seed: 301), slow = testPayload(size: 8 << 20, seed: 302), last = testPayload(size: 64 << 10, seed: 303)
         server.serve("/first.bin", data: first)
-        var throttled = RouteOptions()
-        throttled.bytesPerSecond = 2 << 20
-        server.serve("/slow.bin", data: slow, options: throttled)
+        // The slow download stalls at 3 MiB until the daemon is killed (then the route is served
+        // whole): the kill is certain to find it unfinished, and only a Range request can resume it.
+        let stallAt: Int64 = 3 << 20
+        server.serve("/slow.bin", data: slow, options: RouteOptions(etag: "\"slow-1\"", stallAfterBytes: stallAt))
         server.serve("/last.bin", data: last)
         let daemonArguments = ["--relaunch-delay", "0.1", "--exit-when-idle", "1", "--quiet"]
 
@@ -44,7 +45,20 @@ struct SocketActivationTests {
         // it from now on, as a systemd socket unit would.
         let slowFetch = try Executable.fetchExtension.run(["download", server.url(for: "/slow.bin").absoluteString], in: container)
         #expect(slowFetch.status == 0, "\(slowFetch.stderr)")
-        try #require(waitUntil { server.bytesSent >= Int64(first.count) + (1 << 20) }, "the slow download did not start")
+        let slowTask = try #require(slowFetch.stdout.split(separator: "\n").lazy.compactMap { Int($0) }.first,
+                                    "no task identifier: \(slowFetch.stdout)")
+        // Stalled: the server sent all it will, and the daemon wrote most of it (the resume offset
+        // is the partial file's size; a SIGKILL keeps what was written).
+        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer")
+            .appendingPathComponent(Self.fetchSession)
+            .appendingPathComponent("task-\(slowTask).partial")
+        let written = {
+            (try? FileManager.default.attributesOfItem(atPath: partial.path)[.size] as? NSNumber)?.int64Value ?? 0
+        }
+        let stalled = waitUntil(timeout: 30) {
+            server.bytesSent >= Int64(first.count) + stallAt && written() >= stallAt - (1 << 20)
+        }
+        try #require(stalled, "the slow download did not stall: \(server.bytesSent) bytes sent, \(written()) on disk")
         // No client may be alive when the daemon dies: until the test holds the socket, nobody
         // listens on it (systemd-socket-activate held it in the daemon's own process), so a
         // client that reconnects then starts a daemon of its own, which takes the socket's name
@@ -54,6 +68,8 @@ struct SocketActivationTests {
                      "the relaunched host and the extensions did not exit: \(container.processesNamingContainer())")
         sendSignal(activated.pid, SIGKILL)
         #expect(activated.wait(timeout: 10).status == SIGKILL)
+        let resumeFrom = written()
+        server.serve("/slow.bin", data: slow, options: RouteOptions(etag: "\"slow-1\""))
         let unit = try SocketUnitStandIn(container)
 
         // 3. The next client connection waits on the socket; it starts a daemon, which serves
@@ -71,7 +87,9 @@ struct SocketActivationTests {
         #expect(delivered, "both downloads delivered to a relaunched host: \(secondDaemon.stderr)")
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("slow.bin").path) == SHA256.hexDigest(of: slow))
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("last.bin").path) == SHA256.hexDigest(of: last))
-        #expect(server.requests.contains { $0.path == "/slow.bin" && $0.headers["Range"] != nil }, "the interrupted download was resumed with a byte range")
+        let ranges = server.requests.filter { $0.path == "/slow.bin" }.compactMap { $0.headers["Range"] }
+        #expect(resumeFrom > 0 && ranges.first == "bytes=\(resumeFrom)-",
+                "the interrupted download was resumed from the \(resumeFrom) bytes on disk: \(ranges)")
 
         // 4. Idle, the daemon exits and leaves the socket to the service manager: the next
         // connection starts another daemon (a removed socket file would make the client start
