@@ -27,6 +27,8 @@ package final class TestCertificates: Sendable {
         /// Signed by that other CA and expired in 2020: the unknown CA decides (-1202), as on
         /// Apple's systems, where -1201 is for a chain that is otherwise trusted.
         case expiredOtherCA
+        /// Signed by that other CA and valid from 2099: -1202 too, for the same reason.
+        case notYetValidOtherCA
 
         package var expectedCode: Int? {
             switch self {
@@ -37,6 +39,7 @@ package final class TestCertificates: Sendable {
             case .selfSigned: -1203
             case .otherCA: -1202
             case .expiredOtherCA: -1202
+            case .notYetValidOtherCA: -1202
             }
         }
     }
@@ -117,6 +120,7 @@ package final class TestCertificates: Sendable {
         try sign(.wrongHost, extensions: "wrong", dates: now)
         try sign(.otherCA, ca: "other-ca", dates: now)
         try sign(.expiredOtherCA, ca: "other-ca", dates: ["-startdate", "20200101000000Z", "-enddate", "20200201000000Z"])
+        try sign(.notYetValidOtherCA, ca: "other-ca", dates: ["-startdate", "20990101000000Z", "-enddate", "20991231000000Z"])
         try PeerProcess.run(openssl, ["req", "-x509"] + ec + ["-keyout", "self.key", "-out", "selfSigned.pem", "-days", "3", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], in: directory)
         let caFile = directory.appendingPathComponent("ca.pem")
         let pem = try String(contentsOf: caFile, encoding: .utf8)
