@@ -69,7 +69,8 @@ package final class TestCertificates: Sendable {
         Self.removeLeftovers()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bt-certs-\(getpid())-\(UUID().uuidString.prefix(8))")
         // Private keys inside: the folder is the user's alone, and goes when the process exits.
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
         Self.removeAtExit(directory.path)
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("db"), withIntermediateDirectories: true)
         func write(_ name: String, _ text: String) throws {
@@ -120,7 +121,8 @@ package final class TestCertificates: Sendable {
         try sign(.wrongHost, extensions: "wrong", dates: now)
         try sign(.otherCA, ca: "other-ca", dates: now)
         try sign(.expiredOtherCA, ca: "other-ca", dates: ["-startdate", "20200101000000Z", "-enddate", "20200201000000Z"])
-        try sign(.notYetValidOtherCA, ca: "other-ca", dates: ["-startdate", "20990101000000Z", "-enddate", "20991231000000Z"])
+        let future = ["-startdate", "20990101000000Z", "-enddate", "20991231000000Z"]
+        try sign(.notYetValidOtherCA, ca: "other-ca", dates: future)
         try PeerProcess.run(openssl, ["req", "-x509"] + ec + ["-keyout", "self.key", "-out", "selfSigned.pem", "-days", "3", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], in: directory)
         let caFile = directory.appendingPathComponent("ca.pem")
         let pem = try String(contentsOf: caFile, encoding: .utf8)
@@ -155,7 +157,8 @@ package final class TestCertificates: Sendable {
     @discardableResult
     package static func removeLeftovers(in folder: URL = FileManager.default.temporaryDirectory) -> [String] {
         var removed: [String] = []
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? [] where name.hasPrefix("bt-certs-") {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        for name in names where name.hasPrefix("bt-certs-") {
             let parts = name.split(separator: "-")
             guard parts.count == 4, let pid = Int32(parts[2]), pid > 0, pid != getpid(),
                   kill(pid, 0) != 0, errno == ESRCH else { continue }

@@ -44,7 +44,8 @@ struct ForgedStateFileTests {
         let container = try TestContainer()
         defer { container.tearDown() }
         var daemon = try DaemonUnderTest.start(container)
-        let created = try Executable.hostApp.run(["download", "http://127.0.0.1:9/kept", "--begin-after", "3600"], in: container)
+        let created = try Executable.hostApp.run(["download", "http://127.0.0.1:9/kept", "--begin-after", "3600"],
+                                                 in: container)
         try #require(created.status == 0, "\(created.stderr)")
         let session = try #require(ContainerSnapshot.read(container.layout).sessions.first { $0.tasks.count == 1 })
         let task = try #require(session.tasks.first)
@@ -60,19 +61,23 @@ struct ForgedStateFileTests {
         ]
         for (index, forge) in forgeries.enumerated() {
             for restart in 1...2 {
-                let run = try String(contentsOfFile: runPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+                let run = try String(contentsOfFile: runPath, encoding: .utf8)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
                 daemon.process.kill()
                 _ = daemon.process.wait(timeout: 10)
                 // Written once the daemon it names is gone, as its crash would have.
                 try Data(forge(run).utf8).write(to: URL(fileURLWithPath: markPath))
                 daemon = try DaemonUnderTest.start(container)
-                #expect(!FileManager.default.fileExists(atPath: markPath), "forgery \(index), restart \(restart): the mark was taken")
-                let now = ContainerSnapshot.read(container.layout).sessions.flatMap(\.tasks).first { $0.taskIdentifier == task.taskIdentifier }
+                let label = "forgery \(index), restart \(restart)"
+                #expect(!FileManager.default.fileExists(atPath: markPath), "\(label): the mark was taken")
+                let tasks = ContainerSnapshot.read(container.layout).sessions.flatMap(\.tasks)
+                let now = tasks.first { $0.taskIdentifier == task.taskIdentifier }
                 #expect(now?.state == .running && now?.daemonCrashes == nil,
-                        "forgery \(index), restart \(restart): \(String(describing: now?.state)), crashes \(String(describing: now?.daemonCrashes))")
+                        "\(label): \(String(describing: now?.state)), \(String(describing: now?.daemonCrashes))")
             }
         }
-        let refused = container.logEntries(process: "transferd", category: "daemon").filter { $0.message.contains("is not counted") }
+        let refused = container.logEntries(process: "transferd", category: "daemon")
+            .filter { $0.message.contains("is not counted") }
         #expect(refused.count == 4, "each forgery is logged as not counted: \(refused.map(\.message))")
         daemon.process.kill()
         _ = daemon.process.wait(timeout: 10)

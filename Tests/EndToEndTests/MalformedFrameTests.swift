@@ -33,10 +33,12 @@ struct MalformedFrameTests {
             try peer.send(body: Data(body.utf8))
             let answered = peer.nextReply()
             #expect(answered?.id == UInt64(id), "\(body.debugDescription): \(String(describing: answered))")
-            #expect(answered?.reply.failureMessage?.contains("unreadable request") == true, "\(String(describing: answered))")
+            #expect(answered?.reply.failureMessage?.contains("unreadable request") == true,
+                    "\(String(describing: answered))")
         }
         let after = try peer.request(.ping, id: 12)
-        #expect(after.map { if case .ok = $0 { true } else { false } } == true, "the connection goes on: \(String(describing: after))")
+        #expect(after.map { if case .ok = $0 { true } else { false } } == true,
+                "the connection goes on: \(String(describing: after))")
 
         try peer.send(body: Data("not a request".utf8))
         let unnumbered = peer.nextReply()

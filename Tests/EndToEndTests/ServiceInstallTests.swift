@@ -24,7 +24,8 @@ struct ServiceInstallTests {
             try shell.start(["-c", script, container.root], in: container, environment: environment, passContainer: false).wait(timeout: 120)
         }
 
-        let installed = try run("'\(Self.scripts.path)/install.sh'\(Self.allowRoot) --prefix '\(prefix.path)' --from '\(builds)'")
+        let script = "'\(Self.scripts.path)/install.sh'\(Self.allowRoot)"
+        let installed = try run("\(script) --prefix '\(prefix.path)' --from '\(builds)'")
         try #require(installed.status == 0, "\(installed.stderr)")
         let share = prefix.appendingPathComponent("share")
         let units = share.appendingPathComponent("systemd/user")
@@ -80,7 +81,8 @@ struct ServiceInstallTests {
         let shell = Executable(name: "bash", path: "/bin/bash")
         let builds = (Executable.transferd.path as NSString).deletingLastPathComponent
         func run(_ script: String, environment: [String: String] = [:]) throws -> RunningProcess.Outcome {
-            try shell.start(["-c", script, container.root], in: container, environment: environment, passContainer: false).wait(timeout: 120)
+            try shell.start(["-c", script, container.root], in: container, environment: environment,
+                            passContainer: false).wait(timeout: 120)
         }
         let install = "'\(Self.scripts.path)/install.sh'\(Self.allowRoot) --from '\(builds)' --prefix"
         let uninstall = "'\(Self.scripts.path)/uninstall.sh'\(Self.allowRoot) --prefix"
@@ -99,46 +101,42 @@ struct ServiceInstallTests {
         let quoted = "\"\(odd.path.replacingOccurrences(of: "%", with: "%%"))/bin/transferd\""
         #expect(service.contains("ExecStart=\(quoted) --container"), "\(service)")
         let runtime = container.parent.appendingPathComponent("runtime")
-        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
         let environment = ["XDG_RUNTIME_DIR": runtime.path, "PATH": "\(odd.path)/bin:/usr/local/bin:/usr/bin:/bin"]
-        let verified = try run("cd '\(units.path)' && systemd-analyze verify --user transferd.socket transferd.service", environment: environment)
-        #expect(verified.status == 0 && verified.stderr.isEmpty, "systemd-analyze verify: \(verified.stdout) \(verified.stderr)")
+        let verify = "cd '\(units.path)' && systemd-analyze verify --user transferd.socket transferd.service"
+        let verified = try run(verify, environment: environment)
+        #expect(verified.status == 0 && verified.stderr.isEmpty, "\(verified.stdout) \(verified.stderr)")
 
         // Symlinks planted where install.sh writes are replaced, never written through; a
         // symlinked folder under the prefix is refused before anything is made through it.
         let planted = container.parent.appendingPathComponent("planted")
-        for file in ["share/systemd/user/transferd.service", "share/backgroundtransfer/installed-files", "bin/transferd"] {
+        for file in ["share/systemd/user/transferd.service", "share/backgroundtransfer/installed-files",
+                     "bin/transferd"] {
             let link = planted.appendingPathComponent(file)
-            try FileManager.default.createDirectory(at: link.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: link.deletingLastPathComponent(),
+                                                    withIntermediateDirectories: true)
             try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: victim.path)
         }
         let over = try run("\(install) '\(planted.path)'")
         #expect(over.status == 0, "\(over.stderr)")
         #expect(try String(contentsOf: victim, encoding: .utf8) == "victim\n", "install.sh wrote through a symlink")
-        let unit = try FileManager.default.attributesOfItem(atPath: planted.appendingPathComponent("share/systemd/user/transferd.service").path)
+        let unitPath = planted.appendingPathComponent("share/systemd/user/transferd.service").path
+        let unit = try FileManager.default.attributesOfItem(atPath: unitPath)
         #expect(unit[.type] as? FileAttributeType == .typeRegular)
         let linkedFolder = container.parent.appendingPathComponent("linked-folder")
-        try FileManager.default.createDirectory(at: linkedFolder.appendingPathComponent("share"), withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(atPath: linkedFolder.appendingPathComponent("share/man").path, withDestinationPath: outside.path)
+        let share = linkedFolder.appendingPathComponent("share")
+        try FileManager.default.createDirectory(at: share, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: share.appendingPathComponent("man").path,
+                                                   withDestinationPath: outside.path)
         let refusedFolder = try run("\(install) '\(linkedFolder.path)'")
-        #expect(refusedFolder.status == 73 && refusedFolder.stderr.contains("share/man is a symlink"), "\(refusedFolder.status ?? -1) \(refusedFolder.stderr)")
-        #expect((try? FileManager.default.contentsOfDirectory(atPath: outside.path)) == ["victim"], "made something through the link")
+        #expect(refusedFolder.status == 73 && refusedFolder.stderr.contains("share/man is a symlink"),
+                "\(refusedFolder.status ?? -1) \(refusedFolder.stderr)")
+        let made = try? FileManager.default.contentsOfDirectory(atPath: outside.path)
+        #expect(made == ["victim"], "made something through the link: \(String(describing: made))")
 
-        // The list names files outside the prefix: through .., absolutely, through a symlinked folder.
-        let list = planted.appendingPathComponent("share/backgroundtransfer/installed-files")
-        let beside = container.parent.appendingPathComponent("beside")
-        try Data("beside\n".utf8).write(to: beside)
-        try FileManager.default.createSymbolicLink(atPath: planted.appendingPathComponent("share/out").path, withDestinationPath: outside.path)
-        let forged = ["\(planted.path)/../beside", victim.path, "\(planted.path)/share/out/victim"]
-        let handle = try FileHandle(forWritingTo: list)
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data((forged.joined(separator: "\n") + "\n").utf8))
-        try handle.close()
-        let removed = try run("\(uninstall) '\(planted.path)'")
-        #expect(removed.status == 65, "\(removed.status ?? -1) \(removed.stderr)")
-        for file in forged { #expect(removed.stderr.contains("not removing \(file)"), "\(removed.stderr)") }
-        #expect(FileManager.default.fileExists(atPath: beside.path) && FileManager.default.fileExists(atPath: victim.path))
-        #expect(!FileManager.default.fileExists(atPath: planted.appendingPathComponent("bin/transferd").path), "its own files are removed")
+        try uninstallStaysInside(planted, outside: outside, beside: container.parent.appendingPathComponent("beside"),
+                                 uninstall: uninstall, run: { try run($0) })
 
         // Root is refused without --allow-root (only checkable when the tests run as root).
         if getuid() == 0 {
@@ -149,5 +147,28 @@ struct ServiceInstallTests {
             let off = try run("'\(Self.scripts.path)/uninstall.sh' --prefix '\(odd.path)'")
             #expect(off.status == 77 && off.stderr.contains("refusing to run as root"), "\(off.stderr)")
         }
+    }
+
+    /// uninstall.sh under `planted`, whose list also names files outside it: through `..`,
+    /// absolutely, through a symlinked folder. None of those is removed; its own files are.
+    private func uninstallStaysInside(_ planted: URL, outside: URL, beside: URL, uninstall: String,
+                                      run: (String) throws -> RunningProcess.Outcome) throws {
+        let victim = outside.appendingPathComponent("victim")
+        let list = planted.appendingPathComponent("share/backgroundtransfer/installed-files")
+        try Data("beside\n".utf8).write(to: beside)
+        try FileManager.default.createSymbolicLink(atPath: planted.appendingPathComponent("share/out").path,
+                                                   withDestinationPath: outside.path)
+        let forged = ["\(planted.path)/../beside", victim.path, "\(planted.path)/share/out/victim"]
+        let handle = try FileHandle(forWritingTo: list)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data((forged.joined(separator: "\n") + "\n").utf8))
+        try handle.close()
+        let removed = try run("\(uninstall) '\(planted.path)'")
+        #expect(removed.status == 65, "\(removed.status ?? -1) \(removed.stderr)")
+        for file in forged { #expect(removed.stderr.contains("not removing \(file)"), "\(removed.stderr)") }
+        #expect(FileManager.default.fileExists(atPath: beside.path))
+        #expect(FileManager.default.fileExists(atPath: victim.path))
+        let own = planted.appendingPathComponent("bin/transferd").path
+        #expect(!FileManager.default.fileExists(atPath: own), "its own files are removed")
     }
 }

@@ -92,7 +92,8 @@ struct DaemonDiscoveryTests {
         let environment = ["PATH": "\(planted.path):\(good.path)"]
         func refusal() -> String? {
             do { _ = try DaemonEndpoint.daemonExecutable(environment: environment, caller: caller); return nil } catch {
-                #expect(error.code == TransferFailure.cannotConnectToHost && error.subject == daemon, "\(error.message)")
+                #expect(error.code == TransferFailure.cannotConnectToHost && error.subject == daemon,
+                        "\(error.message)")
                 return error.message
             }
         }

@@ -25,7 +25,8 @@ import TransferContainer
             let record = ServerTrustRecord(host: "127.0.0.1", port: 443, certificates: [leaf])
             for anchorsOnly in [true, false] {
                 let judged = record.evaluated(anchors: [certificates.caDER], anchorsOnly: anchorsOnly)
-                #expect(judged.failureCode == -1202 && kind.expectedCode == -1202, "\(kind): \(judged.failureReason ?? "trusted")")
+                #expect(judged.failureCode == -1202 && kind.expectedCode == -1202,
+                        "\(kind): \(judged.failureReason ?? "trusted")")
             }
         }
     }

@@ -12,12 +12,14 @@ import Testing
         guard ProcessInfo.processInfo.environment["BT_CERTS_CHILD"] != nil else { return }
         let certificates = try TestCertificates.shared.get()
         let attributes = try FileManager.default.attributesOfItem(atPath: certificates.directory.path)
-        print("CERTS=\(certificates.directory.path) MODE=\(String((attributes[.posixPermissions] as? Int) ?? 0, radix: 8))")
+        let mode = String((attributes[.posixPermissions] as? Int) ?? 0, radix: 8)
+        print("CERTS=\(certificates.directory.path) MODE=\(mode)")
     }
 
     @Test("A process that made certificates leaves no bt-certs folder when it exits, and the folder was 0700")
     func removedAtExit() throws {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("certs-child-\(UUID().uuidString.prefix(8)).out")
+        let output = FileManager.default.temporaryDirectory
+            .appendingPathComponent("certs-child-\(UUID().uuidString.prefix(8)).out")
         defer { try? FileManager.default.removeItem(at: output) }
         FileManager.default.createFile(atPath: output.path, contents: nil)
         let child = Process()
@@ -44,7 +46,8 @@ import Testing
 
     @Test("Folders of processes that are gone are removed, with their keys; those of live processes stay")
     func leftoversOfDeadProcesses() throws {
-        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("certs-tmp-\(UUID().uuidString.prefix(8))")
+        let tmp = FileManager.default.temporaryDirectory
+            .appendingPathComponent("certs-tmp-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: tmp) }
         // A pid that is gone: a child that has exited and been reaped.

@@ -156,7 +156,9 @@ public struct RequestNumber: Decodable, Sendable {
     public static func leading(in body: Data) -> UInt64? {
         var bytes = body.prefix(64).makeIterator()
         var next = bytes.next()
-        func skipSpace() { while let byte = next, byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { next = bytes.next() } }
+        func skipSpace() {
+            while let byte = next, byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { next = bytes.next() }
+        }
         func expect(_ text: String) -> Bool {
             for expected in text.utf8 {
                 guard next == expected else { return false }

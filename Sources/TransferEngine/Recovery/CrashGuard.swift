@@ -71,9 +71,12 @@ enum CrashGuard {
         guard fields.count == 5, let run = DaemonRun(text: fields[0]),
               let family = try? BundleIdentifier(String(fields[2])),
               let identifier = try? SessionIdentifier(String(fields[3])),
-              let task = Int(fields[4]), CheckedNumbers.taskIdentifiers.contains(task) else { return .notCounted("not a mark the daemon writes") }
+              let task = Int(fields[4]), CheckedNumbers.taskIdentifiers.contains(task) else {
+            return .notCounted("not a mark the daemon writes")
+        }
         guard let lastRun, run == lastRun.run else {
-            return .notCounted("it names transferd \(run.text), not the last daemon (\(lastRun?.run.text ?? "none recorded"))")
+            let last = lastRun?.run.text ?? "none recorded"
+            return .notCounted("it names transferd \(run.text), not the last daemon (\(last))")
         }
         // Only the daemon named knew the secret whose seal it recorded: anything else that
         // names it (a copy of its run record, say) was written by another program.
