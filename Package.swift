@@ -53,7 +53,8 @@ let package = Package(
         .target(name: "TransferTransport", dependencies: ["TransferContainer", "TransferCoding", "TransferPOSIX", "HTTPFormats", "CCurl"]),
         // The daemon's engine: socket server, sessions and their durable records, scheduler,
         // commits, relauncher. Nothing of it is reachable from the client library.
-        .target(name: "TransferEngine", dependencies: ["TransferContainer", "TransferCoding", "TransferPOSIX", "TransferLogging", "TransferTransport", "CPOSIX"]),
+        .target(name: "TransferEngine", dependencies: ["TransferContainer", "TransferCoding", "TransferPOSIX",
+                                                      "TransferLogging", "TransferTransport", "CPOSIX", "Digests"]),
         // The client API with Apple's names (URLSession, URLSessionConfiguration, delegates).
         // Default (foreground) sessions run transfers in-process through TransferTransport.
         .target(name: "BackgroundTransfer", dependencies: ["TransferContainer", "TransferCoding", "TransferPOSIX", "TransferLogging", "TransferTransport"]),

@@ -5,7 +5,9 @@ import Foundation
 /// Every certificate signed by a CA carries the same leaf key (`leaf.key`), on purpose: two
 /// servers presenting one key is how a test sees that an accepted key covers one origin only.
 /// Made once per process (`shared`) — making keys costs tens of milliseconds each — and only
-/// read afterwards, so any thread may use it.
+/// read afterwards, so any thread may use it. The folder (mode 0700) is removed when the
+/// process exits, and one left by a process that did not exit by the next process that makes
+/// certificates.
 package final class TestCertificates: Sendable {
     /// A server certificate's state, and the `URLError` code the default evaluation gives it
     /// when the test CA is trusted.
@@ -25,6 +27,8 @@ package final class TestCertificates: Sendable {
         /// Signed by that other CA and expired in 2020: the unknown CA decides (-1202), as on
         /// Apple's systems, where -1201 is for a chain that is otherwise trusted.
         case expiredOtherCA
+        /// Signed by that other CA and valid from 2099: -1202 too, for the same reason.
+        case notYetValidOtherCA
 
         package var expectedCode: Int? {
             switch self {
@@ -35,6 +39,7 @@ package final class TestCertificates: Sendable {
             case .selfSigned: -1203
             case .otherCA: -1202
             case .expiredOtherCA: -1202
+            case .notYetValidOtherCA: -1202
             }
         }
     }
@@ -61,7 +66,12 @@ package final class TestCertificates: Sendable {
 
     private init() throws {
         let openssl = "/usr/bin/openssl"
+        Self.removeLeftovers()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bt-certs-\(getpid())-\(UUID().uuidString.prefix(8))")
+        // Private keys inside: the folder is the user's alone, and goes when the process exits.
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        Self.removeAtExit(directory.path)
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("db"), withIntermediateDirectories: true)
         func write(_ name: String, _ text: String) throws {
             try text.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
@@ -111,6 +121,8 @@ package final class TestCertificates: Sendable {
         try sign(.wrongHost, extensions: "wrong", dates: now)
         try sign(.otherCA, ca: "other-ca", dates: now)
         try sign(.expiredOtherCA, ca: "other-ca", dates: ["-startdate", "20200101000000Z", "-enddate", "20200201000000Z"])
+        let future = ["-startdate", "20990101000000Z", "-enddate", "20991231000000Z"]
+        try sign(.notYetValidOtherCA, ca: "other-ca", dates: future)
         try PeerProcess.run(openssl, ["req", "-x509"] + ec + ["-keyout", "self.key", "-out", "selfSigned.pem", "-days", "3", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], in: directory)
         let caFile = directory.appendingPathComponent("ca.pem")
         let pem = try String(contentsOf: caFile, encoding: .utf8)
@@ -127,6 +139,33 @@ package final class TestCertificates: Sendable {
         self.caFile = caFile
         caDER = der
         self.ders = ders
+    }
+
+    /// The folder removed when this process exits (set once, before `atexit` is asked).
+    nonisolated(unsafe) private static var removedAtExit: String?
+
+    private static func removeAtExit(_ path: String) {
+        removedAtExit = path
+        atexit {
+            if let path = TestCertificates.removedAtExit { try? FileManager.default.removeItem(atPath: path) }
+        }
+    }
+
+    /// A process that did not exit (killed, crashed) left its certificates, private keys
+    /// included: the first certificates of each process remove the folders
+    /// (`bt-certs-<pid>-<id>`) of processes that are gone. Returns the folders removed.
+    @discardableResult
+    package static func removeLeftovers(in folder: URL = FileManager.default.temporaryDirectory) -> [String] {
+        var removed: [String] = []
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        for name in names where name.hasPrefix("bt-certs-") {
+            let parts = name.split(separator: "-")
+            guard parts.count == 4, let pid = Int32(parts[2]), pid > 0, pid != getpid(),
+                  kill(pid, 0) != 0, errno == ESRCH else { continue }
+            let path = folder.appendingPathComponent(name).path
+            if (try? FileManager.default.removeItem(atPath: path)) != nil { removed.append(path) }
+        }
+        return removed
     }
 
     /// The DER certificates of a PEM file's text.

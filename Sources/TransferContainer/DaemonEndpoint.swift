@@ -12,7 +12,8 @@ public enum DaemonEndpoint {
     ///    and refused unless `DaemonExecutableCheck` allows it;
     /// 2. `transferd` beside the calling executable (SwiftPM builds a package's executables,
     ///    and those of its dependencies, into one folder);
-    /// 3. `transferd` in each directory of `PATH`.
+    /// 3. `transferd` in each directory of `PATH`: the first executable one found, refused
+    ///    (an error, not a reason to look further) unless `DaemonExecutableCheck` allows it.
     /// Throws `cannotConnectToHost` naming every place looked when none holds an executable file.
     public static func daemonExecutable(environment: [String: String] = ProcessInfo.processInfo.environment, caller: String = ProcessSpawner.currentExecutable) throws(TransferFailure) -> String {
         if let explicit = environment["BGTRANSFER_TRANSFERD"], !explicit.isEmpty {
@@ -26,8 +27,15 @@ public enum DaemonEndpoint {
         if isExecutableFile(beside) { return beside }
         for directory in (environment["PATH"] ?? "").split(separator: ":") where !directory.isEmpty {
             let candidate = (String(directory) as NSString).appendingPathComponent("transferd")
-            if isExecutableFile(candidate) { return candidate }
-            looked.append(candidate)
+            guard isExecutableFile(candidate) else { looked.append(candidate); continue }
+            // The first one found is the one a shell would run; one that anybody else could
+            // have planted or changed is refused, not skipped for the next.
+            if let refusal = DaemonExecutableCheck.refusal(of: candidate) {
+                throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: """
+                    cannot start the transfer daemon: \(candidate), found through PATH, is refused: \(refusal)
+                    """, subject: candidate)
+            }
+            return candidate
         }
         throw TransferFailure(code: TransferFailure.cannotConnectToHost, message: "cannot find the transfer daemon transferd (looked at \(looked.joined(separator: ", ")); build it with the app (depend on the BackgroundTransfer package's transferd product) or set BGTRANSFER_TRANSFERD", subject: beside)
     }

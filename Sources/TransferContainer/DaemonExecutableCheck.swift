@@ -3,9 +3,9 @@ import Glibc
 #endif
 import Foundation
 
-/// The rule for a daemon executable a process names itself (`BGTRANSFER_TRANSFERD`): the
-/// first client's choice serves every app of the container, so it is a developer's setting
-/// for a binary that only the user (or root) could have put there. Stateless.
+/// The rule for a daemon executable a process names itself (`BGTRANSFER_TRANSFERD`) or finds
+/// through `PATH`: the first client's choice serves every app of the container, so it must be
+/// a binary that only the user (or root) could have put there. Stateless.
 public enum DaemonExecutableCheck {
     /// Why `path` may not be the daemon, or nil when it may: it must be absolute, a regular
     /// executable file (after symbolic links) owned by this user or root, and neither the file

@@ -207,8 +207,9 @@ public final class TransferDaemon {
         let mark = CrashGuard.takeCrash(at: path, lastRun: DaemonRun.recorded(at: runPath, in: root), in: root)
         if let run = DaemonRun.current() {
             do {
-                try run.record(at: runPath, in: root)
-                try CrashGuard.install(path: path, run: run, in: root)
+                let secret = RunSecret()
+                try run.record(at: runPath, sealing: secret, in: root)
+                try CrashGuard.install(path: path, run: run, secret: secret, in: root)
             } catch { log.error("daemon", "cannot install the crash guard: \(error)") }
         } else {
             log.error("daemon", "cannot install the crash guard: /proc does not say which process this is")

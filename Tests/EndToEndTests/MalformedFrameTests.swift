@@ -7,7 +7,7 @@ import BackgroundTransfer
 /// closed, never a reply nobody can match on a connection left open. Real daemon, raw socket.
 @Suite(.timeLimit(.minutes(2)))
 struct MalformedFrameTests {
-    @Test("An unreadable request whose number can be read is refused under that number and the connection goes on; one without a readable number gets number 0 and is closed")
+    @Test("An unreadable request whose number can be read (from its JSON, or from the {\"id\":N a body that is not JSON begins with) is refused under that number and the connection goes on; one without a readable number gets number 0 and is closed")
     func unreadableRequests() throws {
         let container = try TestContainer()
         defer { container.tearDown() }
@@ -21,6 +21,24 @@ struct MalformedFrameTests {
         #expect(numbered?.reply.failureMessage?.contains("unreadable request") == true, "\(String(describing: numbered))")
         let ping = try peer.request(.ping, id: 8)
         #expect(ping.map { if case .ok = $0 { true } else { false } } == true, "the connection goes on: \(String(describing: ping))")
+
+        // Not JSON at all, but beginning as a request does: cut short, bytes after it, a
+        // broken string. Each is refused under its number, and the connection goes on.
+        let broken = [
+            (9, #"{"id":9,"request":{"ping":{}}"#),
+            (10, #"{"id":10,"request":{"ping":{}}}trailing"#),
+            (11, " { \"id\" : 11 , \"request\": {\"open\": {\"x\": \"\u{1}"),
+        ]
+        for (id, body) in broken {
+            try peer.send(body: Data(body.utf8))
+            let answered = peer.nextReply()
+            #expect(answered?.id == UInt64(id), "\(body.debugDescription): \(String(describing: answered))")
+            #expect(answered?.reply.failureMessage?.contains("unreadable request") == true,
+                    "\(String(describing: answered))")
+        }
+        let after = try peer.request(.ping, id: 12)
+        #expect(after.map { if case .ok = $0 { true } else { false } } == true,
+                "the connection goes on: \(String(describing: after))")
 
         try peer.send(body: Data("not a request".utf8))
         let unnumbered = peer.nextReply()

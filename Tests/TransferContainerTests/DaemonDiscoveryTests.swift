@@ -81,6 +81,33 @@ struct DaemonDiscoveryTests {
         }
     }
 
+    @Test("transferd found through PATH is held to BGTRANSFER_TRANSFERD's rule: a world-writable one, or one in a world-writable folder, is refused naming it, not skipped")
+    func pathMustBePrivate() throws {
+        let planted = try folder(withDaemon: true)
+        let good = try folder(withDaemon: true)
+        let empty = try folder(withDaemon: false)
+        defer { [planted, good, empty].forEach { try? FileManager.default.removeItem(at: $0) } }
+        let daemon = planted.appendingPathComponent("transferd").path
+        let caller = empty.appendingPathComponent("app").path
+        let environment = ["PATH": "\(planted.path):\(good.path)"]
+        func refusal() -> String? {
+            do { _ = try DaemonEndpoint.daemonExecutable(environment: environment, caller: caller); return nil } catch {
+                #expect(error.code == TransferFailure.cannotConnectToHost && error.subject == daemon,
+                        "\(error.message)")
+                return error.message
+            }
+        }
+        #expect(refusal() == nil, "a private transferd in a private folder on PATH is used")
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: daemon)
+        let file = refusal()
+        #expect(file?.contains("\(daemon), found through PATH, is refused") == true, "\(file ?? "used")")
+        #expect(file?.contains("writable by group or others") == true, "\(file ?? "used")")
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: daemon)
+        try FileManager.default.setAttributes([.posixPermissions: 0o777], ofItemAtPath: planted.path)
+        #expect(refusal()?.contains("its folder \(planted.path) is writable by group or others") == true)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: planted.path)
+    }
+
     @Test("A plain program is the app program.<name>, its own family, with no app groups; odd names are made valid")
     func programIdentity() throws {
         let plain = AppIdentity.program(executablePath: "/usr/local/bin/model-fetch")

@@ -17,6 +17,20 @@ import TransferContainer
         }
     }
 
+    @Test("A bad date and an unknown authority at once: -1202 (untrusted), not -1201 or -1204, as Apple's CFNetwork answers a chain that does not verify")
+    func badDateOfAnUnknownAuthority() throws {
+        let certificates = try TestCertificates.shared.get()
+        for kind in [TestCertificates.Kind.expiredOtherCA, .notYetValidOtherCA] {
+            let leaf = try #require(certificates.der(kind))
+            let record = ServerTrustRecord(host: "127.0.0.1", port: 443, certificates: [leaf])
+            for anchorsOnly in [true, false] {
+                let judged = record.evaluated(anchors: [certificates.caDER], anchorsOnly: anchorsOnly)
+                #expect(judged.failureCode == -1202 && kind.expectedCode == -1202,
+                        "\(kind): \(judged.failureReason ?? "trusted")")
+            }
+        }
+    }
+
     @Test("Without anchors only the system's store judges: the test CA's server is not trusted there; with the store added back and the CA, it is")
     func systemStore() throws {
         let certificates = try TestCertificates.shared.get()

@@ -151,6 +151,45 @@ public struct RequestFrame: Codable, Sendable {
 /// answering it under that number.
 public struct RequestNumber: Decodable, Sendable {
     public var id: UInt64
+
+    /// The number of a body that is not even JSON (cut short, bytes after it, a broken
+    /// string) but begins as every client's request does, with `{"id":N` (`RequestFrame`
+    /// encodes its number first): N, when it is a whole number that fits and is followed by
+    /// `,` or `}`. Else nil.
+    public static func leading(in body: Data) -> UInt64? {
+        var bytes = body.prefix(64).makeIterator()
+        var next = bytes.next()
+        func skipSpace() {
+            while let byte = next, byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { next = bytes.next() }
+        }
+        func expect(_ text: String) -> Bool {
+            for expected in text.utf8 {
+                guard next == expected else { return false }
+                next = bytes.next()
+            }
+            return true
+        }
+        skipSpace()
+        guard expect("{") else { return nil }
+        skipSpace()
+        guard expect("\"id\"") else { return nil }
+        skipSpace()
+        guard expect(":") else { return nil }
+        skipSpace()
+        var number: UInt64 = 0
+        var digits = 0
+        while let byte = next, (0x30...0x39).contains(byte) {
+            let (times, overflowA) = number.multipliedReportingOverflow(by: 10)
+            let (sum, overflowB) = times.addingReportingOverflow(UInt64(byte - 0x30))
+            guard !overflowA, !overflowB, !(digits == 1 && number == 0) else { return nil }
+            number = sum
+            digits += 1
+            next = bytes.next()
+        }
+        skipSpace()
+        guard digits > 0, next == UInt8(ascii: ",") || next == UInt8(ascii: "}") else { return nil }
+        return number
+    }
 }
 
 /// Daemon → client, the answer to one request.

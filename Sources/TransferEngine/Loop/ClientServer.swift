@@ -227,11 +227,13 @@ final class ClientServer {
         do {
             frame = try Frame.decode(RequestFrame.self, from: body)
         } catch {
-            // Answered under the request's number when that much can be read, so the client can
-            // match it; else the connection cannot go on (nothing could be matched), and the
+            // Answered under the request's number when that much can be read (from the JSON, or
+            // from the `{"id":N` it begins with when it is not JSON), so the client can match
+            // it; else the connection cannot go on (nothing could be matched), and the
             // peer is told why with number 0 and closed.
             let failure = TransferFailure(code: TransferFailure.requestRefused, message: "unreadable request: \(error)")
-            guard let id = try? Frame.decode(RequestNumber.self, from: body).id, id != 0 else {
+            let number = (try? Frame.decode(RequestNumber.self, from: body).id) ?? RequestNumber.leading(in: body)
+            guard let id = number, id != 0 else {
                 refuse(connection, TransferFailure(code: failure.code, message: failure.message + "; not even its number can be read, so the connection is closed"))
                 return
             }
