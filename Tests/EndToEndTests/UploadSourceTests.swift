@@ -3,6 +3,7 @@ import Glibc
 import Testing
 import BackgroundTransfer
 import LoopbackServer
+import TransferContainer
 
 /// Which files a background upload may start from (S2.1, "the file belongs to the app").
 extension InProcess {
@@ -74,6 +75,45 @@ final class UploadSourceTests: InProcessSuite, @unchecked Sendable {
         #expect(outcome.code == NSURLErrorNoPermissionsToReadFile)
         #expect(outcome.subject == link.path)
         #expect(server.requests.isEmpty)
+    }
+
+    @Test("A readable file in the app's container that belongs to another user (uid 65534) fails with -1102",
+          .enabled(if: geteuid() == 0, "chown to another uid needs root"))
+    func anotherUsersFile() throws {
+        let foreign = try groupFile("nobodys.bin")
+        #expect(chmod(foreign.path, 0o644) == 0)
+        #expect(chown(foreign.path, 65534, 65534) == 0, "errno \(errno)")
+        let outcome = failure(uploading: foreign, session: "nobodys")
+        #expect(outcome.code == NSURLErrorNoPermissionsToReadFile, "the app runs as its own user, not as 65534")
+        #expect(outcome.subject == foreign.path)
+        #expect(server.requests.isEmpty)
+    }
+
+    @Test("""
+        A folder of the app group that is a symlink to another app's private folder, inside the \
+        container, is not followed: -1102, nothing sent, the other app's file as it was
+        """)
+    func symlinkedFolderInsideTheContainer() throws {
+        let other = try BundleIdentifier("com.example.other")
+        let documents = container.layout.privateContainer(other).appendingPathComponent("Documents")
+        try FileManager.default.createDirectory(at: documents, withIntermediateDirectories: true)
+        let secret = Data("the other app's private bytes".utf8)
+        try secret.write(to: documents.appendingPathComponent("secret.bin"))
+        // <root>/AppGroups/<group>/Inbox -> ../../Apps/com.example.other/Documents: a way that
+        // stays beneath the container's root, through a folder that is a symlink.
+        let inbox = container.layout.appGroup(InProcess.group).appendingPathComponent("Inbox")
+        let files = FileManager.default
+        try files.createDirectory(at: inbox.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try files.createSymbolicLink(atPath: inbox.path, withDestinationPath: "../../Apps/\(other.rawValue)/Documents")
+        #expect(FileManager.default.contents(atPath: inbox.appendingPathComponent("secret.bin").path) == secret,
+                "the symlink leads to the other app's file")
+
+        let outcome = failure(uploading: inbox.appendingPathComponent("secret.bin"), session: "symlinked-folder")
+        #expect(outcome.code == NSURLErrorNoPermissionsToReadFile)
+        #expect(server.requests.isEmpty, "the other app's bytes were sent: \(server.requests.count) requests")
+        #expect(FileManager.default.contents(atPath: documents.appendingPathComponent("secret.bin").path) == secret)
+        let names = try FileManager.default.contentsOfDirectory(atPath: documents.path)
+        #expect(names == ["secret.bin"], "nothing made in the other app's folder: \(names)")
     }
 
     @Test("An upload to an ftp: URL fails with -1002 when resumed")
