@@ -89,33 +89,6 @@ final class UploadSourceTests: InProcessSuite, @unchecked Sendable {
         #expect(server.requests.isEmpty)
     }
 
-    @Test("""
-        A folder of the app group that is a symlink to another app's private folder, inside the \
-        container, is not followed: -1102, nothing sent, the other app's file as it was
-        """)
-    func symlinkedFolderInsideTheContainer() throws {
-        let other = try BundleIdentifier("com.example.other")
-        let documents = container.layout.privateContainer(other).appendingPathComponent("Documents")
-        try FileManager.default.createDirectory(at: documents, withIntermediateDirectories: true)
-        let secret = Data("the other app's private bytes".utf8)
-        try secret.write(to: documents.appendingPathComponent("secret.bin"))
-        // <root>/AppGroups/<group>/Inbox -> ../../Apps/com.example.other/Documents: a way that
-        // stays beneath the container's root, through a folder that is a symlink.
-        let inbox = container.layout.appGroup(InProcess.group).appendingPathComponent("Inbox")
-        let files = FileManager.default
-        try files.createDirectory(at: inbox.deletingLastPathComponent(), withIntermediateDirectories: true)
-        try files.createSymbolicLink(atPath: inbox.path, withDestinationPath: "../../Apps/\(other.rawValue)/Documents")
-        #expect(FileManager.default.contents(atPath: inbox.appendingPathComponent("secret.bin").path) == secret,
-                "the symlink leads to the other app's file")
-
-        let outcome = failure(uploading: inbox.appendingPathComponent("secret.bin"), session: "symlinked-folder")
-        #expect(outcome.code == NSURLErrorNoPermissionsToReadFile)
-        #expect(server.requests.isEmpty, "the other app's bytes were sent: \(server.requests.count) requests")
-        #expect(FileManager.default.contents(atPath: documents.appendingPathComponent("secret.bin").path) == secret)
-        let names = try FileManager.default.contentsOfDirectory(atPath: documents.path)
-        #expect(names == ["secret.bin"], "nothing made in the other app's folder: \(names)")
-    }
-
     @Test("An upload to an ftp: URL fails with -1002 when resumed")
     func unsupportedScheme() throws {
         let file = try groupFile("ftp.bin")
