@@ -141,6 +141,46 @@ struct DaemonLimitsTests {
         #expect(listed == extra + 1, "every task is listed (\(listed))")
     }
 
+    @Test("""
+        A trickler sending one byte of a frame every 3 s is cut with -1001 by the 10 s deadline \
+        counted from the frame's first byte, not from its latest
+        """)
+    func tricklerIsCutFromTheFramesFirstByte() async throws {
+        try await onOwnThread { try Self.tricklerIsCutOnItsThread() }
+    }
+
+    static func tricklerIsCutOnItsThread() throws {
+        let container = try TestContainer()
+        defer { container.tearDown() }
+        let daemon = try DaemonUnderTest.start(container)
+        defer { daemon.process.kill() }
+        let trickler = try Self.welcomedClient(container)
+        defer { trickler.close() }
+
+        // The frame claims 1,000 bytes; it begins with its length, then a byte at a time.
+        let firstByte = Date()
+        try UnixSocket.sendAll(trickler.fd, withUnsafeBytes(of: UInt32(1_000).bigEndian) { Data($0) })
+        var reply: DaemonReply?
+        var trickled = 0
+        while reply == nil && Date().timeIntervalSince(firstByte) < 25 {
+            // Waits for the daemon's word for 3 s (under its 10 s deadline), then one byte more.
+            reply = trickler.reply(to: 0, timeout: 3)
+            if reply == nil, !trickler.isClosedByDaemon {
+                try UnixSocket.sendAll(trickler.fd, Data("{".utf8))
+                trickled += 1
+            }
+        }
+        let waited = Date().timeIntervalSince(firstByte)
+        guard case .failure(let failure)? = reply else {
+            Issue.record("after \(trickled) bytes over \(Int(waited)) s the trickler got \(String(describing: reply))")
+            return
+        }
+        #expect(failure.code == TransferFailure.timedOut, "\(failure)")
+        #expect(trickler.waitUntilClosed(timeout: 5), "the trickler's connection is closed")
+        #expect(waited >= 10, "not before the deadline (\(waited) s)")
+        #expect(waited < 14, "cut \(waited) s after the frame's first byte, \(trickled) bytes in")
+    }
+
     @Test("400 identified connections each sending all but the last byte of a 4 MiB frame: cut off past the daemon's budget with -1103, a trickler cut after the deadline with -1001, the daemon stays small, and another app's download completes")
     func partialFramesAfterHelloAreBounded() async throws { try await onOwnThread { try Self.partialFramesAfterHelloAreBoundedOnItsThread() } }
 

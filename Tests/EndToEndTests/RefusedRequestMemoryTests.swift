@@ -48,5 +48,37 @@ final class RefusedRequestMemoryTests: InProcessSuite, @unchecked Sendable {
         print("RefusedRequestMemoryTests: transferd VmRSS \(before.resident) KiB before, \(now.resident) KiB after the 3.5 MB URL (VmHWM \(before.peak) → \(now.peak) KiB)")
         #expect(now.resident - before.resident < 2 << 10, "VmRSS grew from \(before.resident) to \(now.resident) KiB")
     }
+
+    @Test("A URL of exactly 64 KiB is taken and fetched; one byte more is refused with -1000")
+    func urlBoundAtAndOnePast() throws {
+        _ = try DaemonUnderTest.start(container)
+        server.serve("/bound", data: testPayload(size: 1024))
+        let delegate = RecordingDelegate()
+        let session = fixture.session("url-bound", delegate: delegate)
+        defer { session.invalidateAndCancel() }
+        func url(bytes: Int) throws -> URL {
+            let stem = server.url(for: "/bound").absoluteString + "?q="
+            let url = try #require(URL(string: stem + String(repeating: "a", count: bytes - stem.utf8.count)))
+            #expect(url.absoluteString.utf8.count == bytes)
+            return url
+        }
+        let bound = 64 * 1024 // TransferLimits.urlBytes, as documented (Limits.md)
+        #expect(TransferLimits.urlBytes == bound)
+        let atTheLimit = session.downloadTask(with: try url(bytes: bound))
+        atTheLimit.resume()
+        var code: Int?? = nil
+        #expect(delegate.wait {
+            guard case .completed(atTheLimit.taskIdentifier, let error, _) = $0 else { return false }
+            code = .some(error)
+            return true
+        })
+        #expect(code == .some(nil), "a URL of \(bound) bytes is within the bound")
+        let onePast = session.downloadTask(with: try url(bytes: bound + 1))
+        onePast.resume()
+        #expect(delegate.wait {
+            if case .completed(onePast.taskIdentifier, -1000, _) = $0 { return true } else { return false }
+        },
+                "\(delegate.calls.count) calls, none a -1000 completion for a URL one byte past the bound")
+    }
 }
 }

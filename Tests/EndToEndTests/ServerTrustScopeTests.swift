@@ -69,6 +69,42 @@ final class ServerTrustScopeTests: InProcessSuite, @unchecked Sendable {
         #expect(!nginx.requests.contains { $0.port == nginx.port("expired") }, "no request reaches origin B")
     }
 
+    @Test("""
+        A key accepted for 127.0.0.1 does not cover localhost on the same scheme and port (the same \
+        server): localhost is asked about, and cancelled, sends no request
+        """)
+    func sameKeyOnAnotherHostName() throws {
+        // The app accepts the first challenge only: both names present the same chain, so a
+        // delegate judging by the chain would accept localhost's too.
+        final class FirstOnly: @unchecked Sendable {
+            private let lock = NSLock()
+            private var answered = false
+            func take() -> Bool { lock.withLock { defer { answered = true }; return !answered } }
+        }
+        let first = FirstOnly()
+        let delegate = ServerTrustTests.TrustDelegate { _ in
+            first.take() ? .useCredential : .cancelAuthenticationChallenge
+        }
+        let configuration = URLSessionConfiguration.background(withIdentifier: "trust.scope.host")
+        configuration.sharedContainerIdentifier = InProcess.group.rawValue
+        configuration.sessionSendsLaunchEvents = false
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        let accepted = try download(nginx.url("otherCA", "file.bin"), in: session, delegate)
+        #expect(accepted.error == nil && accepted.delivered == payload,
+                "127.0.0.1, accepted: \(String(describing: accepted.error))")
+        let port = nginx.port("otherCA")
+        let requests = nginx.requests.filter { $0.port == port }.count
+
+        let byName = "https://localhost:\(port)/file.bin"
+        let second = try download(byName, in: session, delegate)
+        #expect(second.error?.errorCode == -999,
+                "localhost is cancelled, not trusted under 127.0.0.1's key: \(String(describing: second.error))")
+        #expect(second.delivered == nil)
+        #expect(delegate.trusts.count == 2, "one challenge per host: \(delegate.trusts.count)")
+        #expect(nginx.requests.filter { $0.port == port }.count == requests, "no request by the name localhost")
+    }
+
     @Test("A redirect from an accepted origin to another origin with the same key asks about that origin too; cancelled, it gets no request. A redirect within the origin is followed under the key")
     func redirectToAnotherOrigin() throws {
         let hop = try redirector(presenting: .otherCA, to: nginx.url("expired", "file.bin"), directives: "location = /same { return 302 /file.bin; }")

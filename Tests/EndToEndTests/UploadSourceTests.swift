@@ -3,6 +3,7 @@ import Glibc
 import Testing
 import BackgroundTransfer
 import LoopbackServer
+import TransferContainer
 
 /// Which files a background upload may start from (S2.1, "the file belongs to the app").
 extension InProcess {
@@ -73,6 +74,18 @@ final class UploadSourceTests: InProcessSuite, @unchecked Sendable {
         let outcome = failure(uploading: link, session: "hardlink")
         #expect(outcome.code == NSURLErrorNoPermissionsToReadFile)
         #expect(outcome.subject == link.path)
+        #expect(server.requests.isEmpty)
+    }
+
+    @Test("A readable file in the app's container that belongs to another user (uid 65534) fails with -1102",
+          .enabled(if: geteuid() == 0, "chown to another uid needs root"))
+    func anotherUsersFile() throws {
+        let foreign = try groupFile("nobodys.bin")
+        #expect(chmod(foreign.path, 0o644) == 0)
+        #expect(chown(foreign.path, 65534, 65534) == 0, "errno \(errno)")
+        let outcome = failure(uploading: foreign, session: "nobodys")
+        #expect(outcome.code == NSURLErrorNoPermissionsToReadFile, "the app runs as its own user, not as 65534")
+        #expect(outcome.subject == foreign.path)
         #expect(server.requests.isEmpty)
     }
 

@@ -23,6 +23,9 @@ struct AcceptedServerKeyTests {
         #expect(Self.key(8443).covers(scheme: "https", host: "127.0.0.1", port: 8443))
         #expect(!Self.key(8443).covers(scheme: "https", host: "127.0.0.1", port: 8444))
         #expect(!Self.key(8443).covers(scheme: "http", host: "127.0.0.1", port: 8443))
+        #expect(!Self.key(8443).covers(scheme: "https", host: "localhost", port: 8443),
+                "a key accepted for 127.0.0.1 does not cover another name for loopback on the same port")
+        #expect(!Self.key(8443).covers(scheme: "https", host: "127.0.0.2", port: 8443))
         var path = Self.key(8443)
         path.pin = "/etc/ssl/private/some.key"
         #expect(!path.covers(scheme: "https", host: "127.0.0.1", port: 8443))

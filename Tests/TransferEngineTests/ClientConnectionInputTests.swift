@@ -98,4 +98,22 @@ import TransferPOSIX
         }
         #expect(total == 1_000)
     }
+
+    @Test("""
+        an unfinished frame is dated by its first byte: bytes trickling in later do not move \
+        the date the deadline counts from
+        """)
+    func unfinishedFrameDatedByItsFirstByte() throws {
+        let (connection, peer) = try connected()
+        let start = Date(timeIntervalSince1970: 1_700_000_000)
+        var budget = 1 << 20
+        try UnixSocket.sendAll(peer, withUnsafeBytes(of: UInt32(1_000).bigEndian) { Data($0) })
+        _ = connection.nextInput(budget: &budget, scratch: scratch, now: start)
+        #expect(connection.incompleteSince == start)
+        for second in stride(from: 9.0, through: 36, by: 9) {
+            try UnixSocket.sendAll(peer, Data("{".utf8))
+            _ = connection.nextInput(budget: &budget, scratch: scratch, now: start.addingTimeInterval(second))
+            #expect(connection.incompleteSince == start, "a byte \(second) s in")
+        }
+    }
 }

@@ -69,4 +69,40 @@ import TransferPOSIX
         #expect(fixture.surroundings.failed.map(\.task) == [refused.taskIdentifier])
         #expect(fixture.surroundings.failed.map(\.code) == [TransferFailure.unsupportedURL])
     }
+
+    @Test("A new request at the URL and header bounds is taken; one byte or field past any of them fails the task")
+    func newRequestAtTheBounds() throws {
+        let stem = "http://127.0.0.1:9/instead?q="
+        func url(_ bytes: Int) -> String { stem + String(repeating: "a", count: bytes - stem.utf8.count) }
+        func fields(_ count: Int) -> [HeaderField] { (0..<count).map { HeaderField(name: "X-\($0)", value: "v") } }
+        func big(_ bytes: Int) -> [HeaderField] {
+            [HeaderField(name: "X-Big", value: String(repeating: "b", count: bytes - 5))]
+        }
+        let fieldBound = TransferLimits.requestHeaderFields, byteBound = TransferLimits.requestHeaderBytes
+        let cases: [(String, RequestRecord, Int?)] = [
+            ("URL at the bound", RequestRecord(url: url(TransferLimits.urlBytes)), nil),
+            ("URL one byte past", RequestRecord(url: url(TransferLimits.urlBytes + 1)), TransferFailure.badURL),
+            ("header fields at the bound", RequestRecord(url: url(100), headers: fields(fieldBound)), nil),
+            ("one header field past", RequestRecord(url: url(100), headers: fields(fieldBound + 1)),
+             TransferFailure.dataLengthExceedsMaximum),
+            ("header bytes at the bound", RequestRecord(url: url(100), headers: big(byteBound)), nil),
+            ("header bytes one past", RequestRecord(url: url(100), headers: big(byteBound + 1)),
+             TransferFailure.dataLengthExceedsMaximum),
+        ]
+        for (name, replacement, refusal) in cases {
+            let task = try askedDownload()
+            let failures = fixture.surroundings.failed.count
+            let delayed = fixture.parts.delayedRequests
+            let answered = try delayed.answerDelayedRequest(.useNewRequest(replacement), for: task.taskIdentifier,
+                                                            in: fixture.session)
+            if let refusal {
+                #expect(answered == nil, "\(name): refused")
+                #expect(fixture.surroundings.failed.dropFirst(failures).map(\.code) == [refusal], "\(name)")
+                #expect(fixture.session.tasks[task.taskIdentifier]?.replacementRequest == nil, "\(name): not kept")
+            } else {
+                #expect(answered?.requestToSend == replacement, "\(name): taken")
+                #expect(fixture.surroundings.failed.count == failures, "\(name): not failed")
+            }
+        }
+    }
 }

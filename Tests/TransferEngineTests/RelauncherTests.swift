@@ -120,4 +120,48 @@ extension RelauncherTests {
         relauncher.userLaunched(DaemonFixture.family)
         #expect(relauncher.wantsRelaunch(fixture.session), "a user launch makes relaunches worth trying again")
     }
+
+    @Test("""
+        A relaunch that works starts the count again: two failures, a launch that opens its session, \
+        then two failures do not give up, a third does
+        """)
+    func aWorkingRelaunchResetsTheFailures() throws {
+        let fixture = try sessionWithEventWaiting({ $0.relaunchDelay = 1 }, app: false)
+        let gone = fixture.root.appendingPathComponent("gone/host-app").path
+        let relauncher = fixture.daemon.relauncher
+        func register(_ path: String) {
+            let hello = ClientHello(identity: fixture.identity, executablePath: path, processName: "host-app",
+                                    isForeground: true)
+            fixture.daemon.registry.register(hello, at: fixture.clock.now)
+        }
+        func failOnce() {
+            fixture.clock.advance(by: 100_000) // past any delay of the limiter
+            relauncher.relaunchWhereNeeded(now: fixture.clock.now)
+        }
+        register(gone)
+        failOnce()
+        failOnce()
+        #expect(fixture.daemon.registry.relaunchFailures[DaemonFixture.family]?.failures == 2)
+
+        _ = try registerApp(fixture)
+        fixture.clock.advance(by: 100_000)
+        relauncher.relaunchWhereNeeded(now: fixture.clock.now)
+        let launch = try #require(relauncher.launches[DaemonFixture.family], "no launch: \(relaunchLog(fixture))")
+        relauncher.launchAttached(fixture.session.key)
+        #expect(fixture.daemon.registry.relaunchFailures[DaemonFixture.family] == nil, "a launch that worked")
+        _ = end(launch.pid)
+        relauncher.launchEnded(pid: launch.pid)
+
+        register(gone)
+        failOnce()
+        failOnce()
+        #expect(fixture.daemon.registry.relaunchFailures[DaemonFixture.family]?.failures == 2)
+        #expect(fixture.daemon.registry.relaunchFailures[DaemonFixture.family]?.hasGivenUp == false,
+                "two failures in a row since the launch that worked: not given up")
+        #expect(relauncher.wantsRelaunch(fixture.session))
+        failOnce()
+        #expect(fixture.daemon.registry.relaunchFailures[DaemonFixture.family]?.hasGivenUp == true,
+                "the third in a row")
+        #expect(relaunchLog(fixture).filter { $0.hasPrefix("gave up relaunching") }.count == 1)
+    }
 }

@@ -503,6 +503,27 @@ final class CurlTests: XCTestCase {
         try assertHeaderLimitFailure(headers: lines)
     }
 
+    func testExactlyTheLineLimitIsAcceptedAndOneLineMoreIsRefused() throws {
+        // 1,000 counted lines: the status line, the headers below, Content-Length, Connection
+        // and the blank line that ends the block (four lines the server adds). Lines of 20 bytes keep
+        // the block near 20 KB, far under the 256 KiB byte bound, so only the line bound acts.
+        let atTheLimit = TransferLimits.responseHeaderLines - 4
+        let lines = (0..<atTheLimit + 1).map { String(format: "X-H-%05d: vvvvvvvv", $0) }
+        let server = try CurlTestServer { _, connection in
+            connection.respond(status: "200 OK", headers: Array(lines.prefix(atTheLimit)), body: Array("body".utf8))
+        }
+        defer { server.stop() }
+        let multi = try CurlMulti()
+        let easy = try CurlEasy()
+        try easy.setURL(server.url("/at-the-limit"))
+        try multi.add(easy)
+        guard case .success? = try drive(multi).first?.1 else {
+            return XCTFail("a block of exactly \(TransferLimits.responseHeaderLines) lines is within the bound")
+        }
+        XCTAssertEqual(easy.responseCode, 200)
+        try assertHeaderLimitFailure(headers: lines)
+    }
+
     /// One exchange with a server answering `headers`: it fails with -1103, the retry policy
     /// ends the task at once, and the server saw one request.
     private func assertHeaderLimitFailure(headers: [String], file: StaticString = #filePath, line: UInt = #line) throws {
