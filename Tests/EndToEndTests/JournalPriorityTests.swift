@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TransferLogging
 
 /// transferd's stderr as systemd's journal reads it (issue 30): with `JOURNAL_STREAM` naming
 /// its stderr, each line starts with its syslog priority, so that `journalctl -p` filters;
@@ -29,7 +30,9 @@ struct JournalPriorityTests {
         #expect(waitUntil { stderr.contains { $0.hasPrefix("<3>transferd[\(daemon.pid)] error ") } }, "no <3> error line: \(stderr)")
         #expect(stderr.allSatisfy { $0.first == "<" }, "every line has its priority: \(stderr)")
 
-        let logged = container.logEntries(process: "transferd").filter { $0.pid == daemon.pid }
-        #expect(logged.contains { $0.level == .error } && logged.allSatisfy { !$0.message.hasPrefix("<") }, "the container's log is unchanged: \(logged.map(\.message))")
+        // A line reaches stderr before the container's log: wait for the log's copy.
+        var logged: [LogEntry] { container.logEntries(process: "transferd").filter { $0.pid == daemon.pid } }
+        #expect(waitUntil { logged.contains { $0.level == .error } }, "no error in the container's log: \(logged.map(\.message))")
+        #expect(logged.allSatisfy { !$0.message.hasPrefix("<") }, "the container's log is unchanged: \(logged.map(\.message))")
     }
 }
