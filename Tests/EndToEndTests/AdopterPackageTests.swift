@@ -14,7 +14,7 @@ import TransferLogging
 struct AdopterPackageTests {
     static let repository = ReaderExampleTests.repository
 
-    @Test("A package naming a tagged version by URL builds, links and runs the README's example, in debug and in release")
+    @Test("A package naming a tagged version by URL builds and runs the README's example, in debug and release")
     func taggedVersionBuildsAndRuns() async throws {
         // Minutes of blocking waits: on a thread of its own, not one of the test runner's few.
         try await onOwnThread { try Self.buildAndRun() }
@@ -25,7 +25,8 @@ struct AdopterPackageTests {
         defer { container.tearDown() }
         let readme = try String(contentsOf: repository.appendingPathComponent("README.md"), encoding: .utf8)
         let install = try #require(AdopterManifest.installLine(in: readme), "the README names no `.package(url:from:)`")
-        let example = try #require(AdopterManifest.onlySwiftBlock(in: readme), "the README has not exactly one swift block")
+        let example = try #require(AdopterManifest.onlySwiftBlock(in: readme),
+                                   "the README has not exactly one swift block")
 
         let work = container.parent.appendingPathComponent("adopter")
         let library = work.appendingPathComponent("BackgroundTransfer")
@@ -86,7 +87,8 @@ struct AdopterPackageTests {
                                                                           passContainer: false)
         let outcome = process.wait(timeout: timeout)
         guard outcome.status == 0 else {
-            throw TestFailure("`\(command)` ended \(String(describing: outcome.status)): \(outcome.stdout.suffix(3000))")
+            let status = String(describing: outcome.status)
+            throw TestFailure("`\(command)` ended \(status): \(outcome.stdout.suffix(3000))")
         }
         return outcome.stdout
     }

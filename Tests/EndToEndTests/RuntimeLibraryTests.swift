@@ -20,13 +20,15 @@ struct RuntimeLibraryTests {
     func missingLibraryIsNamed(soname: String) throws {
         let library = try #require(Self.installedPath(of: soname), "\(soname) is not installed here")
         let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: library))
-            .map { URL(fileURLWithPath: $0, relativeTo: URL(fileURLWithPath: library).deletingLastPathComponent()).path }
+            .map { URL(fileURLWithPath: $0, relativeTo: URL(fileURLWithPath: library).deletingLastPathComponent()) }
+            .map(\.path)
             ?? library
         let container = try TestContainer()
         defer { container.tearDown() }
         let script = "mount --bind /dev/null \"$1\" && exec \"$2\" --container \"$3\" inspect"
         let outcome = try Executable(name: "unshare", path: "/usr/bin/unshare").start(
-            ["--mount", "--propagation", "private", "sh", "-c", script, "sh", real, Executable.bgtransfer.path, container.root],
+            ["--mount", "--propagation", "private", "sh", "-c", script, "sh", real, Executable.bgtransfer.path,
+             container.root],
             in: container, passContainer: false).wait(timeout: 30)
         #expect(outcome.status != nil && outcome.status != 0, "it ran without \(soname): \(outcome.stdout)")
         #expect(outcome.stderr.contains(soname), "the error names \(soname): \(outcome.stderr)")
