@@ -24,7 +24,8 @@ LAZYLOAD_FORWARD(libcrypto, int, X509_STORE_set_default_paths, (X509_STORE *stor
 LAZYLOAD_FORWARD(libcrypto, int, X509_STORE_add_cert, (X509_STORE *store, X509 *certificate), (store, certificate))
 LAZYLOAD_FORWARD(libcrypto, X509_STORE_CTX *, X509_STORE_CTX_new, (void), ())
 LAZYLOAD_FORWARD_VOID(libcrypto, X509_STORE_CTX_free, (X509_STORE_CTX *context), (context))
-LAZYLOAD_FORWARD(libcrypto, int, X509_STORE_CTX_init, (X509_STORE_CTX *context, X509_STORE *store, X509 *target, OPENSSL_STACK *untrusted),
+LAZYLOAD_FORWARD(libcrypto, int, X509_STORE_CTX_init,
+                 (X509_STORE_CTX *context, X509_STORE *store, X509 *target, OPENSSL_STACK *untrusted),
                  (context, store, target, untrusted))
 LAZYLOAD_FORWARD(libcrypto, X509_VERIFY_PARAM *, X509_STORE_CTX_get0_param, (const X509_STORE_CTX *context), (context))
 LAZYLOAD_FORWARD(libcrypto, int, X509_STORE_CTX_get_error, (const X509_STORE_CTX *context), (context))

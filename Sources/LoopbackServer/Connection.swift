@@ -149,7 +149,8 @@ final class Connection {
         let sendsBody = !headOnly && plan.body != nil && (!plan.range.isEmpty || plan.framing == .chunked)
         do {
             // A body that stalls before its first byte must not leave the head corked (MSG_MORE).
-            let bodyFollowsAtOnce = sendsBody && plan.pacing.stallPoint(total: Int64(plan.range.count), framing: plan.framing) != 0
+            let stallPoint = plan.pacing.stallPoint(total: Int64(plan.range.count), framing: plan.framing)
+            let bodyFollowsAtOnce = sendsBody && stallPoint != 0
                 && plan.pacing.trickleInterval == nil
             try writer.writeHead(plan.head, bodyFollows: bodyFollowsAtOnce)
             guard sendsBody, let body = plan.body else { return true }

@@ -201,16 +201,4 @@ struct RedeliveryTests {
         try #require(container.waitForCompletionHandler(of: "host-app", timeout: 40) != nil)
         #expect(try SHA256.hexDigest(ofFile: container.downloads.appendingPathComponent("changing.bin").path) == SHA256.hexDigest(of: new), "the new resource whole, not old bytes followed by new ones")
     }
-
-    /// SIGKILLs the daemon once the fetch extension's task 1 has more than `bytes` on disk;
-    /// returns that task's partial file.
-    @discardableResult
-    func killDaemon(_ daemon: DaemonUnderTest, in container: TestContainer, onceTask1Has bytes: Int) throws -> URL {
-        let partial = container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(Self.fetchSession)/task-1.partial")
-        let started = waitUntil { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 > bytes }
-        try #require(started, "the download did not start")
-        daemon.process.kill(signal: SIGKILL)
-        _ = daemon.process.wait(timeout: 10)
-        return partial
-    }
 }

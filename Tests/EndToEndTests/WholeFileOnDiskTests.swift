@@ -10,12 +10,6 @@ import Testing
 /// starts over. Against the project's server (a real kill at that instant) and nginx.
 @Suite(.timeLimit(.minutes(5)))
 struct WholeFileOnDiskTests {
-    static let fetchSession = "com.example.host.fetch.background"
-
-    static func partialFile(in container: TestContainer) -> URL {
-        container.appGroup.appendingPathComponent("Library/Caches/BackgroundTransfer/\(fetchSession)/task-1.partial")
-    }
-
     static func size(of file: URL) -> Int {
         ((try? FileManager.default.attributesOfItem(atPath: file.path)[.size]) as? NSNumber)?.intValue ?? 0
     }
@@ -36,7 +30,7 @@ struct WholeFileOnDiskTests {
         let url = server.url(for: "/whole.bin").absoluteString
         let started = try Executable.fetchExtension.run(["download", url], in: container)
         try #require(started.status == 0, "\(started.stderr)")
-        let partial = Self.partialFile(in: container)
+        let partial = fetchTask1PartialFile(in: container)
         try #require(waitUntil(timeout: 30) { Self.size(of: partial) == payload.count },
                      "the body did not reach the disk")
         daemon.process.kill(signal: SIGKILL)
@@ -67,10 +61,7 @@ struct WholeFileOnDiskTests {
         let daemon = try DaemonUnderTest.start(container)
         let url = server.url(for: "/grown.bin").absoluteString
         try #require(try Executable.fetchExtension.run(["download", url], in: container).status == 0)
-        let partial = Self.partialFile(in: container)
-        try #require(waitUntil(timeout: 30) { Self.size(of: partial) > 128 << 10 }, "the download did not start")
-        daemon.process.kill(signal: SIGKILL)
-        _ = daemon.process.wait(timeout: 10)
+        let partial = try killDaemon(daemon, in: container, onceTask1Has: 128 << 10)
         // More bytes on disk than the resource has: its 416 says `bytes */<its size>`.
         try (payload + Data(repeating: 0x41, count: 4096)).write(to: partial)
 
@@ -94,10 +85,7 @@ struct WholeFileOnDiskTests {
         let url = "http://127.0.0.1:\(nginx.port("files"))/whole.bin"
         let daemon = try DaemonUnderTest.start(container)
         try #require(try Executable.fetchExtension.run(["download", url], in: container).status == 0)
-        let partial = Self.partialFile(in: container)
-        try #require(waitUntil(timeout: 30) { Self.size(of: partial) > 64 << 10 }, "the download did not start")
-        daemon.process.kill(signal: SIGKILL)
-        _ = daemon.process.wait(timeout: 10)
+        let partial = try killDaemon(daemon, in: container, onceTask1Has: 64 << 10)
         try payload.write(to: partial) // as if the last byte had arrived just before the kill
 
         _ = try DaemonUnderTest.start(container)

@@ -267,8 +267,9 @@ package final class DownloadTransfer: Transfer {
             // rename already had the whole file. The 416's page is no part of it, and the earlier
             // attempt's response stays the task's. A 416 for another length or another version
             // means start over (one without a validator passed `If-Range`, so names ours).
-            guard head.contentRangeTotal == resumeOffset,
-                  head.validator == nil || ResumeValidation.continues(sent: sentValidator, answered: head.validator) else {
+            let sameVersion = head.validator == nil
+                || ResumeValidation.continues(sent: sentValidator, answered: head.validator)
+            guard head.contentRangeTotal == resumeOffset, sameVersion else {
                 mustRestartFromZero = true
                 return false
             }

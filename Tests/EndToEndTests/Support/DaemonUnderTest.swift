@@ -1,5 +1,6 @@
 import Foundation
 import TestPeers
+import Testing
 import TransferPOSIX
 
 /// A `transferd` started by a test on its container, ready when its socket answers.
@@ -58,4 +59,22 @@ func testPayload(size: Int, seed: UInt64 = 0x9E3779B97F4A7C15) -> Data {
 /// the pause between looks is its interval, never the synchronisation itself.
 func waitUntil(timeout: TimeInterval = 20, _ condition: () -> Bool) -> Bool {
     PeerProcess.wait(until: Date().addingTimeInterval(timeout), condition) || condition()
+}
+
+/// The fetch extension's task 1's partial file in `container`.
+func fetchTask1PartialFile(in container: TestContainer) -> URL {
+    container.appGroup.appendingPathComponent(
+        "Library/Caches/BackgroundTransfer/com.example.host.fetch.background/task-1.partial")
+}
+
+/// SIGKILLs the daemon once the fetch extension's task 1 has more than `bytes` on disk;
+/// returns that task's partial file.
+@discardableResult
+func killDaemon(_ daemon: DaemonUnderTest, in container: TestContainer, onceTask1Has bytes: Int) throws -> URL {
+    let partial = fetchTask1PartialFile(in: container)
+    let size = { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 }
+    try #require(waitUntil { size() > bytes }, "the download did not start")
+    daemon.process.kill(signal: SIGKILL)
+    _ = daemon.process.wait(timeout: 10)
+    return partial
 }
