@@ -216,7 +216,9 @@ public final class TransferDaemon {
         }
         guard let mark else { return }
         guard case .crashed(let key) = mark else {
-            if case .notCounted(let why) = mark { log.error("daemon", "a crash mark in \(path) is not counted: \(why)") }
+            if case .notCounted(let why) = mark {
+                log.error("daemon", "a crash mark in \(path) is not counted: \(why)", event: LogEvent(.crashMarkNotCounted))
+            }
             return
         }
         guard let session = sessions[key.session], var task = session.tasks[key.task], task.state == .running else {

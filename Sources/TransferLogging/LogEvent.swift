@@ -34,6 +34,11 @@ public struct LogEvent: Codable, Sendable, Equatable {
         /// A finished download's body was gone when it was to take its final name (renamed
         /// already, or removed); the rename is not waited for.
         case finishedFileGone
+        /// A crash mark (`Daemon/crashed-on`) was not counted against a task: forged, stale or unreadable.
+        case crashMarkNotCounted
+        /// A session with no delegate acknowledged its events undelivered, from the line's task
+        /// on (S1.2); said once a session.
+        case eventsWithoutDelegate
     }
 
     public var kind: Kind

@@ -89,7 +89,9 @@ enum TimelineFact: Equatable {
         case .budgetExpired: return .backgroundBudgetExceeded(pid: event.pid ?? 0)
         case .sessionOpened: return .sessionOpened
         case .launchedForEvents: return .launchedForEvents
-        case .launchFailed, .relaunchGivenUp, .relaunchLeftToUser, .reattached, .requestFailed, .finishedFileNamedAtLoad, .finishedFileGone: return nil
+        case .launchFailed, .relaunchGivenUp, .relaunchLeftToUser, .reattached, .requestFailed,
+             .finishedFileNamedAtLoad, .finishedFileGone, .crashMarkNotCounted, .eventsWithoutDelegate:
+            return nil
         }
     }
 

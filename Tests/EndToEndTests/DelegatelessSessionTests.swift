@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import LoopbackServer
 import TransferContainer
+import TransferLogging
 
 /// A background session opened with no delegate (S1.2): allowed, as on Apple's systems, but
 /// never silent about the events it acknowledges undelivered (issue 44).
@@ -34,7 +35,7 @@ struct DelegatelessSessionTests {
         #expect(named == true, "\(told)")
         #expect(waitUntil { container.pendingEvents(Self.session).isEmpty }, "both events were acknowledged")
         let delivery = container.logEntries(process: "host-app", category: "delivery")
-        let logged = delivery.filter { $0.message.contains("has no delegate") }
+        let logged = delivery.filter { $0.event?.kind == .eventsWithoutDelegate }
         #expect(logged.count == 1, "\(logged.map(\.message))")
 
         #expect(try inspect(container).contains("opened without a delegate"))

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import ContainerInspection
+import TransferLogging
 
 /// Files in `Daemon/` that any program of the user can write, attacked as such a program
 /// would (README "Who may do what"): a crash mark the daemon did not write fails no task.
@@ -77,7 +78,7 @@ struct ForgedStateFileTests {
             }
         }
         let refused = container.logEntries(process: "transferd", category: "daemon")
-            .filter { $0.message.contains("is not counted") }
+            .filter { $0.event?.kind == .crashMarkNotCounted }
         #expect(refused.count == 4, "each forgery is logged as not counted: \(refused.map(\.message))")
         daemon.process.kill()
         _ = daemon.process.wait(timeout: 10)

@@ -1,6 +1,7 @@
 import Foundation
 import FoundationNetworking
 import TransferContainer
+import TransferLogging
 
 /// The daemon's pushes to a background session and their in-order, exactly-once delivery to
 /// the delegate (S3.4, S3.5): pushes arrive on the connection's reader thread and are handled
@@ -140,7 +141,8 @@ extension SessionCore {
             + "without being delivered, starting with event \(event.number) "
             + "(task \(event.task.taskIdentifier) completed); "
             + "give URLSession(configuration:delegate:delegateQueue:) a delegate to receive them"
-        log.error("delivery", message, session: identifier.rawValue, task: event.task.taskIdentifier)
+        log.error("delivery", message, session: identifier.rawValue, task: event.task.taskIdentifier,
+                  event: LogEvent(.eventsWithoutDelegate))
         FileHandle.standardError.write(Data("\(log.process): \(message)\n".utf8))
     }
 
