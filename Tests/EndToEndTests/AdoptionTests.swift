@@ -13,7 +13,7 @@ import TransferPOSIX
 /// backend refuses, long bundle identifiers, the request's own settings. Nothing an app
 /// passes may trap the process, and a task the daemon has not accepted never looks accepted.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class AdoptionTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 
@@ -329,7 +329,7 @@ final class CreationRecorder: URLSessionTaskDelegate, @unchecked Sendable {
 }
 
 /// The same, with real processes: the stand-ins and the daemon.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct AdoptionProcessTests {
     @Test("A stand-in that cannot start transferd exits non-zero and names the daemon (issue 18, finding 1)")
     func standInWithoutDaemonFails() throws {

@@ -6,7 +6,7 @@ import Digests
 
 /// A challenge with no process attached: the daemon launches the containing app for the
 /// session, as for events, and the transfer goes on with its answer (S3.1, S1.6).
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct AuthenticationProcessTests {
     static let fetchSession = "com.example.host.fetch.background"
 

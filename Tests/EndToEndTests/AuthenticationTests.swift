@@ -7,7 +7,7 @@ import Digests
 /// Authentication challenges answered by an attached app, credentials by persistence, the
 /// proxy's 407, request headers and their redaction, refreshed headers before a retry.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class AuthenticationTests: InProcessSuite, @unchecked Sendable {
     static let users = ["alice": "correct horse"]
 

@@ -9,7 +9,7 @@ extension InProcess {
 /// S9.4 in background sessions: the daemon sends cookies from, and keeps `Set-Cookie` in,
 /// the session's cookie store in the container, as `httpShouldSetCookies` and
 /// `httpCookieAcceptPolicy` say. A real daemon, a real loopback server.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class BackgroundCookieTests: InProcessSuite, @unchecked Sendable {
     /// The test app group's cookie store, as the daemon keeps it.
     var groupJar: URL { container.layout.cookieJar(CookieSettings(appGroup: InProcess.group), owner: InProcess.app.bundleIdentifier) }

@@ -6,7 +6,7 @@ import LoopbackServer
 extension InProcess {
 /// S2.2 through the API: a delegate data task of a background session, against a real
 /// daemon and a real loopback server.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class BackgroundDataTaskAPITests: InProcessSuite, @unchecked Sendable {
 
     @Test("A background session's data task is suspended until resume, gets its body through didReceive data, then didCompleteWithError(nil); getAllTasks lists it while it runs; its identifier is none of the daemon's tasks'")

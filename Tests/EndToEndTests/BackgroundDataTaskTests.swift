@@ -5,7 +5,7 @@ import LoopbackServer
 /// S2.2 with real processes: a data task of a background session runs in the process that
 /// made it, over loopback, and when that process is killed mid-body the next process that
 /// opens the session hears -997 for it, once; identifiers go on above it.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct BackgroundDataTaskTests {
     static let session = "com.example.host.background"
 

@@ -11,7 +11,7 @@ import Digests
 /// `httpBodyStream` are refused at creation, saying why, and nothing reaches the server.
 /// Real daemon, real loopback server.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class BackgroundDownloadBodyTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

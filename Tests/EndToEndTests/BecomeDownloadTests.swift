@@ -10,7 +10,7 @@ import TransferPOSIX
 /// `didFinishDownloadingTo`. Corelibs traps on that answer, so the differential test cannot
 /// run it; this test holds the library to Apple's order of calls.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class BecomeDownloadTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

@@ -12,7 +12,7 @@ import TransferPOSIX
 /// and the task accepted before is intact. The random part runs with a fixed seed unless
 /// `BGTRANSFER_FUZZ_SEED` names another (`random` for a new one each run);
 /// `BGTRANSFER_FUZZ_ROUNDS` (default 200) makes it longer.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct BoundaryFuzzTests {
     /// What a number in JSON may be replaced with: limits of every integer type, floats at
     /// and past their limits, and what JSON cannot carry (NaN) or a decoder might round.

@@ -4,7 +4,7 @@ import LoopbackServer
 
 /// At start-up the daemon removes the files in its sessions' caches that no unfinished task
 /// and no undelivered event names (what power cuts and kills leave behind), and nothing else.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct CacheSweepTests {
     static let fetchSession = "com.example.host.fetch.background"
     static let hostSession = "com.example.host.background"

@@ -27,7 +27,7 @@ enum ChangedResource {
 }
 
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ChangedResourceTests: InProcessSuite, @unchecked Sendable {
 
     private func isCompletion(of task: URLSessionTask) -> (RecordingDelegate.Call) -> Bool {
@@ -97,7 +97,7 @@ final class ChangedResourceTests: InProcessSuite, @unchecked Sendable {
 }
 
 /// The same, with real processes only: the stand-in extension waits for its download.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct ChangedResourceProcessTests {
     @Test("fetch-extension --wait against a server that ignores If-Range while the file changes saves the new version whole")
     func standInSavesNewVersion() throws {

@@ -9,7 +9,7 @@ import TransferCoding
 /// Everything dies at random moments while 30 downloads run against a faulty server; at
 /// the end every file is delivered whole, each completion reached a delegate exactly once,
 /// and nothing temporary is left behind. Replay a failing run with BGTRANSFER_CHAOS_SEED.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct ChaosTests {
     struct Download {
         var path: String

@@ -8,7 +8,7 @@ import LoopbackServer
 /// call returns). A full run once listed a background session's finished data task to a
 /// test woken by that call.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(10)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class CompletedTaskListingTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

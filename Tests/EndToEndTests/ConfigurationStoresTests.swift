@@ -9,7 +9,7 @@ import LoopbackServer
 /// FoundationNetworking's `.default` and `.ephemeral` configurations, what the app sets wins
 /// (nil too), copies share them; and a process that only uses a background session never
 /// makes FoundationNetworking's shared stores, which read and write in the user's home.
-@Suite(.timeLimit(.minutes(10)))
+@Suite(.timeLimit(.minutes(20)))
 struct ConfigurationStoresTests {
     @Test("Defaults equal FoundationNetworking's: .default and background configurations its shared stores and policies, .ephemeral stores of its own, kept from one read to the next")
     func defaultsMatchFoundationNetworking() {

@@ -8,7 +8,7 @@ extension InProcess {
 /// The daemon reads and writes an app group's cookie store (`Library/Cookies/Cookies.json`)
 /// without following a link a program of the group planted there: not out to a file or a
 /// folder elsewhere. The transfer itself goes on; the store is just not used (issue 28).
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ContainerWallCookieTests: InProcessSuite, @unchecked Sendable {
     private var store: URL { container.layout.cookieJar(CookieSettings(appGroup: InProcess.group), owner: InProcess.app.bundleIdentifier) }
 

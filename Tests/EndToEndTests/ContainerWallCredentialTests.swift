@@ -6,7 +6,7 @@ import LoopbackServer
 /// The daemon keeps an app's permanent credentials in the app's own container without
 /// following a link planted on the way: a password never lands outside it (issue 28).
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ContainerWallCredentialTests: InProcessSuite, @unchecked Sendable {
     @Test("Library/BackgroundTransfer in the app's container planted as a link to a folder outside: a .permanent credential is not written there, the download succeeds")
     func plantedCredentialFolder() throws {

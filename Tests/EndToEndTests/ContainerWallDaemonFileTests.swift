@@ -8,7 +8,7 @@ import TransferContainer
 /// mark) is written there, never through a link another program of the user planted in its
 /// place: the file the link points at stays as it was, and the daemon runs (issue 28).
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ContainerWallDaemonFileTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

@@ -8,7 +8,7 @@ import TransferContainer
 /// `session.json`, without following a symlink a program planted on the way: a session whose
 /// folder would land outside the container is refused before anything is written (issue 28).
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ContainerWallSessionTests: InProcessSuite, @unchecked Sendable {
     /// Every path below `folder`, at any depth.
     private func files(below folder: URL) -> [String] {

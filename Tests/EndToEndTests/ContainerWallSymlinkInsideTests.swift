@@ -9,7 +9,7 @@ import TransferContainer
 /// not only `RESOLVE_BENEATH`): an app that makes its cache folder a link to another app's
 /// private folder does not get the daemon to write there.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ContainerWallSymlinkInsideTests: InProcessSuite, @unchecked Sendable {
     @Test("""
         The app group's download cache folder made a relative symlink to another app's private \

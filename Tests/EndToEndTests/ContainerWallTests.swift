@@ -7,7 +7,7 @@ import LoopbackServer
 /// client plants there, in its place or on the way to it, is not written through, nor one in
 /// place of an error page, an upload's answer or resume data's file (issue 28, item 7).
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ContainerWallTests: InProcessSuite, @unchecked Sendable {
     private func cacheFolder(_ session: String) -> URL {
         container.layout.appGroup(InProcess.group).appendingPathComponent("Library/Caches/BackgroundTransfer/\(session)")

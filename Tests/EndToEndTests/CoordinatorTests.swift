@@ -3,7 +3,7 @@ import Testing
 import LoopbackServer
 
 /// One process per session (S1.5), and identifiers that are refused before they touch the disk (S1.1).
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct CoordinatorTests {
     @Test("A second process opening a held identifier gets -996 naming the identifier and the holder's pid")
     func contentionBetweenTwoProcesses() throws {

@@ -11,7 +11,7 @@ import TransferPOSIX
 /// No input puts the container's daemon into a crash loop, and no download fills its disk
 /// (issue "hostile servers, hostile peers, hostile records").
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class CrashLoopTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

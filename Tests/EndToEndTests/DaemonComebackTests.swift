@@ -7,7 +7,7 @@ import Digests
 
 /// A crashed on-demand daemon comes back with the next launch of any app, as nsurlsessiond
 /// is always there on iOS (issue 44): also a launch that opens no session.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct DaemonComebackTests {
     static let fetchSession = "com.example.host.fetch.background"
 

@@ -7,7 +7,7 @@ import Digests
 /// (issue 26, item 4): an on-demand daemon gets a minimal environment, its test hooks come
 /// from its own command line only, and `BGTRANSFER_TRANSFERD` names only a binary nobody but
 /// the user could have put there.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct DaemonEnvironmentTests {
     /// The environment of a running process (`/proc/<pid>/environ`), by name.
     private func environment(of pid: Int32) throws -> [String: String] {

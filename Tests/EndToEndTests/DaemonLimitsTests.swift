@@ -13,7 +13,7 @@ import TransferPOSIX
 /// real `RLIMIT_NOFILE`, real client processes, raw sockets for the hostile peer; every
 /// process ended by its pid, every wait bounded. Each runs on a thread of its own
 /// (`onOwnThread`): they block for minutes, and must not hold a cooperative thread meanwhile.
-@Suite(.timeLimit(.minutes(10)))
+@Suite(.timeLimit(.minutes(20)))
 struct DaemonLimitsTests {
     static let appIdentity = testIdentity("com.example.tests")
 

@@ -8,7 +8,7 @@ import LoopbackServer
 /// task still runs (S1.4): the task ends, then `didBecomeInvalidWithError(nil)` comes, last.
 /// (A finished task looks at the session's invalidation only when one was asked for.)
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class DefaultSessionInvalidationTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

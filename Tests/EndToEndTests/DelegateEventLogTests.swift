@@ -4,7 +4,7 @@ import BackgroundTransferTesting
 
 /// DelegateEventLog's checks on records written by hand: Apple's order (S3.2), nothing twice,
 /// a line torn by a SIGKILL. One type, no processes.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct DelegateEventLogTests {
     /// Writes `calls` as the recorder would for process `pid`, in a folder of their own.
     func record(_ processes: [Int32: [(DelegateEvent.Kind, Int?)]], torn: Bool = false) throws -> (DelegateEventLog, URL) {

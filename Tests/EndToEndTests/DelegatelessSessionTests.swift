@@ -6,7 +6,7 @@ import TransferLogging
 
 /// A background session opened with no delegate (S1.2): allowed, as on Apple's systems, but
 /// never silent about the events it acknowledges undelivered (issue 44).
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(20)))
 struct DelegatelessSessionTests {
     static let session = "com.example.host.background"
 

@@ -7,7 +7,7 @@ import TransferPOSIX
 /// file system takes it, and through the page cache where it does not: either way the file
 /// delivered is the server's, byte for byte. The file system is `powercutfs` (FUSE), which can
 /// refuse every direct write with EINVAL, as file systems without direct I/O do.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct DirectWriteTests {
     /// Three chunks (`BodyFileWriter.directChunk`, 1 MiB) and a few bytes: the body has whole
     /// chunks written direct, then at its end whole blocks written direct and a tail off the

@@ -7,7 +7,7 @@ import Testing
 /// served over loopback, and rendered by chromium-headless-shell, which runs DocC's own
 /// scripts. A reference docc cannot resolve, a page that renders as "not found", a link to a
 /// page that was not built, or a file the browser asks for in vain fails the test.
-@Suite(.serialized, .timeLimit(.minutes(10)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct DocumentationTests {
     static let root = "/documentation/backgroundtransfer"
 

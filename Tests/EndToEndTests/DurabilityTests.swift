@@ -6,7 +6,7 @@ import ContainerInspection
 
 /// Suspended tasks across a crash (S4.3), the resource timeout (S6.2, S6.4) and disk trouble.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class DurabilityTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

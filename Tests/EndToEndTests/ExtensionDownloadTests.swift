@@ -8,7 +8,7 @@ import TransferCoding
 /// The spine, end to end with real processes: an extension starts a background download
 /// and exits; the daemon finishes it and relaunches the host with the extension's
 /// identifier; the host receives the events in Apple's order (S1.6, S3.1, S3.2, S3.3).
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct ExtensionDownloadTests {
     static let fetchSession = "com.example.host.fetch.background"
 

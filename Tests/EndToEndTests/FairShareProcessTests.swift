@@ -9,7 +9,7 @@ import TransferCoding
 /// Fair shares of the daemon's transfer slots between apps (issue 28 item 5), with a real
 /// daemon, real trickling servers and a second app as its own process.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class FairShareProcessTests: InProcessSuite, @unchecked Sendable {
     /// The daemon runs at `info`: the line the timeline draws a slot wait from is an info line.
     override class var startsDaemon: Bool { false }

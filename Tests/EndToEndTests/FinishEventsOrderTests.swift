@@ -5,7 +5,7 @@ import Testing
 /// S3.2 with held challenges: an app relaunched for tasks held on server-trust challenges
 /// answers them, and the tasks it ends that way are events of the same launch:
 /// `urlSessionDidFinishEvents` comes once, after their `didCompleteWithError`.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct FinishEventsOrderTests {
     static let fetchSession = "com.example.host.fetch.background"
 

@@ -10,7 +10,7 @@ import TestPeers
 /// each server received (methods, body bytes and their digest, headers) must be equal,
 /// observable by observable, except the differences listed below on purpose and the few
 /// observables corelibs cannot be held to, which this library's must pass alone.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct ForegroundParityTests {
     /// Where this library follows Apple and corelibs does not, each with its reason. A name
     /// starting with `*` stands for every scenario's observable of that name.

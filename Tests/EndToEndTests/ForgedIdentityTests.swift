@@ -8,7 +8,7 @@ import ContainerInspection
 /// the process that connected: a socket handed on by fork (or by `SCM_RIGHTS`) to a process
 /// that then lets the connecting one exec `host-app` does not make its writer `host-app`.
 /// Real attacks, in a few lines of Python, against a real daemon.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct ForgedIdentityTests {
     /// `attack.py MODE SOCKET HOST_APP CONTAINER HELLO_HEX OPEN_HEX`: one process ends up
     /// running `host-app` (harmless: a foreground download of a port nobody listens on, for

@@ -6,7 +6,7 @@ import TransferLogging
 /// Files in `Daemon/` that any program of the user can write, attacked as such a program
 /// would (README "Who may do what"): a crash mark the daemon did not write fails no task.
 /// Real daemons, restarted by SIGKILL; a real host-app process makes the task.
-@Suite(.serialized, .timeLimit(.minutes(10)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct ForgedStateFileTests {
     @Test("A crash mark written by another program before each of two daemon restarts, in the old form or naming a made-up daemon, fails no task: the task is still running and no crash is counted")
     func forgedCrashMark() throws {

@@ -10,7 +10,7 @@ import Digests
 /// (`SmallFileSystem`: mounting needs root, as here and on CI; skipped with the reason where
 /// it is refused) that the test fills to the last block.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)),
+@Suite(.serialized, .timeLimit(.minutes(20)),
        .enabled(if: SmallFileSystem.unavailableReason == nil, "skipped: \(SmallFileSystem.unavailableReason ?? "")"))
 final class FullDiskTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }

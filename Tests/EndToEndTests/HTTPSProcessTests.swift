@@ -7,7 +7,7 @@ import TransferPOSIX
 /// that nobody trusts fails with -1202 and no file is delivered; the app accepts it from its
 /// keychain, attached or relaunched for the challenge; a root installed on the device is
 /// trusted by every app; transfers go over HTTP/2, share one connection per origin and resume.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct HTTPSProcessTests {
     /// nginx with one site of the test CA, a file to serve, and a container with its daemon.
     struct Stage {

@@ -10,7 +10,7 @@ import TransferPOSIX
 /// peers, hostile records"): the daemon neither crashes nor fills the disk, and each bad
 /// answer becomes an error for its task.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class HostileServerTests: InProcessSuite, @unchecked Sendable {
     /// The daemon of this container: its pid, to show it is the same process at the end.
     private func daemonPID() -> Int32? {

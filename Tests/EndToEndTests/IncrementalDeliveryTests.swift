@@ -9,7 +9,7 @@ extension InProcess {
 /// one `didReceive data`, just before `didCompleteWithError`; the default is true but for
 /// download tasks and completion-handler tasks. Against the loopback server, whose bodies
 /// arrive in many pieces.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class IncrementalDeliveryTests: InProcessSuite, @unchecked Sendable {
 
     /// The data calls and the end of `task`, in order.

@@ -5,7 +5,7 @@ import TransferLogging
 /// transferd's stderr as systemd's journal reads it (issue 30): with `JOURNAL_STREAM` naming
 /// its stderr, each line starts with its syslog priority, so that `journalctl -p` filters;
 /// the container's log is the same either way.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct JournalPriorityTests {
     @Test("With JOURNAL_STREAM set to stderr's own device:inode, notice lines start <5> and error lines <3>; the container's log has the same entries, unprefixed")
     func prioritiesOnStderr() throws {

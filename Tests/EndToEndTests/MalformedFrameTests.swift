@@ -5,7 +5,7 @@ import BackgroundTransfer
 /// A request the daemon cannot read is answered so that the client can tell which one it was:
 /// under its own number when that can be read, and otherwise with number 0 and the connection
 /// closed, never a reply nobody can match on a connection left open. Real daemon, raw socket.
-@Suite(.timeLimit(.minutes(10)))
+@Suite(.timeLimit(.minutes(20)))
 struct MalformedFrameTests {
     @Test("An unreadable request whose number can be read (from its JSON, or from the {\"id\":N a body that is not JSON begins with) is refused under that number and the connection goes on; one without a readable number gets number 0 and is closed")
     func unreadableRequests() throws {
@@ -51,7 +51,7 @@ struct MalformedFrameTests {
 /// A refusal the daemon sends with number 0 before closing reaches the app as the daemon's
 /// reason, not as a lost connection: here the daemon has no room for another connection.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(10)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ConnectionRefusalTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

@@ -9,7 +9,7 @@ import TransferPOSIX
 /// One peer gets its share of the daemon and no more: what it may ask before a verified
 /// hello, how much it may make the daemon hold for it (input and output), how much of the
 /// loop it may take. Real daemon, raw sockets; every connection closed, every wait bounded.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct PeerBudgetTests {
     /// What the developer tool says (the test executable links bgtransfer, so it declares the tool too).
     static let toolHello = ClientHello(

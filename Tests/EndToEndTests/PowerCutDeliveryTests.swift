@@ -7,7 +7,7 @@ import TransferContainer
 /// An event the app acknowledged is never handed to a delegate again, even when a power cut
 /// takes the daemon's record of the acknowledgement (S3.4): the process's own record of what
 /// its delegate saw (`delivered.json`) is on disk before it acknowledges.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct PowerCutDeliveryTests {
     static let session = "com.example.host.fetch.background"
 

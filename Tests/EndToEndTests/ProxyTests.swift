@@ -11,7 +11,7 @@ import Digests
 /// that learns an untrusted chain goes through the same proxy. nginx holds a chain from the
 /// test CA, which the device trusts (its root in `deviceTrustedRoots` before the daemon starts).
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ProxyTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
     let nginx: Nginx

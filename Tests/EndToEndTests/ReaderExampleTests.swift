@@ -11,7 +11,7 @@ import TransferLogging
 /// A clean build of the example takes about 45 s on 2 cores; later runs rebuild nothing. Its
 /// own tests (`swift test --package-path Examples/Reader`) build a test bundle more and run
 /// six devices: hence the longer limit.
-@Suite(.serialized, .timeLimit(.minutes(10)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct ReaderExampleTests {
     /// The repository's root, from this file's path.
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -7,7 +7,7 @@ import LoopbackServer
 /// trusts"); each program's `--help`, which the article names as the reference, lists its
 /// subcommands; and the README's two commands are the ones it promises. A line added to the
 /// article without an entry here fails the test.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct ReadmeCommandLinesTests {
     static let article = "Sources/BackgroundTransfer/BackgroundTransfer.docc/CommandLines.md"
 

@@ -6,7 +6,7 @@ import Digests
 import TransferCoding
 
 /// Hostile records: a session whose record cannot be read, and containers moved elsewhere.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct RecoveryTests {
     static let fetchSession = "com.example.host.fetch.background"
 

@@ -5,7 +5,7 @@ import Digests
 import TransferContainer
 
 /// Whatever dies, no event is lost and none reaches a delegate twice (S3.4, S4.1).
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct RedeliveryTests {
     static let fetchSession = "com.example.host.fetch.background"
 

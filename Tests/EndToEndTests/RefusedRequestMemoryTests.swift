@@ -8,7 +8,7 @@ import LoopbackServer
 /// (-1000), transferd's resident memory returns near where it was (issue 28, item 9: such a
 /// URL once left the daemon at 101 MB).
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class RefusedRequestMemoryTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

@@ -7,7 +7,7 @@ import BackgroundTransfer
 
 /// `flush` never shows a task as accepted that the daemon has ended, nor as completed without
 /// its error (issue 44).
-@Suite(.timeLimit(.minutes(3)))
+@Suite(.timeLimit(.minutes(20)))
 struct RefusedTaskFlushTests {
     @Test("An upload of a file outside the app's containers is completed with -1102 after flush, never accepted")
     func refusedUploadShowsItsError() throws {
@@ -39,7 +39,7 @@ struct RefusedTaskFlushTests {
 extension InProcess {
 /// The same in this process, with the deliveries held up: what `waitUntilDurable` (`flush`)
 /// shows cannot come from the task's event, which waits behind a delegate call.
-@Suite(.serialized, .timeLimit(.minutes(3)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class RefusedTaskFlushLibraryTests: InProcessSuite, @unchecked Sendable {
     /// Holds the delegate queue in the first `didFinishDownloadingTo` until `release`.
     final class HeldDelegate: URLSessionDownloadDelegate, @unchecked Sendable {

@@ -7,7 +7,7 @@ import Digests
 /// is a program that does not handle `--handle-events-for-background-session`, is tried a
 /// bounded number of times, then not again until the user launches it; `inspect --json` says
 /// so, an on-demand daemon exits when idle meanwhile, and the events wait for that user launch.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct RelaunchGiveUpTests {
     static let family = "com.example.host"
 

@@ -8,7 +8,7 @@ import Digests
 
 /// Behaviours a deliberate-bug check found unguarded: each test here fails when its
 /// behaviour is broken (what breaks it is named in each test's comment).
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct RestartGuardTests {
     static let fetchSession = "com.example.host.fetch.background"
 
@@ -91,7 +91,7 @@ struct RestartGuardTests {
 }
 
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class LifetimeGuardTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

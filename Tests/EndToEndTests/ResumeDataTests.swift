@@ -7,7 +7,7 @@ import TransferPOSIX
 
 /// cancel(byProducingResumeData:) and downloadTask(withResumeData:) (S6.1–S6.3).
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ResumeDataTests: InProcessSuite, @unchecked Sendable {
 
     /// Cancels a throttled download part-way and returns its resume data.
@@ -87,7 +87,7 @@ final class ResumeDataTests: InProcessSuite, @unchecked Sendable {
 
 /// From the foreground to the background without losing bytes (issue "crash-proof").
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class HandoverTests: InProcessSuite, @unchecked Sendable {
 
     @Test("A default session downloads in-process with the same delegate calls")

@@ -6,7 +6,7 @@ import LoopbackServer
 
 /// The daemon retries network trouble by itself and resumes from the bytes on disk (S6.4).
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class RetryTests: InProcessSuite, @unchecked Sendable {
 
     @Test("A connection dropped mid-body is retried and resumed with Range; the file is whole")

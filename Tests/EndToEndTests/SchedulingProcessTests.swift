@@ -7,7 +7,7 @@ import ContainerInspection
 /// Scheduling with real processes: the stand-ins' command-line options, work created in the
 /// background, the daemon's global limit and the resume rate limiter (S5, S6.5).
 // The limit also counts time spent waiting for a cooperative thread (see RangeTests).
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct SchedulingProcessTests {
     static let hostSession = "com.example.host.background"
     static let fetchSession = "com.example.host.fetch.background"

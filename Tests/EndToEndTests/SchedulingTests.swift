@@ -9,7 +9,7 @@ import Digests
 /// Device conditions, discretionary work, delayed requests, priorities and coalescing, with
 /// the conditions changed by the real `bgtransfer conditions` against the running daemon (S5).
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class SchedulingTests: InProcessSuite, @unchecked Sendable {
 
     /// `bgtransfer conditions …`; returns once the daemon has applied them.

@@ -9,7 +9,7 @@ import ContainerInspection
 /// The daemon must back off between such disagreements and end the task with -1202, not
 /// hand-shake in a tight loop for ever.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ServerTrustDisagreementTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
     let nginx: Nginx

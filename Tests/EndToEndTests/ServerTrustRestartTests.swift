@@ -5,7 +5,7 @@ import Testing
 /// A server key the app accepted (S3.6) outlives the daemon: after transferd is SIGKILLed and
 /// started again, the task goes on from its bytes on disk under the same acceptance, without
 /// asking the app a second time.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct ServerTrustRestartTests {
     static let session = "com.example.host.fetch.background"
 

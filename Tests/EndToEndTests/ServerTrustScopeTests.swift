@@ -8,7 +8,7 @@ import BackgroundTransfer
 /// presents the very same key (the test certificates signed by a CA share one leaf key, on
 /// purpose), and not a server a redirect leads to.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ServerTrustScopeTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
     let certificates: TestCertificates

@@ -9,7 +9,7 @@ import TransferPOSIX
 /// `userInfo`, and the session delegate's server-trust challenge — accept (pinned), default
 /// handling, cancel.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
     let certificates: TestCertificates
@@ -165,7 +165,7 @@ final class ServerTrustTests: InProcessSuite, @unchecked Sendable {
 /// Server trust in a background session: the daemon probes the chain, holds the task and
 /// asks the attached app's session delegate (S3.6); the answer decides, as in a default session.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class BackgroundServerTrustTests: InProcessSuite, @unchecked Sendable {
     let certificates: TestCertificates
     let nginx: Nginx

@@ -6,7 +6,7 @@ import Testing
 /// without warnings, and the installed tree runs the demo. The script installs the
 /// executables this test run was built with (`--from`): a release build, what it does by
 /// default, takes many minutes on the CI's two cores.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct ServiceInstallTests {
     static let scripts = ReaderExampleTests.repository.appendingPathComponent("Examples/service")
     /// The scripts refuse root unless told: the tests may run as root (in a container).

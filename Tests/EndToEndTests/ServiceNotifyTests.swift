@@ -6,7 +6,7 @@ import TransferPOSIX
 /// transferd speaks systemd's notify protocol when `NOTIFY_SOCKET` is set (issue 30): ready
 /// once its socket serves, a status counting sessions and running tasks, the watchdog's
 /// keep-alive, stopping on the way out. The test is the service manager.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct ServiceNotifyTests {
     @Test("READY=1 comes when the socket serves; STATUS= counts the running task and its end; WATCHDOG=1 at half of WATCHDOG_USEC; STOPPING=1 on SIGTERM")
     func notifyProtocol() throws {

@@ -19,7 +19,7 @@ enum InProcess {
 
 /// The client API against a real daemon and a real loopback server.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class SessionAPITests: InProcessSuite, @unchecked Sendable {
 
     @Test("Completion-handler and async task APIs, and uploads from Data or a stream, are refused with Apple's messages (S1.2, S2.1), as failed tasks or thrown errors, never traps")

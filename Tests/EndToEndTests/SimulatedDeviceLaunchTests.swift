@@ -7,7 +7,7 @@ import TransferPOSIX
 import BackgroundTransferTesting
 
 /// The testing kit runs one copy of a program at a time, as iOS runs one copy of an app.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct SimulatedDeviceLaunchTests {
     @Test("A user launch while a copy launched for background events still runs waits for that copy to exit, then opens the session, instead of failing with -996")
     func userLaunchWaitsForTheRelaunchedCopy() async throws {

@@ -7,7 +7,7 @@ import TransferPOSIX
 /// transferd as a socket-activated service (issue 30): it serves the listening socket systemd
 /// passes, leaves that socket in place when it exits, and a connection that waits while no
 /// daemon runs is served by the next one, with nothing lost across a SIGKILL.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct SocketActivationTests {
     static let fetchSession = "com.example.host.fetch.background"
     static let socketActivate = Executable(name: "systemd-socket-activate", path: "/usr/bin/systemd-socket-activate")

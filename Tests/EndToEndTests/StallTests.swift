@@ -11,7 +11,7 @@ import Digests
 /// through the body, is caught by it and retried from the bytes on disk; a link that
 /// trickles a byte every few seconds under a longer idle timeout is never cut.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class StallTests: InProcessSuite, @unchecked Sendable {
 
     @Test("Headers then nothing: timed out after the idle timeout, retried, delivered whole once the server answers")

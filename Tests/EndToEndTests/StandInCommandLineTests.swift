@@ -5,7 +5,7 @@ import Digests
 
 /// The stand-ins as apps that check what they get (issue "command lines a developer
 /// trusts"): an error page never replaces a good file, and `--wait` shows its own task.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct StandInCommandLineTests {
     @Test("A 404 does not replace a good file in Downloads/: --wait exits 1 naming the status, and the good file stays")
     func errorPageIsNotSaved() throws {

@@ -9,7 +9,7 @@ import TransferPOSIX
 /// `getAllTasks` against a real daemon: the daemon answers with a summary of each task, and
 /// the library asks for the records themselves only of tasks it has not seen as they are.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class TaskListingTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

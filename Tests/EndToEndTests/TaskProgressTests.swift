@@ -8,7 +8,7 @@ import TransferPOSIX
 /// received, whenever it is read; of an upload task, the body bytes sent. The task makes its `Progress` when first asked (issue 27),
 /// so both orders are held here: read only after the end, and read first, then after the end.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(10)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class TaskProgressTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

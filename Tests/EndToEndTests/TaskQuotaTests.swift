@@ -7,7 +7,7 @@ import BackgroundTransfer
 /// The cap is the daemon's `--max-tasks-per-app`, set low here so that no test makes 200,000
 /// records; real daemon, real sessions of this test app.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(10)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class TaskQuotaTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

@@ -8,7 +8,7 @@ import BackgroundTransferTesting
 import Digests
 
 /// Force quit versus termination by the system (S4.1, S4.2), and the background budget.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct TerminationTests {
     @Test("A force quit cancels the app's and its extensions' tasks, relaunches nothing, and the next user launch gets -999 with reason 0")
     func forceQuit() async throws {
@@ -83,7 +83,7 @@ struct TerminationTests {
 }
 
 /// The foreground-to-background handover from a real process.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct HandoverProcessTests {
     @Test("host-app download --foreground: when its time runs out the download goes on in the background from its bytes, and the relaunched host gets the file")
     func foregroundTimeRunsOut() throws {

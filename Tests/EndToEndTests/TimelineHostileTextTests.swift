@@ -7,7 +7,7 @@ import TransferLogging
 /// The timeline shows text that other processes of the container wrote: an app's task
 /// descriptions and URLs, process names and messages in the shared log. A page made from a
 /// hostile container must show that text as text and run none of it, in a real browser.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct TimelineHostileTextTests {
     /// Markup that runs a script when it is not escaped: in an element, in an attribute
     /// (single- or double-quoted), in the title, and at once (`<script>`) or on an event.

@@ -7,7 +7,7 @@ import Digests
 /// its daemon killed mid-transfer and restarted, the host relaunched for the event) and
 /// rendered by a real headless browser: the checks are on what the browser drew, as measured
 /// by the page's own script (`#render-summary`), not on the HTML text.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct TimelineTests {
     static let browser = "/usr/bin/chromium-headless-shell"
     static let fetchSession = "com.example.host.fetch.background"

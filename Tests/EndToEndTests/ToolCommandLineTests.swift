@@ -8,7 +8,7 @@ import ContainerInspection
 /// `bgtransfer` as a well-made Unix tool (issue "command lines a developer trusts"): a
 /// container that is not there, an app nobody knows and arguments nobody asked for are
 /// errors with a status and a line naming them, never an empty success.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct ToolCommandLineTests {
     @Test("inspect, log, watch --once, conditions and force-quit on a missing container, or on a file, exit 66 naming the path")
     func missingContainer() throws {

@@ -7,7 +7,7 @@ import BackgroundTransfer
 /// transfers fail trust and whose probes then stall in the handshake (a peer that never reads)
 /// do not delay the challenge of an honest server with an untrusted CA.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(10)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class TrustProbeBoundTests: InProcessSuite, @unchecked Sendable {
     let nginx: Nginx
     let silent: SilentPeer

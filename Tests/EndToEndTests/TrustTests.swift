@@ -10,7 +10,7 @@ import TransferPOSIX
 /// The daemon believes a process only as far as the executable behind its pid declares
 /// (`Entitlements`, read from `/proc/<pid>/exe`), and lets it open only its own bundle's sessions.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class TrustTests: InProcessSuite, @unchecked Sendable {
     /// Opens a session while this process claims `identity`, and returns it with its delegate.
     private func open(as identity: AppIdentity, group: BundleIdentifier) -> (URLSession, RecordingDelegate) {
@@ -64,7 +64,7 @@ final class TrustTests: InProcessSuite, @unchecked Sendable {
 }
 
 /// Sessions belong to the bundle that made them (and to its containing app, S1.6).
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct SessionOwnershipTests {
     @Test("The share extension cannot open the fetch extension's session: a clear error, and the owner's task goes on")
     func otherBundlesSessionRefused() throws {

@@ -8,7 +8,7 @@ import TransferPOSIX
 /// no error (S9.3); its completion handler, and the async form, get the 401's body with it,
 /// as Apple's do (the server's explanation is often in it).
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class UnansweredChallengeBodyTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

@@ -6,7 +6,7 @@ import TransferPOSIX
 /// A daemon nobody can reach again stops (issue 26): clients find it by its socket's path
 /// only, so once that file is gone (its container deleted) or another has its name, it would
 /// otherwise run on, unseen, with its transfers, for as long as they last.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct UnreachableDaemonTests {
     /// A daemon as a client starts it (`--exit-when-idle 30`), busy with a slow download.
     private func busyDaemon(_ container: TestContainer, _ server: LoopbackServer) throws -> DaemonUnderTest {

@@ -7,7 +7,7 @@ import TransferLogging
 
 /// Uploads across real processes: the share extension hands an upload over and exits, the
 /// daemon is killed mid-upload, and the host is relaunched with the answer (S1.6, S3.1, S6.6).
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct UploadProcessTests {
     static let shareSession = "com.example.host.share.background"
 

@@ -7,7 +7,7 @@ import TransferContainer
 
 /// Which files a background upload may start from (S2.1, "the file belongs to the app").
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class UploadSourceTests: InProcessSuite, @unchecked Sendable {
     /// A file of `size` bytes in the test app group.
     private func groupFile(_ name: String, size: Int = 4096) throws -> URL {

@@ -8,7 +8,7 @@ import TransferPOSIX
 /// Background uploads from a file through the daemon to the loopback server (S2.1, S6.6):
 /// the bytes the server received are checked by their SHA-256.
 extension InProcess {
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class UploadTests: InProcessSuite, @unchecked Sendable {
     /// A deterministic file of `size` bytes in the test app group, and its SHA-256.
     private func outboxFile(_ name: String, size: Int) throws -> (URL, String) {

@@ -4,7 +4,7 @@ import LoopbackServer
 
 /// `bgtransfer watch`, end to end: the daemon's watch pushes reach the tool, which stays
 /// quiet (plain lines, no escapes) when its stdout is a pipe.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct WatchTests {
     static let fetchSession = "com.example.host.fetch.background"
 

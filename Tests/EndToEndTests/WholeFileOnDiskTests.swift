@@ -8,7 +8,7 @@ import Testing
 /// recorded asks, once restarted, for the bytes after the end; the server answers 416 with a
 /// page. The file on disk is whole: the page must never be appended to it, and any other 416
 /// starts over. Against the project's server (a real kill at that instant) and nginx.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct WholeFileOnDiskTests {
     static func size(of file: URL) -> Int {
         ((try? FileManager.default.attributesOfItem(atPath: file.path)[.size]) as? NSNumber)?.intValue ?? 0

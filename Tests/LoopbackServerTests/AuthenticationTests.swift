@@ -5,7 +5,7 @@ import Testing
 /// Protected paths (Basic and Digest with MD5 and SHA-256), proxy authentication (407), the
 /// authentication log, and what happens to the body of a request that is turned away. Real
 /// curl where a client's behaviour matters, raw sockets where exact bytes do.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct AuthenticationTests {
     static let users = ["alice": "wonder land", "bob": "bu:ilder"]
     static let content = Data("the protected content\n".utf8)

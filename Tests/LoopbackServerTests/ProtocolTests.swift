@@ -6,7 +6,7 @@ import Testing
 /// HTTP/1.1 connection handling: keep-alive, request bodies, malformed input.
 // The limit catches a hang; it also counts time spent waiting for one of the cooperative
 // threads, which the suite's long end-to-end tests can hold for minutes on a 2-core machine.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct ProtocolTests {
     @Test func keepAliveServesTwoRequestsOnOneConnection() throws {
         let server = try LoopbackServer()

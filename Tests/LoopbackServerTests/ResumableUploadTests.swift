@@ -5,7 +5,7 @@ import Testing
 /// Resumable uploads (draft interop versions 3, 5 and 6): creation with 104, offset
 /// retrieval, appends, conflicts, cancellation, OPTIONS, and the faults that make a
 /// client resume. Raw sockets throughout, since 104 is informational and clients hide it.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct ResumableUploadTests {
     /// Creation or append header lines saying whether the request completes the upload.
     static func completeness(_ complete: Bool, version: Int) -> String {

@@ -4,7 +4,7 @@ import Testing
 
 /// Plain upload routes: PUT and POST bodies (Content-Length and chunked), storage kinds,
 /// the answer's JSON, received-upload records and the route's faults.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct UploadTests {
     @Test(arguments: ["PUT", "POST"], [false, true])
     func uploadIsCountedAndHashed(method: String, chunked: Bool) throws {

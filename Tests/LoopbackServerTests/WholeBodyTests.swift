@@ -7,7 +7,7 @@ import HTTPFormats
 /// Whole-body GET and HEAD, headers, validators and the request log.
 // The limit catches a hang; it also counts time spent waiting for one of the cooperative
 // threads, which the suite's long end-to-end tests can hold for minutes on a 2-core machine.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct WholeBodyTests {
     @Test func getFileWithURLSession() async throws {
         let server = try LoopbackServer()

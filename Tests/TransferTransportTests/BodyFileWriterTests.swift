@@ -10,7 +10,7 @@ private let block = DirectWriteChannel.alignment
 /// A download's body reaches its file whole and in order, whichever way the writer takes
 /// (direct or through the page cache), whatever the pieces, the offset it starts at and the
 /// flushes in between; and the file is a prefix of the body whenever the writer stops.
-@Suite(.timeLimit(.minutes(10)))
+@Suite(.timeLimit(.minutes(20)))
 struct BodyFileWriterTests {
     /// Whether files in the temporary folder take direct writes and keep them out of the page
     /// cache: not on tmpfs (whose pages are its storage, direct or not) nor on a file system

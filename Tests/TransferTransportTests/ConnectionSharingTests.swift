@@ -7,7 +7,7 @@ import LoopbackServer
 /// Transfers to one plain-http origin run side by side, each on a connection of its own:
 /// HTTP/1.1 carries one exchange at a time, so waiting to share a connection would queue every
 /// transfer to the origin behind the one in progress, however slowly its server answers.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(20)))
 struct ConnectionSharingTests {
     @Test("Three downloads from one http origin whose server trickles: all three requests reach it at once, not one after the other")
     func slowResponseDoesNotQueueTheOthers() async throws { try await onOwnThread { try Self.slowResponseDoesNotQueueTheOthersOnItsThread() } }

@@ -7,7 +7,7 @@ import TransferContainer
 /// TLS against a real peer (nginx, certificates made by openssl at test time): Apple's codes
 /// for each kind of bad chain, the presented chain from a handshake-only probe, acceptance by
 /// key pin, and HTTP/2 by ALPN multiplexed on one connection per origin.
-@Suite(.serialized, .timeLimit(.minutes(5)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class TLSTests {
     let certificates: TestCertificates
     let nginx: Nginx

@@ -8,7 +8,7 @@ import TransferContainer
 /// What an interrupted resumable upload does with the server's answer to its offset query
 /// (`HEAD`, S6.6): an offset it can trust resumes there; one outside the body, unreadable,
 /// or a completion that does not cover the body starts the upload over, never appends to it.
-@Suite(.timeLimit(.minutes(5))) // counts while waiting for a cooperative thread: whole-suite runs have starved minute limits
+@Suite(.timeLimit(.minutes(20))) // counts while waiting for a cooperative thread: whole-suite runs have starved minute limits
 struct UploadOffsetTests {
     static let bodySize = 1000
 
