@@ -150,7 +150,9 @@ struct ToolCommandLineTests {
     func demoSaysWhyItWaits() throws {
         let container = try TestContainer()
         defer { container.tearDown() }
-        _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "3"])
+        // Long enough that the second demo's event comes within it even on a loaded machine
+        // (beside two CPU hogs and three builds, 3 s had passed, and the app was launched at once).
+        _ = try DaemonUnderTest.start(container, extraArguments: ["--relaunch-delay", "15"])
         let first = try Executable.bgtransfer.run(["demo"], in: container, timeout: 90)
         #expect(first.status == 0, "\(first.stdout.suffix(500))")
         let second = try Executable.bgtransfer.run(["demo"], in: container, timeout: 90)
