@@ -22,6 +22,11 @@ public enum TransferLimits {
     /// --max-tasks-per-app` changes it): twice the 100,000 a session is shown to hold, so an
     /// app's queue fits, while one app cannot fill the daemon's memory for the others.
     public static let tasksPerApp = 200_000
+    /// Bytes of task records and undelivered events one app may make the daemon hold, all its
+    /// sessions together, as `HeldBytes` counts them (`transferd --max-bytes-per-app` changes
+    /// it): room for `tasksPerApp` tasks of ordinary size, while one app's giant headers or
+    /// URLs, or events it never acknowledges, cannot fill the daemon's memory for the others.
+    public static let bytesPerApp = 256 << 20
 
     /// Why `request` is refused at task creation: -1000 for a URL past `urlBytes`, -1103 for
     /// headers past theirs; nil within bounds.
