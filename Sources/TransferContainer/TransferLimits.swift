@@ -22,6 +22,35 @@ public enum TransferLimits {
     /// --max-tasks-per-app` changes it): twice the 100,000 a session is shown to hold, so an
     /// app's queue fits, while one app cannot fill the daemon's memory for the others.
     public static let tasksPerApp = 200_000
+    /// Bytes of task records and undelivered events one app may make the daemon hold, all its
+    /// sessions together, as `HeldBytes` counts them (`transferd --max-bytes-per-app` changes
+    /// it): room for `tasksPerApp` tasks of ordinary size, while one app's giant headers or
+    /// URLs, or events it never acknowledges, cannot fill the daemon's memory for the others.
+    public static let bytesPerApp = 256 << 20
+
+    /// Bytes a decoder (`Content-Encoding` gzip, deflate, br…) may make of one response body
+    /// in a data or upload task (FoundationNetworking decodes; the daemon's transport never
+    /// does): 64 MiB, or `decodedBodyRatio` times the encoded body's `Content-Length` when that
+    /// is more. A 1 MB gzip bomb inflates to 1 GB; ordinary text compresses 3–20 times.
+    public static let decodedBodyBytes: Int64 = 64 << 20
+    public static let decodedBodyRatio: Int64 = 64
+
+    /// What a body encoded in `encodedLength` bytes (nil: not said) may decode to.
+    public static func decodedBodyBound(encodedLength: Int64?) -> Int64 {
+        guard let encodedLength, encodedLength > 0 else { return decodedBodyBytes }
+        let (scaled, overflow) = encodedLength.multipliedReportingOverflow(by: decodedBodyRatio)
+        return overflow ? Int64.max : max(decodedBodyBytes, scaled)
+    }
+
+    /// Why a decoded body of `count` bytes so far is cut off: -1103 past `decodedBodyBound`.
+    public static func refusal(ofDecodedBytes count: Int64, encodedLength: Int64?, url: String) -> TransferFailure? {
+        let bound = decodedBodyBound(encodedLength: encodedLength)
+        guard count > bound else { return nil }
+        let encoded = encodedLength.map { "\($0) encoded bytes" } ?? "a body of unknown length"
+        let message = "the response body decodes to more than \(bound) bytes, the most a decoder may produce of "
+            + "\(encoded) (64 MiB, or \(decodedBodyRatio) times the encoded length)"
+        return TransferFailure(code: TransferFailure.dataLengthExceedsMaximum, message: message, subject: String(url.prefix(100)))
+    }
 
     /// Why `request` is refused at task creation: -1000 for a URL past `urlBytes`, -1103 for
     /// headers past theirs; nil within bounds.

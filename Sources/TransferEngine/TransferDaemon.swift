@@ -26,6 +26,9 @@ public final class TransferDaemon {
         /// Unfinished tasks one app (bundle identifier) may have across its sessions
         /// (`transferd --max-tasks-per-app`): past it a new task is refused with -1011.
         public var maximumTasksPerApp = TransferLimits.tasksPerApp
+        /// Bytes of task records and undelivered events one app may make the daemon hold
+        /// (`transferd --max-bytes-per-app`): past it a new task is refused with -1011.
+        public var maximumBytesPerApp = TransferLimits.bytesPerApp
         /// Bytes a download leaves free on the container's file system: one that would take
         /// them stops with -3003 and resume data instead of filling the disk. A new task that
         /// would take them is refused with -3003 (`JournalReserve`): they are kept for the
@@ -97,7 +100,7 @@ public final class TransferDaemon {
     private(set) lazy var resumeData = ResumeDataStore(layout: layout, root: root, log: log, registry: registry)
     private(set) lazy var coalescing = Coalescing(surroundings: self, transfers: transfers, completion: completion, root: root, clock: clock)
     private(set) lazy var challenges = Challenges(surroundings: self, serverTrust: serverTrust, retryPolicy: retryPolicy, layout: layout, root: root, log: log, clock: clock)
-    private(set) lazy var requests = RequestHandler(surroundings: self, layout: layout, log: log, root: root, clock: clock, registry: registry, peers: peers, commits: commits, delivery: delivery, clients: clients, sessionRecovery: sessionRecovery, relauncher: relauncher, resumeData: resumeData, maximumTasksPerApp: options.maximumTasksPerApp, freeSpaceReserve: options.freeSpaceReserve)
+    private(set) lazy var requests = RequestHandler(surroundings: self, layout: layout, log: log, root: root, clock: clock, registry: registry, peers: peers, commits: commits, delivery: delivery, clients: clients, sessionRecovery: sessionRecovery, relauncher: relauncher, resumeData: resumeData, maximumTasksPerApp: options.maximumTasksPerApp, maximumBytesPerApp: options.maximumBytesPerApp, freeSpaceReserve: options.freeSpaceReserve)
     private(set) lazy var listing = TaskListing(transfers: transfers)
     private(set) lazy var watchers = Watchers(surroundings: self, scheduler: scheduler, log: log, clock: clock)
     private(set) lazy var sessionRecovery = SessionRecovery(surroundings: self, layout: layout, log: log, root: root, clock: clock, registry: registry)

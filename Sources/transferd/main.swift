@@ -5,14 +5,15 @@ import CommandLineTools
 import TransferLogging
 
 // transferd: the transfer daemon. `transferd [--container PATH] [--exit-when-idle SECONDS]
-// [--relaunch-delay SECONDS] [--max-tasks-per-app N] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]`. Runs in the
-// foreground until SIGTERM/SIGINT. Its settings come from this command line; from the
-// environment only what a service manager sets (systemd's LISTEN_*, NOTIFY_SOCKET,
-// JOURNAL_STREAM) and BGTRANSFER_LOG_LEVEL when --log-level is not given, which a unit may set
-// (Environment=): a daemon started on demand by a client gets a minimal environment
+// [--relaunch-delay SECONDS] [--max-tasks-per-app N] [--max-bytes-per-app N]
+// [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]`. Runs in the foreground until
+// SIGTERM/SIGINT. Its settings come from this command line; from the environment only what a
+// service manager sets (systemd's LISTEN_*, NOTIFY_SOCKET, JOURNAL_STREAM) and
+// BGTRANSFER_LOG_LEVEL when --log-level is not given, which a unit may set (Environment=): a
+// daemon started on demand by a client gets a minimal environment
 // (DaemonEndpoint.daemonEnvironment), so no client's setting reaches it.
 
-let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--max-tasks-per-app N] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]"], details: """
+let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--max-tasks-per-app N] [--max-bytes-per-app N] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]"], details: """
     The transfer daemon of one container, in the foreground until SIGTERM or SIGINT (clients
     start it on demand with --exit-when-idle).
       --exit-when-idle SECONDS      exit after this long with nothing to do
@@ -20,6 +21,8 @@ let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [
       --background-budget SECONDS   how long an app launched for events may run (default 30)
       --max-transfers N             transfers at once in the whole daemon (default 32)
       --max-tasks-per-app N         unfinished tasks one app may have, all its sessions together (default 200000)
+      --max-bytes-per-app N         bytes of task records and undelivered events one app may make the daemon
+                                    hold, all its sessions together (default 268435456: 256 MiB)
       --free-space-reserve MIB      what downloads and new tasks leave free on the container's file system (default 64)
       --log-level LEVEL             the quietest level logged: debug, info, notice, error or fault (default:
                                     $BGTRANSFER_LOG_LEVEL of whoever ran transferd, else notice)
@@ -63,6 +66,13 @@ if let index = arguments.firstIndex(of: "--max-tasks-per-app") {
         usage.usageError("--max-tasks-per-app needs a number from 1 to 100000000")
     }
     options.maximumTasksPerApp = cap
+    arguments.removeSubrange(index...(index + 1))
+}
+if let index = arguments.firstIndex(of: "--max-bytes-per-app") {
+    guard index + 1 < arguments.count, let budget = Int(arguments[index + 1]), (1...(1 << 40)).contains(budget) else {
+        usage.usageError("--max-bytes-per-app needs a number of bytes from 1 to 1099511627776")
+    }
+    options.maximumBytesPerApp = budget
     arguments.removeSubrange(index...(index + 1))
 }
 if let index = arguments.firstIndex(of: "--free-space-reserve") {

@@ -9,12 +9,20 @@ extension DaemonConnection {
         var records: [TaskRecord] = []
         var start = 0
         while start < identifiers.count {
-            let page = Array(identifiers[start..<min(identifiers.count, start + DaemonReply.tasksPerPage)])
+            var page = Array(identifiers[start..<min(identifiers.count, start + DaemonReply.tasksPerPage)])
             start += page.count
-            guard case .tasks(let more) = try request(.getTasks(session: session, identifiers: page)) else {
-                throw TransferFailure(code: TransferFailure.badServerResponse, message: "the transfer daemon did not answer a page of session \(session)'s tasks with task records", subject: session.rawValue)
+            // A reply holds a page's worth of bytes (DaemonReply.pageLength): the rest of the
+            // identifiers asked for, after the last record, are asked for again.
+            while !page.isEmpty {
+                guard case .tasks(let more) = try request(.getTasks(session: session, identifiers: page)) else {
+                    throw TransferFailure(code: TransferFailure.badServerResponse,
+                                          message: "the transfer daemon did not answer a page of session \(session)'s tasks with task records",
+                                          subject: session.rawValue)
+                }
+                records += more
+                guard let last = more.last?.taskIdentifier else { break } // none of them is unfinished
+                page.removeAll { $0 <= last }
             }
-            records += more
         }
         return records
     }

@@ -79,6 +79,8 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         var handlers: [Int: (handler: @Sendable (Data?, URLResponse?, Error?) -> Void, body: Data)] = [:]
         /// Bodies of tasks that prefer no incremental delivery: handed over in one call at the end.
         var wholeBodies: [Int: Data] = [:]
+        /// Decoded body bytes of each task whose response has a `Content-Encoding`.
+        var decoded: [Int: DecodedBodyCount] = [:]
     }
     private let state = Locked(State())
 
@@ -204,6 +206,8 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     }
 
     func urlSession(_ s: FoundationNetworking.URLSession, dataTask inner: FoundationNetworking.URLSessionDataTask, didReceive data: Data) {
+        // A decoder's output is bounded (TransferLimits.decodedBodyBound): past it, nothing more is kept.
+        if let excess = countDecoded(data, of: inner) { return excess.map { fail(inner, with: $0) } ?? () }
         let isHeld = state.withLock { state -> Bool in
             guard var held = state.held[inner.taskIdentifier] else { return false }
             held.data.append(data)
@@ -218,6 +222,22 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         guard let dataTask = task as? URLSessionDataTask, let delegate = dataDelegate(of: task) else { return }
         if holdBack(data, of: inner, incremental: dataTask.prefersIncrementalDelivery) { return }
         deliver { session in delegate.urlSession(session, dataTask: dataTask, didReceive: data) }
+    }
+
+    /// Counts `data` against the bound on what a decoder may produce: nil within it (or for a
+    /// body not encoded); past it, the error to end the task with, once (then `.some(nil)`).
+    private func countDecoded(_ data: Data, of inner: FoundationNetworking.URLSessionTask) -> Error?? {
+        state.withLock { state -> Error?? in
+            if state.decoded[inner.taskIdentifier]?.isOver == true { return .some(nil) }
+            if state.decoded[inner.taskIdentifier] == nil {
+                guard let count = DecodedBodyCount(of: inner.response) else { return nil }
+                state.decoded[inner.taskIdentifier] = count
+            }
+            guard let failure = state.decoded[inner.taskIdentifier]?.add(data.count) else { return nil }
+            let error = failure.urlError(failingURL: inner.response?.url?.absoluteString)
+            state.failures[inner.taskIdentifier] = error
+            return .some(error)
+        }
     }
 
     /// Keeps `data` for one call at the end when the task prefers no incremental delivery,
@@ -317,6 +337,12 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         let error = ForegroundErrors.apples(reported)
         deliverHeld(of: inner, s)
         if let gathered = state.withLock({ $0.handlers.removeValue(forKey: inner.taskIdentifier) }) {
+            // A body cut off (its decoder's bound) is not handed over; the handler hears why.
+            let cutOff = state.withLock { $0.decoded[inner.taskIdentifier]?.isOver == true ? $0.failures[inner.taskIdentifier] : nil }
+            if let failure = cutOff {
+                _ = state.withLock { $0.decoded.removeValue(forKey: inner.taskIdentifier) }
+                return gathered.handler(nil, inner.response, failure)
+            }
             return gathered.handler(gathered.body, inner.response, error) // it forgets the task and completes ours
         }
         guard let (task, delegate) = ours(inner) else { return }
@@ -368,6 +394,7 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
     func forget(_ inner: FoundationNetworking.URLSessionTask) -> (failure: Error?, endedOnChallenge: Bool, download: ForegroundDownloadFile?, wholeBody: Data?) {
         state.withLock { state in
             state.tasks[inner.taskIdentifier] = nil
+            state.decoded[inner.taskIdentifier] = nil
             return (state.failures.removeValue(forKey: inner.taskIdentifier), state.endedOnChallenge.remove(inner.taskIdentifier) != nil,
                     state.downloads.removeValue(forKey: inner.taskIdentifier), state.wholeBodies.removeValue(forKey: inner.taskIdentifier))
         }

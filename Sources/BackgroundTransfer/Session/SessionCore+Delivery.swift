@@ -72,7 +72,7 @@ extension SessionCore {
             let task = taskObject(for: event.task)
             let error = event.error.map { $0.urlError(failingURL: event.task.originalRequest.url, kind: event.task.kind) }
             task.finish(with: error) // first: a task is never seen completed without its error
-            task.update(event.task)
+            task.update(event.task, keepingRequests: event.requestHeadersLeftOut == true)
             let interruptedPhase = state.withLock { state -> DeliveryPhase? in
                 state.tasks.removeValue(forKey: event.task.taskIdentifier)
                 return state.interrupted?.number == event.number ? state.interrupted?.phase : nil

@@ -239,8 +239,23 @@ open class URLSessionTask: @unchecked Sendable {
     var record: TaskRecord { fields.withLock { $0.record } }
 
     func update(_ record: TaskRecord) {
+        update(record, keepingRequests: false)
+    }
+
+    /// `keepingRequests`: the record's requests lack their header fields (an event's compact
+    /// task, `TaskRecord.forEvent`): the ones this task holds, for the same URL, are kept.
+    func update(_ record: TaskRecord, keepingRequests: Bool) {
         let progress = fields.withLock { fields in
+            let held = fields.record
             fields.record = record
+            if keepingRequests {
+                if held.originalRequest.url == record.originalRequest.url {
+                    fields.record.originalRequest = held.originalRequest
+                }
+                if let replacement = held.replacementRequest, replacement.url == record.replacementRequest?.url {
+                    fields.record.replacementRequest = replacement
+                }
+            }
             return fields.progress
         }
         progress.map { Self.update($0, to: record.progressBytes) }

@@ -90,6 +90,10 @@ public struct EventRecord: Codable, Sendable, Equatable {
     public var error: TransferFailure?
     /// For an upload: the server's response body, for `didReceive data` (S2.1).
     public var responseBody: Data?
+    /// The task's request header fields were past `TaskRecord.eventRequestHeaderBytes` and are
+    /// not in `task` (`TaskRecord.forEvent`): a client keeps the request it already holds. Nil
+    /// when they are all there.
+    public var requestHeadersLeftOut: Bool?
 
     public init(number: UInt64, kind: EventKind, createdAt: Date = Date(), task: TaskRecord, downloadedFile: String? = nil, error: TransferFailure? = nil, responseBody: Data? = nil) {
         self.number = number

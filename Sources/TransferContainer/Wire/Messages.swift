@@ -196,7 +196,7 @@ public struct RequestNumber: Decodable, Sendable {
 public enum DaemonReply: Codable, Sendable {
     /// Task records per reply when a session is opened, and per `getTasks` the client sends
     /// for the rest: a session of any size opens in pieces of a few MB, each answered well
-    /// within a request's timeout.
+    /// within a request's timeout. Pages are bounded in bytes too (`pageLength(of:)`).
     public static let tasksPerPage = 10_000
 
     case ok
@@ -207,6 +207,8 @@ public enum DaemonReply: Codable, Sendable {
     /// `nextTaskIdentifier`.
     case sessionOpened(tasks: [TaskRecord], nextTaskIdentifier: Int, moreTasks: [Int]? = nil)
     case task(TaskRecord)
+    /// Those asked for in identifier order, as many as a page holds (`pageLength(of:)`): the
+    /// client asks again for the ones after the last it got.
     case tasks([TaskRecord])
     case taskSummaries(TaskSummaries)
     case forceQuitDone(cancelledTasks: Int, terminatedProcesses: [Int32])

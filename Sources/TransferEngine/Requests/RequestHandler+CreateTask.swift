@@ -17,6 +17,7 @@ extension RequestHandler {
         // Refused before any record is made, so a giant URL is not kept (in memory or on disk).
         if let oversized = TransferLimits.refusal(of: creation.request) ?? creation.requestBody.flatMap({ TransferLimits.refusal(ofBodyBytes: $0.count, url: creation.request.url) }) { throw oversized }
         try quotas.admitTask(of: session.record.owner, in: session)
+        try byteBudget.admit(HeldBytes.of(creation), of: session.record.owner, in: session)
         let journal = JournalContents.path(inSession: session.directory)
         if let failure = commits.failure { throw JournalReserve.cannotRecord(failure, writing: journal) }
         // A new task leaves the reserve to the lines that end the tasks already accepted.

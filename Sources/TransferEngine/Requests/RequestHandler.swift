@@ -67,12 +67,14 @@ final class RequestHandler {
     let relauncher: Relauncher
     let resumeData: ResumeDataStore
     let quotas: AppQuotas
+    let byteBudget: AppByteBudget
     /// Bytes a new task leaves free (`TransferDaemon.Options.freeSpaceReserve`).
     let freeSpaceReserve: Int64
 
     init(surroundings: any RequestHandlerSurroundings, layout: ContainerLayout, log: TransferLog, root: RootDirectory, clock: any TimeSource,
          registry: AppRegistry, peers: PeerIdentifier, commits: GroupCommit, delivery: EventDelivery, clients: ClientServer,
-         sessionRecovery: SessionRecovery, relauncher: Relauncher, resumeData: ResumeDataStore, maximumTasksPerApp: Int, freeSpaceReserve: Int64) {
+         sessionRecovery: SessionRecovery, relauncher: Relauncher, resumeData: ResumeDataStore, maximumTasksPerApp: Int, maximumBytesPerApp: Int,
+         freeSpaceReserve: Int64) {
         self.surroundings = surroundings
         self.layout = layout
         self.log = log
@@ -87,6 +89,7 @@ final class RequestHandler {
         self.relauncher = relauncher
         self.resumeData = resumeData
         self.quotas = AppQuotas(maximumTasksPerApp: maximumTasksPerApp) { [unowned surroundings] in surroundings.sessions }
+        self.byteBudget = AppByteBudget(budget: maximumBytesPerApp) { [unowned surroundings] in surroundings.sessions }
         self.freeSpaceReserve = freeSpaceReserve
     }
 
@@ -136,7 +139,8 @@ final class RequestHandler {
                                    launchedForEvents: launchedForEvents, withoutDelegate: withoutDelegate == true)
             afterReply.append { [unowned self] in delivery.deliverBacklog(of: session) }
             let identifiers = session.tasks.keys.sorted()
-            let first = identifiers.prefix(DaemonReply.tasksPerPage).compactMap { session.tasks[$0] }
+            let page = identifiers.prefix(DaemonReply.tasksPerPage).compactMap { session.tasks[$0] }
+            let first = Array(page.prefix(DaemonReply.pageLength(of: page)))
             let more = identifiers.count > first.count ? Array(identifiers.dropFirst(first.count)) : nil
             return .sessionOpened(tasks: first, nextTaskIdentifier: session.nextTaskIdentifier, moreTasks: more)
         case .createTask(let identifier, let creation):
@@ -199,7 +203,8 @@ final class RequestHandler {
             return .taskSummaries(summaries)
         case .getTasks(let identifier, let identifiers):
             let session = try heldSession(identifier, connection)
-            let records = surroundings.taskRecords(identifiers, of: session)
+            let all = surroundings.taskRecords(identifiers, of: session)
+            let records = Array(all.prefix(DaemonReply.pageLength(of: all))) // the client asks again for those after
             log.info("tasks", "getTasks: the records of \(records.count) of the \(identifiers.count) tasks asked for", session: identifier.rawValue)
             return .tasks(records)
         case .acknowledge(let identifier, let through):

@@ -260,9 +260,10 @@ final class DaemonSession {
         guard CheckedNumbers.eventNumbers.contains(counters.nextEventNumber) else {
             throw TransferFailure(code: TransferFailure.unknown, message: "session \(key.identifier) has used every event number", subject: key.identifier.rawValue)
         }
-        var finished = task
-        finished.state = .completed
-        let event = EventRecord(number: counters.nextEventNumber, kind: .taskCompleted, createdAt: now, task: finished, downloadedFile: downloadedFile.map(layout.recordPath), error: error, responseBody: responseBody)
+        let (finished, leftOut) = task.forEvent()
+        var event = EventRecord(number: counters.nextEventNumber, kind: .taskCompleted, createdAt: now, task: finished,
+                                downloadedFile: downloadedFile.map(layout.recordPath), error: error, responseBody: responseBody)
+        if leftOut { event.requestHeadersLeftOut = true }
         let encoded = try EncodedEvent(event)
         journal.append(encodedLine: encoded.journalLine)
         if holder != nil { encodedEvents[event.number] = encoded } // about to be pushed

@@ -126,8 +126,18 @@ extension DaemonReply {
 
 /// The daemon's resident memory (`VmRSS` in `/proc/<pid>/status`), in bytes.
 func residentBytes(of pid: Int32) -> Int {
+    statusBytes("VmRSS", of: pid)
+}
+
+/// The most the daemon's resident memory has been since it started (`VmHWM`), in bytes.
+func peakResidentBytes(of pid: Int32) -> Int {
+    statusBytes("VmHWM", of: pid)
+}
+
+/// A field of `/proc/<pid>/status` given in kB, in bytes; 0 when it cannot be read.
+private func statusBytes(_ field: String, of pid: Int32) -> Int {
     guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
           let kilobytes = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return 0 }
     return kilobytes << 10
 }
