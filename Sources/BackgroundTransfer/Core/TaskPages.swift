@@ -20,8 +20,9 @@ extension DaemonConnection {
                                           subject: session.rawValue)
                 }
                 records += more
-                guard let last = more.last?.taskIdentifier else { break } // none of them is unfinished
-                page.removeAll { $0 <= last }
+                // None left unfinished, or a record not asked for: no page can follow.
+                guard let last = more.last?.taskIdentifier, let index = page.firstIndex(of: last) else { break }
+                page.removeFirst(index + 1)
             }
         }
         return records
