@@ -91,7 +91,7 @@ public final class TransferDaemon {
     private(set) lazy var delayedRequests = DelayedRequests(surroundings: self, log: log)
     private(set) lazy var relauncher = Relauncher(surroundings: self, registry: registry, lifecycle: lifecycle, layout: layout, log: log, clock: clock)
     private(set) lazy var transfers = RunningTransfers(surroundings: self, layout: layout, loop: loop, clock: clock)
-    private(set) lazy var completion = TaskCompletion(surroundings: self, transfers: transfers, resumeData: resumeData, lifecycle: lifecycle, loop: loop, log: log, clock: clock)
+    private(set) lazy var completion = TaskCompletion(surroundings: self, transfers: transfers, resumeData: resumeData, lifecycle: lifecycle, log: log, clock: clock)
     private(set) lazy var downloads = Downloads(surroundings: self, transfers: transfers, completion: completion, coalescing: coalescing, root: root, log: log, clock: clock, freeSpaceReserve: options.freeSpaceReserve, crashOnResponseHeader: options.crashOnResponseHeader)
     private(set) lazy var uploads = Uploads(surroundings: self, transfers: transfers, completion: completion, resumeData: resumeData, root: root, log: log, clock: clock, retryPolicy: retryPolicy)
     private(set) lazy var resumeData = ResumeDataStore(layout: layout, root: root, log: log, registry: registry)
