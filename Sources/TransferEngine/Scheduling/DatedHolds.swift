@@ -62,8 +62,9 @@ struct DatedHolds {
     mutating func forget(_ key: TaskKey) {
         guard remove(key) else { return }
         guard heap.count > 2 * count + 1_024 else { return }
-        heap = parkedUntil.flatMap { session, tasks in tasks.map { (due: $0.value, key: TaskKey(session: session, task: $0.key)) } }
-            .sorted { $0.due < $1.due } // sorted: a heap
+        heap = parkedUntil.flatMap { session, tasks in
+            tasks.map { (due: $0.value, key: TaskKey(session: session, task: $0.key)) }
+        }.sorted { $0.due < $1.due } // sorted: a heap
     }
 
     @discardableResult

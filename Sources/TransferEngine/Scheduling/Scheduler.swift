@@ -217,16 +217,22 @@ final class Scheduler {
         var hasHeldTasks = false
         for session in surroundings.sessions.values {
             let tasks = session.tasks // a copy: telling an app of a wait changes the session's
-            let parked = datedHolds.parked(in: session.key)
-            // Parked tasks are passed over by number, their records unread (`DatedHolds`).
-            let waiting = parked.isEmpty ? tasks : tasks.filter { parked[$0.key].map { $0 <= now } ?? true }
-            waiting.forEachRecord { task in
-                switch readiness(of: task, in: session, now: now) {
+            let look = { (task: TaskRecord) in
+                switch self.readiness(of: task, in: session, now: now) {
                 case .ready(let candidate): candidates.append(candidate)
                 case .held: hasHeldTasks = true
                 case .parked, .notWaiting: break
                 }
             }
+            let parked = datedHolds.parked(in: session.key)
+            // Every task waits for its date (one app's tasks to a dead server): its wake queues each.
+            if parked.count == tasks.count { continue }
+            guard !parked.isEmpty else {
+                tasks.forEachRecord(look)
+                continue
+            }
+            // Parked tasks are passed over by number, their records unread (`DatedHolds`).
+            for (number, task) in tasks where parked[number].map({ $0 <= now }) ?? true { look(task) }
         }
         readyQueue.replace(with: candidates, hasHeldTasks: hasHeldTasks)
         lastLookAtEveryTask = now
