@@ -23,6 +23,9 @@ public final class TransferDaemon {
         public var backgroundBudget: TimeInterval = 30
         /// Transfers running at once in the whole daemon (`transferd --max-transfers`).
         public var maximumConcurrentTransfers = 32
+        /// How long an app's connection may hold nothing before it is closed
+        /// (`transferd --idle-connection-timeout`, `ConnectionShares`).
+        public var idleConnectionTimeout: TimeInterval = ConnectionShares.idleTimeout
         /// Unfinished tasks one app (bundle identifier) may have across its sessions
         /// (`transferd --max-tasks-per-app`): past it a new task is refused with -1011.
         public var maximumTasksPerApp = TransferLimits.tasksPerApp
@@ -147,6 +150,7 @@ public final class TransferDaemon {
         CacheSweep.removeOrphans(of: sessions, layout: layout, root: root, log: log) // before any transfer makes new files
         scheduler.loadConditions()
         serverTrust.loadDeviceRoots()
+        clients.idleTimeout = options.idleConnectionTimeout
         try clients.listen()
         loop.onTransferCompleted = { [unowned self] easy, result in transfers.transferEnded(easy, result) }
         var multiErrors = 0

@@ -12,7 +12,7 @@ import TransferLogging
 // (Environment=): a daemon started on demand by a client gets a minimal environment
 // (DaemonEndpoint.daemonEnvironment), so no client's setting reaches it.
 
-let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--max-tasks-per-app N] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]"], details: """
+let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--max-tasks-per-app N] [--free-space-reserve MIB] [--idle-connection-timeout SECONDS] [--log-level LEVEL] [--quiet]"], details: """
     The transfer daemon of one container, in the foreground until SIGTERM or SIGINT (clients
     start it on demand with --exit-when-idle).
       --exit-when-idle SECONDS      exit after this long with nothing to do
@@ -21,6 +21,8 @@ let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [
       --max-transfers N             transfers at once in the whole daemon (default 32)
       --max-tasks-per-app N         unfinished tasks one app may have, all its sessions together (default 200000)
       --free-space-reserve MIB      what downloads and new tasks leave free on the container's file system (default 64)
+      --idle-connection-timeout SECONDS
+                                    how long an app's connection may hold no session, watch or reply (default 60)
       --log-level LEVEL             the quietest level logged: debug, info, notice, error or fault (default:
                                     $BGTRANSFER_LOG_LEVEL of whoever ran transferd, else notice)
       --quiet                       log nothing to stderr
@@ -51,6 +53,8 @@ let idle = seconds("--exit-when-idle", in: &arguments)
 if idle >= 0 { options.exitWhenIdle = idle }
 let delay = seconds("--relaunch-delay", in: &arguments)
 if delay >= 0 { options.relaunchDelay = delay }
+let idleConnection = seconds("--idle-connection-timeout", in: &arguments)
+if idleConnection >= 0 { options.idleConnectionTimeout = idleConnection }
 let budget = seconds("--background-budget", in: &arguments)
 if budget >= 0 { options.backgroundBudget = budget }
 if let index = arguments.firstIndex(of: "--max-transfers") {
