@@ -23,6 +23,9 @@ public final class TransferDaemon {
         public var backgroundBudget: TimeInterval = 30
         /// Transfers running at once in the whole daemon (`transferd --max-transfers`).
         public var maximumConcurrentTransfers = 32
+        /// How long an app's connection may hold nothing before it is closed
+        /// (`transferd --idle-connection-timeout`, `ConnectionShares`).
+        public var idleConnectionTimeout: TimeInterval = ConnectionShares.idleTimeout
         /// Unfinished tasks one app (bundle identifier) may have across its sessions
         /// (`transferd --max-tasks-per-app`): past it a new task is refused with -1011.
         public var maximumTasksPerApp = TransferLimits.tasksPerApp
@@ -94,7 +97,7 @@ public final class TransferDaemon {
     private(set) lazy var delayedRequests = DelayedRequests(surroundings: self, log: log)
     private(set) lazy var relauncher = Relauncher(surroundings: self, registry: registry, lifecycle: lifecycle, layout: layout, log: log, clock: clock)
     private(set) lazy var transfers = RunningTransfers(surroundings: self, layout: layout, loop: loop, clock: clock)
-    private(set) lazy var completion = TaskCompletion(surroundings: self, transfers: transfers, resumeData: resumeData, lifecycle: lifecycle, loop: loop, log: log, clock: clock)
+    private(set) lazy var completion = TaskCompletion(surroundings: self, transfers: transfers, resumeData: resumeData, lifecycle: lifecycle, log: log, clock: clock)
     private(set) lazy var downloads = Downloads(surroundings: self, transfers: transfers, completion: completion, coalescing: coalescing, root: root, log: log, clock: clock, freeSpaceReserve: options.freeSpaceReserve, crashOnResponseHeader: options.crashOnResponseHeader)
     private(set) lazy var uploads = Uploads(surroundings: self, transfers: transfers, completion: completion, resumeData: resumeData, root: root, log: log, clock: clock, retryPolicy: retryPolicy)
     private(set) lazy var resumeData = ResumeDataStore(layout: layout, root: root, log: log, registry: registry)
@@ -150,6 +153,7 @@ public final class TransferDaemon {
         CacheSweep.removeOrphans(of: sessions, layout: layout, root: root, log: log) // before any transfer makes new files
         scheduler.loadConditions()
         serverTrust.loadDeviceRoots()
+        clients.idleTimeout = options.idleConnectionTimeout
         try clients.listen()
         loop.onTransferCompleted = { [unowned self] easy, result in transfers.transferEnded(easy, result) }
         var multiErrors = 0

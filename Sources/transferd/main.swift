@@ -6,14 +6,14 @@ import TransferLogging
 
 // transferd: the transfer daemon. `transferd [--container PATH] [--exit-when-idle SECONDS]
 // [--relaunch-delay SECONDS] [--max-tasks-per-app N] [--max-bytes-per-app N]
-// [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]`. Runs in the foreground until
-// SIGTERM/SIGINT. Its settings come from this command line; from the environment only what a
+// [--free-space-reserve MIB] [--idle-connection-timeout SECONDS] [--log-level LEVEL] [--quiet]`.
+// Runs in the foreground until SIGTERM/SIGINT. Its settings come from this command line; from the environment only what a
 // service manager sets (systemd's LISTEN_*, NOTIFY_SOCKET, JOURNAL_STREAM) and
 // BGTRANSFER_LOG_LEVEL when --log-level is not given, which a unit may set (Environment=): a
 // daemon started on demand by a client gets a minimal environment
 // (DaemonEndpoint.daemonEnvironment), so no client's setting reaches it.
 
-let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--max-tasks-per-app N] [--max-bytes-per-app N] [--free-space-reserve MIB] [--log-level LEVEL] [--quiet]"], details: """
+let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--max-tasks-per-app N] [--max-bytes-per-app N] [--free-space-reserve MIB] [--idle-connection-timeout SECONDS] [--log-level LEVEL] [--quiet]"], details: """
     The transfer daemon of one container, in the foreground until SIGTERM or SIGINT (clients
     start it on demand with --exit-when-idle).
       --exit-when-idle SECONDS      exit after this long with nothing to do
@@ -24,6 +24,8 @@ let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [
       --max-bytes-per-app N         bytes of task records and undelivered events one app may make the daemon
                                     hold, all its sessions together (default 268435456: 256 MiB)
       --free-space-reserve MIB      what downloads and new tasks leave free on the container's file system (default 64)
+      --idle-connection-timeout SECONDS
+                                    how long an app's connection may hold no session, watch or reply (default 60)
       --log-level LEVEL             the quietest level logged: debug, info, notice, error or fault (default:
                                     $BGTRANSFER_LOG_LEVEL of whoever ran transferd, else notice)
       --quiet                       log nothing to stderr
@@ -54,6 +56,8 @@ let idle = seconds("--exit-when-idle", in: &arguments)
 if idle >= 0 { options.exitWhenIdle = idle }
 let delay = seconds("--relaunch-delay", in: &arguments)
 if delay >= 0 { options.relaunchDelay = delay }
+let idleConnection = seconds("--idle-connection-timeout", in: &arguments)
+if idleConnection >= 0 { options.idleConnectionTimeout = idleConnection }
 let budget = seconds("--background-budget", in: &arguments)
 if budget >= 0 { options.backgroundBudget = budget }
 if let index = arguments.firstIndex(of: "--max-transfers") {

@@ -7,7 +7,7 @@ import TransferPOSIX
 /// (issue 45, item 2): at the budget a task is taken, one byte past it is refused with -1011
 /// naming the app and the budget; events never acknowledged keep counting, and hold no
 /// giant request. Real daemon, a raw client as a hostile app would be; every wait bounded.
-@Suite(.serialized, .timeLimit(.minutes(10)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 struct AppByteBudgetTests {
     static let app = "com.example.tests"
 

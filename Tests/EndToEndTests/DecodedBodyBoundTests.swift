@@ -11,7 +11,7 @@ extension InProcess {
 /// ends with -1103 one byte past it; a 1 GiB gzip bomb (about 1 MB on the wire) ends there too,
 /// without the app receiving more than the bound. Bodies made by the system's gzip, served by
 /// the loopback server.
-@Suite(.serialized, .timeLimit(.minutes(10)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class DecodedBodyBoundTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

@@ -10,7 +10,7 @@ extension InProcess {
 /// The app's byte budget is raised for it (records can grow past it after creation, as a
 /// challenge's chain does). The tasks are made by a raw client of the test app; the session
 /// is then opened through the library.
-@Suite(.serialized, .timeLimit(.minutes(10)))
+@Suite(.serialized, .timeLimit(.minutes(20)))
 final class LargeRecordPagesTests: InProcessSuite, @unchecked Sendable {
     override class var startsDaemon: Bool { false }
 

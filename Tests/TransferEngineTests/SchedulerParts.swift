@@ -73,6 +73,9 @@ final class SchedulerPartsStub: SchedulerSurroundings, ChallengeSurroundings, Se
         return holderQuestion
     }
     func pauseTransfer(_ key: TaskKey) { transfersInFlight[key] = nil }
+    /// The wakes the scheduler set, in order: a test runs them when their date comes.
+    private(set) var wakes: [(date: Date, action: () -> Void)] = []
+    func wakeScheduler(at date: Date, _ action: @escaping () -> Void) { wakes.append((date, action)) }
     func prepareSpareFiles(_ count: Int) {}
     func coalescedRequestsInFlight() -> Set<String> { [] }
     func coalescingKey(_ task: TaskRecord, in session: DaemonSession) -> String? { nil }

@@ -16,15 +16,16 @@ import TransferContainer
         scheduler.scheduleTransfers()
         scheduler.startReadyTransfers()
         #expect(!fixture.isTransferring(task))
-        #expect(scheduler.readyQueue.hasHeldTasks, "a held task keeps housekeeping looking")
+        #expect(scheduler.datedHolds.count == 1 && !scheduler.readyQueue.hasHeldTasks, "parked until its date, not looked at meanwhile")
         fixture.clock.advance(by: 4.9)
-        scheduler.scheduleTransfers()
+        fixture.daemon.loop.turn(maximumWait: 0)
         scheduler.startReadyTransfers()
         #expect(!fixture.isTransferring(task))
         fixture.clock.advance(by: 0.1)
-        scheduler.scheduleTransfers()
+        fixture.daemon.loop.turn(maximumWait: 0) // the scheduler's wake: this task alone queues
         scheduler.startReadyTransfers()
         #expect(fixture.isTransferring(task))
+        #expect(scheduler.datedHolds.count == 0)
     }
 
     @Test("A task created in the background waits out its app's rate limiter; a quiet period of twice the delay lets the next start at once")

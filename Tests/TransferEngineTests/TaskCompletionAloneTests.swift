@@ -12,19 +12,15 @@ import TransferTransport
 @Suite struct TaskCompletionAloneTests {
     static func failure(_ kind: CurlError.Kind) -> CurlError { CurlError(kind: kind, origin: .transfer, code: 7, message: "test \(kind)") }
 
-    @Test("Network trouble holds the task for its retry, and the scheduler looks at the queue again when the retry comes due on the loop's clock, not before")
-    func retryWakesTheScheduler() throws {
+    @Test("Network trouble holds the task for its retry and hands it, held, to the scheduler once (which parks it until its date), with no timer of its own and no look at every task")
+    func retryHandsTheHeldTaskToTheScheduler() throws {
         let parts = try TransferParts()
         let task = try parts.createDownload()
         parts.completion.retryOrFail(task, in: parts.session, Self.failure(.couldNotConnect))
         let held = try #require(parts.session.tasks[task.taskIdentifier], "the task ended instead of waiting for a retry")
         #expect(held.retryNotBefore == parts.clock.now.addingTimeInterval(0.25))
-        parts.clock.advance(by: 0.2)
-        parts.loop.turn(maximumWait: 0)
-        #expect(parts.surroundings.schedulingLooks == 0, "before the retry is due")
-        parts.clock.advance(by: 0.05)
-        parts.loop.turn(maximumWait: 0)
-        #expect(parts.surroundings.schedulingLooks == 1)
+        #expect(parts.surroundings.scheduled.map(\.retryNotBefore) == [held.retryNotBefore], "handed over once, held")
+        #expect(parts.loop.nextDeadline == nil, "a timer of its own")
         #expect(parts.surroundings.deliveries.isEmpty && parts.surroundings.forgotten.isEmpty, "nothing ended")
     }
 

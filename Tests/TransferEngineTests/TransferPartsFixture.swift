@@ -12,13 +12,14 @@ final class TransferSurroundingsStub: TaskCompletionSurroundings, RunningTransfe
     var nextResourceDeadline = Date.distantPast
     var deviceConditions = DeviceConditions()
     var trustQuestions: [Int] = []
-    var schedulingLooks = 0
+    /// Tasks handed back to the scheduler (held for a retry: it parks them until their date).
+    var scheduled: [TaskRecord] = []
     var pushes: [DaemonPush] = []
     var deliveries: [SessionKey] = []
     var forgotten: [TaskKey] = []
 
     func serverTrustFailed(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError) { trustQuestions.append(task.taskIdentifier) }
-    func requestScheduling() { schedulingLooks += 1 }
+    func requestScheduling(of task: TaskRecord, in session: DaemonSession) { scheduled.append(task) }
     func pushToHolder(_ push: DaemonPush, of session: DaemonSession) { pushes.append(push) }
     func announcePendingEvents(_ session: DaemonSession) { deliveries.append(session.key) }
     func forgetRequestsAndChallenges(of key: TaskKey) { forgotten.append(key) }
@@ -54,7 +55,7 @@ final class TransferParts {
         let registry = AppRegistry(layout: layout, root: root, log: log)
         let transfers = RunningTransfers(surroundings: surroundings, layout: layout, loop: loop, clock: clock)
         completion = TaskCompletion(surroundings: surroundings, transfers: transfers, resumeData: ResumeDataStore(layout: layout, root: root, log: log, registry: registry),
-                                    lifecycle: TaskLifecycle(), loop: loop, log: log, clock: clock)
+                                    lifecycle: TaskLifecycle(), log: log, clock: clock)
         coalescing = Coalescing(surroundings: surroundings, transfers: transfers, completion: completion, root: root, clock: clock)
         surroundings.sessions[session.key] = session
     }

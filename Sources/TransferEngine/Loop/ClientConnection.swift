@@ -45,6 +45,8 @@ final class ClientConnection {
     private let identifiedAccount: InputAccount
     /// Since when the frame being received has been incomplete (nil: none is).
     private(set) var incompleteSince: Date?
+    /// When the peer's last whole request arrived (or the connection was accepted).
+    private(set) var lastRequestAt: Date?
     /// Queued frames, back to back, written from `outboxHead` on: one send per turn carries
     /// every reply and push of that turn.
     private var outbox: [UInt8] = []
@@ -132,6 +134,7 @@ final class ClientConnection {
                 _ = updateAccount() // it only shrinks here
                 if let frame {
                     incompleteSince = decoder.pendingByteCount > 0 ? now : nil
+                    lastRequestAt = now
                     return .frame(frame)
                 }
             } catch {
@@ -174,6 +177,13 @@ final class ClientConnection {
                                                 message: "\(who) hold \(account.bytes) bytes of unfinished requests, the most the daemon holds (\(account.limit)); closing this connection (it holds \(decoder.pendingByteCount))"))
             }
         }
+    }
+
+    /// Whether this identified connection holds nothing the daemon owes it or it is doing
+    /// (a session, a watch, a reply not yet sent, a request begun) and sent nothing since `cutoff`.
+    func holdsNothing(since cutoff: Date) -> Bool {
+        hello != nil && attachedSessions.isEmpty && !isWatching && outboxBytes == 0 && incompleteSince == nil
+            && (lastRequestAt ?? acceptedAt) < cutoff
     }
 
     /// Whether bytes beyond the frames already taken wait: in this connection's buffer, or in the kernel's.

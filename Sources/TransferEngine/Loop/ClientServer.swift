@@ -31,6 +31,8 @@ final class ClientServer {
     private let commits: GroupCommit
     /// Transfers running at once: each holds descriptors the clients may not take.
     private let maximumConcurrentTransfers: Int
+    /// How long an identified connection may hold nothing (`ConnectionShares`).
+    var idleTimeout = ConnectionShares.idleTimeout
     var connections: [Int32: ClientConnection] = [:]
     private var nextConnectionID = 0
     /// What unidentified peers hold of unfinished requests, all together (see `InputAccount`).
@@ -105,6 +107,19 @@ final class ClientServer {
         max(8, Int(clamping: min(surroundings.descriptorLimit.soft, 1 << 30)) - reservedDescriptors)
     }
 
+    /// Why a hello as an app of `family` is refused: it holds its share of the connections,
+    /// or only the reserve for apps holding none is left (`ConnectionShares`); nil: welcome.
+    func shareRefusal(forApp family: BundleIdentifier) -> String? {
+        var held = 0, identified = 0
+        for connection in connections.values {
+            guard let hello = connection.hello else { continue }
+            identified += 1
+            if hello.identity.family == family { held += 1 }
+        }
+        let shares = ConnectionShares(maximum: maximumConnections)
+        return shares.refusal(app: family.rawValue, held: held, identified: identified)
+    }
+
     private func acceptClients() {
         while let listener {
             let accepted: FileDescriptor?
@@ -165,6 +180,12 @@ final class ClientServer {
         for connection in connections.values where connection.hello == nil && now.timeIntervalSince(connection.acceptedAt) > Self.helloDeadline {
             log.info("ipc", "\(connection.label) did not say who it is within \(Int(Self.helloDeadline)) s; closed")
             disconnect(connection)
+        }
+        let idleSince = now.addingTimeInterval(-idleTimeout)
+        for connection in connections.values where connection.holdsNothing(since: idleSince) {
+            let message = "\(connection.label) held no session, watch or reply for \(Int(idleTimeout)) s; "
+                + "connection closed"
+            refuse(connection, TransferFailure(code: TransferFailure.timedOut, message: message))
         }
         let deadline = ClientConnection.frameDeadline
         for connection in connections.values {

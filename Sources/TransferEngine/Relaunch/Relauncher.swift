@@ -42,8 +42,8 @@ final class Relauncher {
         self.clock = clock
     }
 
-    /// What the relaunch rules know of `session` now. The tasks are looked through only when
-    /// their answer can change the decision: this runs for every session at each housekeeping.
+    /// What the relaunch rules know of `session` now, from its counts of running tasks (not
+    /// its tasks): this runs for every session at each housekeeping.
     private func need(of session: DaemonSession) -> RelaunchNeed {
         let family = session.key.family
         var need = RelaunchNeed(family: family, session: session.key.identifier, isHeld: session.holder != nil,
@@ -51,10 +51,8 @@ final class Relauncher {
                                 waitsForUser: registry.forceQuit.contains(family) || registry.relaunchFailures[family]?.hasGivenUp == true,
                                 hasEvents: !session.events.isEmpty)
         guard !need.isHeld, need.sendsLaunchEvents, !need.waitsForUser else { return need }
-        if need.hasEvents { need.hasTransfersInFlight = session.tasks.values.contains { $0.state == .running && $0.pendingChallenge == nil } }
-        if !need.hasEvents || need.hasTransfersInFlight {
-            need.hasPendingChallenge = session.tasks.values.contains { $0.pendingChallenge != nil && $0.state == .running }
-        }
+        if need.hasEvents { need.hasTransfersInFlight = session.runningCounts.unchallenged > 0 }
+        if !need.hasEvents || need.hasTransfersInFlight { need.hasPendingChallenge = session.runningCounts.challenged > 0 }
         return need
     }
 

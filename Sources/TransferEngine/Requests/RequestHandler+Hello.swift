@@ -44,6 +44,11 @@ extension RequestHandler {
         guard !connection.hasUnreadInput else {
             throw refuse("process \(pid) (\(peer.executablePath)) sent more before its hello as \(hello.identity.bundleIdentifier) was answered; wait for the welcome")
         }
+        if let reason = clients.shareRefusal(forApp: hello.identity.family) {
+            log.error("ipc", "refused a hello: \(reason)")
+            throw TransferFailure(code: TransferFailure.requestRefused, message: reason,
+                                  subject: hello.identity.bundleIdentifier.rawValue)
+        }
         hello.executablePath = peer.executablePath
         connection.hello = hello
         if hello.identity.kind != .tool { registry.register(hello, at: clock.now) }

@@ -27,6 +27,8 @@ protocol SchedulerSurroundings: AnyObject {
     func startUpload(_ task: TaskRecord, in session: DaemonSession, step: UploadTransfer.Step)
     /// Tells the session's holder, if any (`taskIsWaitingForConnectivity`).
     func pushToHolder(_ push: DaemonPush, of session: DaemonSession)
+    /// Runs `action` on the loop thread at `date` (the tasks parked until then come due).
+    func wakeScheduler(at date: Date, _ action: @escaping () -> Void)
 }
 
 /// The scheduler: what may transfer when (S5, S6.5): the ready queue, holds, device
@@ -73,6 +75,10 @@ final class Scheduler {
     private var startedAt: [TaskKey: Date] = [:]
     /// Tasks whose wait for a slot was logged (once per wait, for the timeline).
     private var loggedSlotWaits: Set<TaskKey> = []
+    /// Tasks waiting out a backoff or a begin date: not looked at again until it comes.
+    private(set) var datedHolds = DatedHolds()
+    /// The date the one wake of `datedHolds` is set for (a wake set for another is stale).
+    private var wakeSetFor: Date?
 
     init(surroundings: any SchedulerSurroundings, challenges: Challenges, delayedRequests: DelayedRequests, serverTrust: ServerTrustChallenges,
          maximumConcurrentTransfers: Int, layout: ContainerLayout, root: RootDirectory, log: TransferLog, clock: any TimeSource) {
@@ -118,13 +124,38 @@ final class Scheduler {
     /// Also how a finished transfer's slot is offered to the next task.
     func scheduleTransfer(_ task: TaskRecord, in session: DaemonSession) {
         schedulingRequested = true
+        // Whatever changed, it is looked at again (and parked again if it waits for a date).
+        datedHolds.forget(TaskKey(session: session.key, task: task.taskIdentifier))
         nextResourceDeadline = min(nextResourceDeadline, task.createdAt.addingTimeInterval(session.record.configuration.timeoutIntervalForResource))
         guard !readyQueue.isStale else { return }
         switch readiness(of: task, in: session, now: clock.now) {
         case .ready(let candidate): readyQueue.insert(candidate)
         case .held: readyQueue.hasHeldTasks = true
-        case .notWaiting: break
+        case .parked, .notWaiting: break
         }
+    }
+
+    /// The task ended: it waits for no date any more.
+    func forget(_ key: TaskKey) {
+        datedHolds.forget(key)
+    }
+
+    /// Sets the wake for the first parked task to come due, unless one is set for it or sooner.
+    private func setWake() {
+        guard let next = datedHolds.nextDue, wakeSetFor.map({ next < $0 }) ?? true else { return }
+        wakeSetFor = next
+        surroundings.wakeScheduler(at: next) { [weak self] in self?.wake(setFor: next) }
+    }
+
+    /// The tasks parked until now queue, each on its own (no look at every task).
+    private func wake(setFor date: Date) {
+        guard wakeSetFor == date else { return } // a sooner wake replaced this one and set the next
+        wakeSetFor = nil
+        for key in datedHolds.takeDue(now: clock.now) {
+            guard let session = surroundings.sessions[key.session], let task = session.tasks[key.task] else { continue }
+            scheduleTransfer(task, in: session)
+        }
+        setWake()
     }
 
     /// Starts tasks from the ready queue within the global limit and each session's
@@ -156,7 +187,7 @@ final class Scheduler {
                 switch readiness(of: queued, in: session, now: now) {
                 case .ready: stillReady = true
                 case .held: readyQueue.hasHeldTasks = true
-                case .notWaiting: break
+                case .parked, .notWaiting: break
                 }
             }
             // (Readiness may have recorded an answer to the task: take it as it is now.)
@@ -186,13 +217,22 @@ final class Scheduler {
         var hasHeldTasks = false
         for session in surroundings.sessions.values {
             let tasks = session.tasks // a copy: telling an app of a wait changes the session's
-            tasks.forEachRecord { task in
-                switch readiness(of: task, in: session, now: now) {
+            let look = { (task: TaskRecord) in
+                switch self.readiness(of: task, in: session, now: now) {
                 case .ready(let candidate): candidates.append(candidate)
                 case .held: hasHeldTasks = true
-                case .notWaiting: break
+                case .parked, .notWaiting: break
                 }
             }
+            let parked = datedHolds.parked(in: session.key)
+            // Every task waits for its date (one app's tasks to a dead server): its wake queues each.
+            if parked.count == tasks.count { continue }
+            guard !parked.isEmpty else {
+                tasks.forEachRecord(look)
+                continue
+            }
+            // Parked tasks are passed over by number, their records unread (`DatedHolds`).
+            for (number, task) in tasks where parked[number].map({ $0 <= now }) ?? true { look(task) }
         }
         readyQueue.replace(with: candidates, hasHeldTasks: hasHeldTasks)
         lastLookAtEveryTask = now
@@ -203,6 +243,8 @@ final class Scheduler {
         case ready(ReadyQueue.Candidate)
         /// Resumed, but held back for now.
         case held
+        /// Resumed, and held back until a date (`datedHolds`), which wakes it.
+        case parked
         /// Suspended, or already transferring.
         case notWaiting
     }
@@ -211,6 +253,10 @@ final class Scheduler {
         let key = TaskKey(session: session.key, task: task.taskIdentifier)
         guard task.state == .running, surroundings.transfersInFlight[key] == nil, !serverTrust.isProbing(key) else { return .notWaiting }
         if let hold = task.hold(under: conditions, now: now) {
+            if let due = DatedHolds.date(of: hold) {
+                if datedHolds.park(key, until: due) { setWake() }
+                return .parked
+            }
             if hold.isWaitingForConnectivity { reportWaitingForConnectivity(task, in: session) }
             if case .authentication = hold { challenges.askAboutChallenge(task, in: session) }
             return .held

@@ -1,3 +1,4 @@
+import Foundation
 import TransferContainer
 import TransferTransport
 
@@ -17,6 +18,8 @@ extension TransferDaemon: SchedulerSurroundings {
     func startUpload(_ task: TaskRecord, in session: DaemonSession, step: UploadTransfer.Step) {
         uploads.startUpload(task, in: session, step: step)
     }
+
+    func wakeScheduler(at date: Date, _ action: @escaping () -> Void) { loop.schedule(at: date, action) }
 
     // pushToHolder(_:of:) is answered in TransferDaemon+RunningTransfersSurroundings.swift.
 }

@@ -21,6 +21,8 @@ final class DaemonSession {
     let directory: URL
     private(set) var record: SessionRecord
     private(set) var tasks: [Int: TaskRecord] = [:]
+    /// Of `tasks`, those running and those a challenge holds, kept with every change.
+    private(set) var runningCounts = RunningTaskCounts()
     private(set) var events: [UInt64: EventRecord] = [:]
     /// The client holding the session now, if any.
     var holder: ClientConnection?
@@ -90,6 +92,7 @@ final class DaemonSession {
         try Self.writeRecord(record, to: directory.appendingPathComponent("session.json").path, root: root)
         self.journal = try SessionJournal(path: JournalContents.path(inSession: directory), contents: contents)
         self.tasks = contents.tasks
+        self.runningCounts = RunningTaskCounts(contents.tasks.values)
         self.events = contents.events
         self.counters = contents.counters
         if contents.lineCount > 0 { try compact() } // the counters first: numbers never go back
@@ -113,6 +116,7 @@ final class DaemonSession {
         let (contents, rewrite) = try Self.readJournal(in: directory, layout: layout, log: log, session: record.identifier.rawValue, counting: record)
         self.journal = try SessionJournal(path: JournalContents.path(inSession: directory), contents: contents)
         self.tasks = contents.tasks
+        self.runningCounts = RunningTaskCounts(contents.tasks.values)
         self.events = contents.events
         self.counters = contents.counters
         if rewrite || isStale { try compact() }
@@ -225,6 +229,7 @@ final class DaemonSession {
         task.createdInBackground = inBackground
         task.pendingFailure = pendingFailure
         counters.nextTaskIdentifier = identifier + 1
+        runningCounts.add(task)
         tasks[task.taskIdentifier] = task
         noteChanged(identifier)
         return task
@@ -240,7 +245,11 @@ final class DaemonSession {
     func update(_ task: TaskRecord) {
         var task = task
         if let file = task.uploadFile { task.uploadFile = layout.recordPath(file) }
-        tasks[task.taskIdentifier] = task.nextRevision(after: tasks[task.taskIdentifier])
+        let previous = tasks[task.taskIdentifier]
+        runningCounts.remove(previous)
+        task = task.nextRevision(after: previous)
+        runningCounts.add(task)
+        tasks[task.taskIdentifier] = task
         noteChanged(task.taskIdentifier)
     }
 
@@ -250,6 +259,8 @@ final class DaemonSession {
 
     /// Updates the in-memory task only (progress between checkpoints).
     func updateInMemory(_ task: TaskRecord) {
+        runningCounts.remove(tasks[task.taskIdentifier])
+        runningCounts.add(task)
         tasks[task.taskIdentifier] = task
     }
 
@@ -269,7 +280,7 @@ final class DaemonSession {
         if holder != nil { encodedEvents[event.number] = encoded } // about to be pushed
         counters.nextEventNumber += 1
         events[event.number] = event
-        tasks.removeValue(forKey: task.taskIdentifier)
+        runningCounts.remove(tasks.removeValue(forKey: task.taskIdentifier))
         if let downloadedFile {
             // The body's working name, given when the download began, is on disk before the line.
             directoriesToSync.insert(PathText.folder(of: downloadedFile))

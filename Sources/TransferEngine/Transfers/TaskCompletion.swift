@@ -14,13 +14,13 @@ protocol TaskCompletionSurroundings: AnyObject {
     var nextResourceDeadline: Date { get set }
     /// A chain that does not verify goes to the app to judge (S3.6, `ServerTrustChallenges`).
     func serverTrustFailed(_ task: TaskRecord, in session: DaemonSession, _ error: CurlError)
-    /// The scheduler looks at every task again (a retry came due).
-    func requestScheduling()
+    /// The scheduler looks at this task again: held for a retry, it parks until its date.
+    func requestScheduling(of task: TaskRecord, in session: DaemonSession)
     /// A push (`invalidated`) for the holder of `session`.
     func pushToHolder(_ push: DaemonPush, of session: DaemonSession)
     /// The session's events not yet pushed go to its holder, once durable.
     func announcePendingEvents(_ session: DaemonSession)
-    /// A task ended: its delayed request, challenge and trust question are dropped.
+    /// A task ended: its delayed request, challenge, trust question and dated hold are dropped.
     func forgetRequestsAndChallenges(of key: TaskKey)
 }
 
@@ -33,16 +33,14 @@ final class TaskCompletion {
     private let transfers: RunningTransfers
     private let resumeData: ResumeDataStore
     private let lifecycle: TaskLifecycle
-    private let loop: EventLoop
     private let log: TransferLog
     private let clock: any TimeSource
 
-    init(surroundings: any TaskCompletionSurroundings, transfers: RunningTransfers, resumeData: ResumeDataStore, lifecycle: TaskLifecycle, loop: EventLoop, log: TransferLog, clock: any TimeSource) {
+    init(surroundings: any TaskCompletionSurroundings, transfers: RunningTransfers, resumeData: ResumeDataStore, lifecycle: TaskLifecycle, log: TransferLog, clock: any TimeSource) {
         self.surroundings = surroundings
         self.transfers = transfers
         self.resumeData = resumeData
         self.lifecycle = lifecycle
-        self.loop = loop
         self.log = log
         self.clock = clock
     }
@@ -75,12 +73,13 @@ final class TaskCompletion {
             switch action {
             case .hold(let task, let hold):
                 session.update(task)
+                surroundings.requestScheduling(of: task, in: session) // parked until its date
                 let wait = if case .retry(let attempt, let start, let cause) = hold {
                     "\(cause); retry \(attempt) in \(String(format: "%.2f", max(0, start.timeIntervalSince(clock.now)))) s"
                 } else { "\(hold)" }
                 log.notice("transfers", wait, session: session.key.identifier.rawValue, task: task.taskIdentifier, hold: hold)
-            case .wake(let date):
-                loop.schedule(at: date) { [unowned self] in surroundings.requestScheduling() }
+            case .wake:
+                break // the scheduler wakes the task it parked (`DatedHolds`), alone
             case .stopTransfer(let identifier):
                 transfers.stopTransfer(TaskKey(session: session.key, task: identifier))
                 stopped.insert(identifier)

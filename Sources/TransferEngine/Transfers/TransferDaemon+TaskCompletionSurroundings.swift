@@ -18,5 +18,6 @@ extension TransferDaemon: TaskCompletionSurroundings {
         delayedRequests.forget(key)
         challenges.forget(key)
         serverTrust.forget(key)
+        scheduler.forget(key)
     }
 }
