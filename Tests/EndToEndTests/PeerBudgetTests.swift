@@ -147,14 +147,8 @@ struct PeerBudgetTests {
         }
         SocketBacklog.waitUntilRead(medium)
         let after = residentBytes(of: daemon.pid)
-        let closedLarge = large.filter { fd in
-            var drain = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let n = drain.withUnsafeMutableBytes { recv(fd.rawValue, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-                if n > 0 { continue }
-                return n == 0 || errno == ECONNRESET || errno == EPIPE
-            }
-        }.count
+        // Awaited: on a loaded machine the daemon had closed 49 of them when they were counted.
+        let closedLarge = SocketBacklog.waitUntilClosed(large)
         print("partial frames: \(before >> 20) MiB before, \(peak >> 20) MiB after the 4 MiB frames, \(after >> 20) MiB after the 64 KiB ones; \(closedLarge) of 50 large closed; \(sent.reduce(0, +) >> 20) MiB sent")
         #expect(closedLarge == large.count, "every connection claiming a 4 MiB frame before a hello is closed")
         #expect(peak - before < 48 << 20, "the daemon grew by \((peak - before) >> 20) MiB for the 4 MiB frames")

@@ -72,6 +72,15 @@ final class DaemonConnection: @unchecked Sendable {
     /// How long a request waits for its reply before failing.
     static let requestTimeout: TimeInterval = 30
 
+    /// How long `request` waits for its reply: longer for those answered with a page of task
+    /// records, which a busy daemon holding 120,000 tasks took more than 30 s to answer.
+    static func timeout(for request: DaemonRequest) -> TimeInterval {
+        switch request {
+        case .openSession, .getTasks: return 4 * requestTimeout
+        default: return requestTimeout
+        }
+    }
+
     private init(layout: ContainerLayout, log: TransferLog) {
         self.layout = layout
         self.log = log
@@ -166,9 +175,10 @@ final class DaemonConnection: @unchecked Sendable {
     private func request(_ request: DaemonRequest, writeLocked: Bool) throws(TransferFailure) -> DaemonReply {
         let waiter = Waiter()
         let id = try send(request, waiter, writeLocked: writeLocked)
-        if waiter.semaphore.wait(timeout: .now() + Self.requestTimeout) == .timedOut {
+        let timeout = Self.timeout(for: request)
+        if waiter.semaphore.wait(timeout: .now() + timeout) == .timedOut {
             _ = state.withLock { $0.waiters.removeValue(forKey: id) }
-            throw TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")
+            throw TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(timeout)) s")
         }
         return try waiter.result!.get() // set before the signal
     }
@@ -181,9 +191,10 @@ final class DaemonConnection: @unchecked Sendable {
         let waiter = Waiter(onReply: onReply)
         do {
             let id = try send(request, waiter)
-            DispatchQueue.global().asyncAfter(deadline: .now() + Self.requestTimeout) { [weak self] in
+            let timeout = Self.timeout(for: request)
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak self] in
                 guard let unanswered = self?.state.withLock({ $0.waiters.removeValue(forKey: id) }) else { return }
-                unanswered.answer(.failure(TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(Self.requestTimeout)) s")))
+                unanswered.answer(.failure(TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(timeout)) s")))
             }
         } catch {
             waiter.answer(.failure(error))

@@ -29,4 +29,27 @@ enum SocketBacklog {
             waitUntilWritable(waiting)
         }
     }
+
+    /// Waits until the peer has closed each of `fds` (a read finds the end, or a reset), or
+    /// until `timeout` passes; returns how many it had closed. What the peer sent is drained.
+    static func waitUntilClosed(_ fds: [FileDescriptor], timeout: TimeInterval = 20) -> Int {
+        let deadline = Date().addingTimeInterval(timeout)
+        var open = fds
+        while !open.isEmpty && Date() < deadline {
+            var entries = open.map { pollfd(fd: $0.rawValue, events: Int16(POLLIN), revents: 0) }
+            _ = poll(&entries, nfds_t(entries.count), 100)
+            open = open.filter { !isClosedByPeer($0) }
+        }
+        return fds.count - open.count
+    }
+
+    /// Whether the peer closed `fd`: what waits is drained, then a read finds the end or a reset.
+    private static func isClosedByPeer(_ fd: FileDescriptor) -> Bool {
+        var drain = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = drain.withUnsafeMutableBytes { recv(fd.rawValue, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n > 0 { continue }
+            return n == 0 || errno == ECONNRESET || errno == EPIPE
+        }
+    }
 }
