@@ -224,7 +224,8 @@ public final class TransferDaemon {
         guard let mark else { return }
         guard case .crashed(let key) = mark else {
             if case .notCounted(let why) = mark {
-                log.error("daemon", "a crash mark in \(path) is not counted: \(why)", event: LogEvent(.crashMarkNotCounted))
+                log.error("daemon", "a crash mark in \(path) is not counted: \(why)",
+                          event: LogEvent(.crashMarkNotCounted))
             }
             return
         }

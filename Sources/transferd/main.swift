@@ -7,10 +7,10 @@ import TransferLogging
 // transferd: the transfer daemon. `transferd [--container PATH] [--exit-when-idle SECONDS]
 // [--relaunch-delay SECONDS] [--max-tasks-per-app N] [--max-bytes-per-app N]
 // [--free-space-reserve MIB] [--idle-connection-timeout SECONDS] [--log-level LEVEL] [--quiet]`.
-// Runs in the foreground until SIGTERM/SIGINT. Its settings come from this command line; from the environment only what a
-// service manager sets (systemd's LISTEN_*, NOTIFY_SOCKET, JOURNAL_STREAM) and
-// BGTRANSFER_LOG_LEVEL when --log-level is not given, which a unit may set (Environment=): a
-// daemon started on demand by a client gets a minimal environment
+// Runs in the foreground until SIGTERM/SIGINT. Its settings come from this command line;
+// from the environment only what a service manager sets (systemd's LISTEN_*, NOTIFY_SOCKET,
+// JOURNAL_STREAM) and BGTRANSFER_LOG_LEVEL when --log-level is not given, which a unit may set
+// (Environment=): a daemon started on demand by a client gets a minimal environment
 // (DaemonEndpoint.daemonEnvironment), so no client's setting reaches it.
 
 let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--max-tasks-per-app N] [--max-bytes-per-app N] [--free-space-reserve MIB] [--idle-connection-timeout SECONDS] [--log-level LEVEL] [--quiet]"], details: """

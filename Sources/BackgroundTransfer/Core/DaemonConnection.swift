@@ -81,6 +81,11 @@ final class DaemonConnection: @unchecked Sendable {
         }
     }
 
+    /// The failure of a request the daemon did not answer within `timeout`.
+    private static func unanswered(within timeout: TimeInterval) -> TransferFailure {
+        TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(timeout)) s")
+    }
+
     private init(layout: ContainerLayout, log: TransferLog) {
         self.layout = layout
         self.log = log
@@ -178,7 +183,7 @@ final class DaemonConnection: @unchecked Sendable {
         let timeout = Self.timeout(for: request)
         if waiter.semaphore.wait(timeout: .now() + timeout) == .timedOut {
             _ = state.withLock { $0.waiters.removeValue(forKey: id) }
-            throw TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(timeout)) s")
+            throw Self.unanswered(within: timeout)
         }
         return try waiter.result!.get() // set before the signal
     }
@@ -194,7 +199,7 @@ final class DaemonConnection: @unchecked Sendable {
             let timeout = Self.timeout(for: request)
             DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak self] in
                 guard let unanswered = self?.state.withLock({ $0.waiters.removeValue(forKey: id) }) else { return }
-                unanswered.answer(.failure(TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(timeout)) s")))
+                unanswered.answer(.failure(Self.unanswered(within: timeout)))
             }
         } catch {
             waiter.answer(.failure(error))

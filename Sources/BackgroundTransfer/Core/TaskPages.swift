@@ -16,7 +16,8 @@ extension DaemonConnection {
             while !page.isEmpty {
                 guard case .tasks(let more) = try request(.getTasks(session: session, identifiers: page)) else {
                     throw TransferFailure(code: TransferFailure.badServerResponse,
-                                          message: "the transfer daemon did not answer a page of session \(session)'s tasks with task records",
+                                          message: "the transfer daemon did not answer a page of session "
+                                            + "\(session)'s tasks with task records",
                                           subject: session.rawValue)
                 }
                 records += more

@@ -338,7 +338,9 @@ final class ForegroundBridge: NSObject, FoundationNetworking.URLSessionDataDeleg
         deliverHeld(of: inner, s)
         if let gathered = state.withLock({ $0.handlers.removeValue(forKey: inner.taskIdentifier) }) {
             // A body cut off (its decoder's bound) is not handed over; the handler hears why.
-            let cutOff = state.withLock { $0.decoded[inner.taskIdentifier]?.isOver == true ? $0.failures[inner.taskIdentifier] : nil }
+            let cutOff = state.withLock { state in
+                state.decoded[inner.taskIdentifier]?.isOver == true ? state.failures[inner.taskIdentifier] : nil
+            }
             if let failure = cutOff {
                 _ = state.withLock { $0.decoded.removeValue(forKey: inner.taskIdentifier) }
                 return gathered.handler(nil, inner.response, failure)

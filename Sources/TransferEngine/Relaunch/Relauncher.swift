@@ -52,7 +52,9 @@ final class Relauncher {
                                 hasEvents: !session.events.isEmpty)
         guard !need.isHeld, need.sendsLaunchEvents, !need.waitsForUser else { return need }
         if need.hasEvents { need.hasTransfersInFlight = session.runningCounts.unchallenged > 0 }
-        if !need.hasEvents || need.hasTransfersInFlight { need.hasPendingChallenge = session.runningCounts.challenged > 0 }
+        if !need.hasEvents || need.hasTransfersInFlight {
+            need.hasPendingChallenge = session.runningCounts.challenged > 0
+        }
         return need
     }
 

@@ -33,7 +33,8 @@ final class AppByteBudget {
             let message = "\(owner) holds \(held.bytes) bytes of task records and undelivered events; a task of "
                 + "\(bytes) bytes more is past the budget of \(budget) bytes one app may have; no task is created in "
                 + "session \(session.key.identifier) (tasks that end and events acknowledged make room)"
-            throw TransferFailure(code: TransferFailure.requestRefused, message: message, subject: session.key.identifier.rawValue)
+            throw TransferFailure(code: TransferFailure.requestRefused, message: message,
+                                  subject: session.key.identifier.rawValue)
         }
         counted[owner] = (held.bytes + bytes, held.admissions + 1)
     }
