@@ -34,21 +34,25 @@ final class RawHTTPClient {
     private var buffer: [UInt8] = []
 
     init(port: UInt16, timeout: Int = 10) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
+        // Thrown before `fd` is set, so that deinit does not run: closing the number a second
+        // time closed whatever another thread had opened with it meanwhile (another test's
+        // LoopbackServer listener, whose connect then failed with ECONNREFUSED).
         guard result == 0 else {
             let code = errno
-            close(fd)
+            close(descriptor)
             throw ClientError.connect(code)
         }
+        fd = descriptor
         var limit = timeval(tv_sec: timeout, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
