@@ -8,7 +8,7 @@ import TransferPOSIX
 extension InProcess {
 /// What a decoder may make of one response body (issue 45, item 2): a default session's data
 /// task whose server sends `Content-Encoding: gzip` gets a body decoding to 64 MiB whole, and
-/// ends with -1103 one byte past it; a 1 GiB gzip bomb (about 1 MB on the wire) ends there too,
+/// ends with -1103 one byte past it; a 256 MiB gzip bomb (about 260 KB on the wire) ends there too,
 /// without the app receiving more than the bound. Bodies made by the system's gzip, served by
 /// the loopback server.
 @Suite(.serialized, .timeLimit(.minutes(20)))
@@ -56,9 +56,11 @@ final class DecodedBodyBoundTests: InProcessSuite, @unchecked Sendable {
         #expect(past.code == -1103 && past.bytes == nil, "one past the bound: \(past)")
     }
 
-    @Test("A 1 GiB gzip bomb sent chunked to a delegate's data task ends with -1103, the delegate having received at most 64 MiB and a piece")
+    // A quarter of the issue's 1 GiB bomb, four times the bound: making 1 GiB through gzip
+    // took most of the test's 74 s beside two CPU hogs, on the whole suite's longest path.
+    @Test("A 256 MiB gzip bomb sent chunked to a delegate's data task ends with -1103, the delegate having received at most 64 MiB and a piece")
     func bombEndsAtTheBound() throws {
-        let bomb = try gzippedZeros(1 << 30)
+        let bomb = try gzippedZeros(256 << 20)
         var options = RouteOptions(omitContentLength: true)
         options.extraHeaders = [("Content-Encoding", "gzip")]
         server.serve("/bomb.gz", data: bomb, options: options)
@@ -77,7 +79,7 @@ final class DecodedBodyBoundTests: InProcessSuite, @unchecked Sendable {
         let received = delegate.calls.reduce(0) { total, call in
             if case .receivedData(task.taskIdentifier, let count) = call { total + count } else { total }
         }
-        print("DecodedBodyBoundTests: a \(bomb.count)-byte gzip bomb of 1 GiB ended with \(String(describing: code)) after \(received) decoded bytes, in \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+        print("DecodedBodyBoundTests: a \(bomb.count)-byte gzip bomb of 256 MiB ended with \(String(describing: code)) after \(received) decoded bytes, in \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
         #expect(code == .some(-1103), "\(String(describing: code))")
         #expect(received <= (64 << 20) + (1 << 20), "the delegate received \(received) bytes")
     }
