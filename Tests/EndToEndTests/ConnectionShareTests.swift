@@ -47,28 +47,35 @@ struct ConnectionShareTests {
         #expect(waitUntil(timeout: 10) { (try? RawClient.welcomed(container, as: Self.app)).map { clients.append($0); return true } ?? false })
     }
 
-    @Test("With --idle-connection-timeout 2, an identified connection that holds nothing is closed with -1001 between 2 and 4 s after its last request, while one that asks something every 0.5 s is served throughout")
+    // The deadline is 4 s, and its close may come up to 10 s late: the check runs at the daemon's
+    // housekeeping, which a loaded machine delays; what must never happen is a close before it.
+    @Test("With --idle-connection-timeout 4, an identified connection that holds nothing is closed with -1001 no sooner than 4 s after its last request, while one that asks something every 0.5 s is served throughout")
     func idleConnectionsAreClosed() throws {
         let container = try TestContainer()
         defer { container.tearDown() }
-        let daemon = try DaemonUnderTest.start(container, extraArguments: ["--idle-connection-timeout", "2"])
+        let daemon = try DaemonUnderTest.start(container, extraArguments: ["--idle-connection-timeout", "4"])
         defer { daemon.process.kill() }
         let idle = try RawClient.welcomed(container, as: Self.app)
         defer { idle.close() }
         let busy = try RawClient.welcomed(container, as: Self.otherApp)
         defer { busy.close() }
+        let pinged = Date() // before the request: the daemon's clock for it starts after this
         guard case .ok = try idle.request(.ping) else { throw TestFailure("ping refused") }
-        let pinged = Date()
-        // The busy one asks every 0.5 s (below the deadline) for 5 s: always answered.
-        for _ in 0..<10 {
+        // The busy one asks every 0.5 s (well below the deadline) for 8 s, twice the deadline:
+        // always answered. The idle one, meanwhile, is told why it goes.
+        let busyUntil = Date().addingTimeInterval(8)
+        while Date() < busyUntil {
             let reply = try busy.request(.ping)
             guard case .ok = reply else { throw TestFailure("the busy connection was answered \(reply)") }
-            _ = idle.reply(to: 0, timeout: 0.5) // the idle one, meanwhile, is told why it goes
+            if idle.isClosedByDaemon { Thread.sleep(forTimeInterval: 0.5) } else { _ = idle.reply(to: 0, timeout: 0.5) }
         }
         #expect(idle.isClosedByDaemon || idle.waitUntilClosed(timeout: 10), "the idle connection was not closed")
-        let told = TransferLog.entries(layout: container.layout).first { $0.message.contains("held no session, watch or reply for 2 s") }
+        let told = TransferLog.entries(layout: container.layout).first { $0.message.contains("held no session, watch or reply for 4 s") }
         #expect(told != nil, "the log says why")
-        if let told { #expect((2..<4).contains(told.time.timeIntervalSince(pinged)), "closed \(told.time.timeIntervalSince(pinged)) s after its last request") }
+        if let told {
+            let after = told.time.timeIntervalSince(pinged)
+            #expect((4..<14).contains(after), "closed \(after) s after its last request")
+        }
         _ = daemon
     }
 }
