@@ -49,7 +49,8 @@ public enum TransferLimits {
         let encoded = encodedLength.map { "\($0) encoded bytes" } ?? "a body of unknown length"
         let message = "the response body decodes to more than \(bound) bytes, the most a decoder may produce of "
             + "\(encoded) (64 MiB, or \(decodedBodyRatio) times the encoded length)"
-        return TransferFailure(code: TransferFailure.dataLengthExceedsMaximum, message: message, subject: String(url.prefix(100)))
+        return TransferFailure(code: TransferFailure.dataLengthExceedsMaximum, message: message,
+                               subject: String(url.prefix(100)))
     }
 
     /// Why `request` is refused at task creation: -1000 for a URL past `urlBytes`, -1103 for

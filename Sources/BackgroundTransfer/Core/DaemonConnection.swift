@@ -83,7 +83,8 @@ final class DaemonConnection: @unchecked Sendable {
 
     /// The failure of a request the daemon did not answer within `timeout`.
     private static func unanswered(within timeout: TimeInterval) -> TransferFailure {
-        TransferFailure(code: TransferFailure.timedOut, message: "the transfer daemon did not answer within \(Int(timeout)) s")
+        TransferFailure(code: TransferFailure.timedOut,
+                        message: "the transfer daemon did not answer within \(Int(timeout)) s")
     }
 
     private init(layout: ContainerLayout, log: TransferLog) {

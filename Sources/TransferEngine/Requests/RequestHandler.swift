@@ -73,8 +73,8 @@ final class RequestHandler {
 
     init(surroundings: any RequestHandlerSurroundings, layout: ContainerLayout, log: TransferLog, root: RootDirectory, clock: any TimeSource,
          registry: AppRegistry, peers: PeerIdentifier, commits: GroupCommit, delivery: EventDelivery, clients: ClientServer,
-         sessionRecovery: SessionRecovery, relauncher: Relauncher, resumeData: ResumeDataStore, maximumTasksPerApp: Int, maximumBytesPerApp: Int,
-         freeSpaceReserve: Int64) {
+         sessionRecovery: SessionRecovery, relauncher: Relauncher, resumeData: ResumeDataStore,
+         maximumTasksPerApp: Int, maximumBytesPerApp: Int, freeSpaceReserve: Int64) {
         self.surroundings = surroundings
         self.layout = layout
         self.log = log

@@ -272,8 +272,9 @@ final class DaemonSession {
             throw TransferFailure(code: TransferFailure.unknown, message: "session \(key.identifier) has used every event number", subject: key.identifier.rawValue)
         }
         let (finished, leftOut) = task.forEvent()
-        var event = EventRecord(number: counters.nextEventNumber, kind: .taskCompleted, createdAt: now, task: finished,
-                                downloadedFile: downloadedFile.map(layout.recordPath), error: error, responseBody: responseBody)
+        var event = EventRecord(number: counters.nextEventNumber, kind: .taskCompleted, createdAt: now,
+                                task: finished, downloadedFile: downloadedFile.map(layout.recordPath),
+                                error: error, responseBody: responseBody)
         if leftOut { event.requestHeadersLeftOut = true }
         let encoded = try EncodedEvent(event)
         journal.append(encodedLine: encoded.journalLine)

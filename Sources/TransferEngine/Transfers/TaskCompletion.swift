@@ -36,7 +36,8 @@ final class TaskCompletion {
     private let log: TransferLog
     private let clock: any TimeSource
 
-    init(surroundings: any TaskCompletionSurroundings, transfers: RunningTransfers, resumeData: ResumeDataStore, lifecycle: TaskLifecycle, log: TransferLog, clock: any TimeSource) {
+    init(surroundings: any TaskCompletionSurroundings, transfers: RunningTransfers, resumeData: ResumeDataStore,
+         lifecycle: TaskLifecycle, log: TransferLog, clock: any TimeSource) {
         self.surroundings = surroundings
         self.transfers = transfers
         self.resumeData = resumeData
