@@ -35,8 +35,14 @@ struct DaemonComebackTests {
         let app = try Executable.hostApp.start(["remember-password", "realm", "user", "secret"], in: container)
         let launch = app.wait(timeout: 60)
         #expect(launch.status == 0, "\(launch.stderr)")
-        let back = container.processesNamingContainer(executable: "transferd")
-        #expect(back.count == 1 && back != daemons, "a new daemon serves the container as the launch ends: \(back)")
+        // On a loaded machine a daemon slow to bind can have a second one started beside it,
+        // which finds the daemon lock held and exits: one stays.
+        var back: [Int32] = []
+        let one = waitUntil(timeout: 30) {
+            back = container.processesNamingContainer(executable: "transferd")
+            return back.count == 1
+        }
+        #expect(one && back != daemons, "a new daemon serves the container as the launch ends: \(back)")
         let opened = container.logEntries(process: "transferd").filter { $0.isSessionOpened(by: app.pid) }
         #expect(opened.isEmpty, "the launch opened no session")
 

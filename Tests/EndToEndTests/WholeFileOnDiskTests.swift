@@ -33,6 +33,7 @@ struct WholeFileOnDiskTests {
         let partial = fetchTask1PartialFile(in: container)
         try #require(waitUntil(timeout: 30) { Self.size(of: partial) == payload.count },
                      "the body did not reach the disk")
+        try #require(waitForJournaledValidator(ofTask1In: container), "the response's validator was never journaled")
         daemon.process.kill(signal: SIGKILL)
         _ = daemon.process.wait(timeout: 10)
 

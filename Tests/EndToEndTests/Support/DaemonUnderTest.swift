@@ -67,14 +67,21 @@ func fetchTask1PartialFile(in container: TestContainer) -> URL {
         "Library/Caches/BackgroundTransfer/com.example.host.fetch.background/task-1.partial")
 }
 
-/// SIGKILLs the daemon once the fetch extension's task 1 has more than `bytes` on disk;
-/// returns that task's partial file.
+/// SIGKILLs the daemon once the fetch extension's task 1 has more than `bytes` on disk and its
+/// journal holds the response's validator (without which a restart cannot resume, and starts
+/// over); returns that task's partial file.
 @discardableResult
 func killDaemon(_ daemon: DaemonUnderTest, in container: TestContainer, onceTask1Has bytes: Int) throws -> URL {
     let partial = fetchTask1PartialFile(in: container)
     let size = { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 }
     try #require(waitUntil { size() > bytes }, "the download did not start")
+    try #require(waitForJournaledValidator(ofTask1In: container), "the response's validator was never journaled")
     daemon.process.kill(signal: SIGKILL)
     _ = daemon.process.wait(timeout: 10)
     return partial
+}
+
+/// Waits until the fetch extension's task 1, as its journal on disk has it, holds a validator.
+func waitForJournaledValidator(ofTask1In container: TestContainer, timeout: TimeInterval = 30) -> Bool {
+    waitUntil(timeout: timeout) { container.task(1, in: "com.example.host.fetch.background")?.validator != nil }
 }
