@@ -39,6 +39,9 @@ public struct LogEvent: Codable, Sendable, Equatable {
         /// A session with no delegate acknowledged its events undelivered, from the line's task
         /// on (S1.2); said once a session.
         case eventsWithoutDelegate
+        /// The daemon closed the connection of process `pid`, which had held no session, watch
+        /// or reply on its way for the idle deadline, `seconds` (after telling it -1001).
+        case idleConnectionClosed
     }
 
     public var kind: Kind
@@ -49,12 +52,16 @@ public struct LogEvent: Codable, Sendable, Equatable {
     public var code: Int?
     /// The session's events still undelivered, for `launchedAppExited`.
     public var pending: Int?
+    /// The deadline that ran out, for `idleConnectionClosed`.
+    public var seconds: Int?
 
-    public init(_ kind: Kind, app: String? = nil, pid: Int32? = nil, code: Int? = nil, pending: Int? = nil) {
+    public init(_ kind: Kind, app: String? = nil, pid: Int32? = nil, code: Int? = nil, pending: Int? = nil,
+                seconds: Int? = nil) {
         self.kind = kind
         self.app = app
         self.pid = pid
         self.code = code
         self.pending = pending
+        self.seconds = seconds
     }
 }

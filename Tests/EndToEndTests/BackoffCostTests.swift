@@ -31,7 +31,10 @@ final class BackoffCostTests: InProcessSuite, @unchecked Sendable {
         let delegate = RecordingDelegate()
         let other = fixture.session("other", delegate: delegate)
         // Churning: the first retries of the dead tasks have come and gone.
-        try #require(container.waitForLog(timeout: 60) { $0.process == "transferd" && $0.message.contains("retry 9 in") } != nil,
+        try #require(container.waitForLog(timeout: 60) { entry in
+            guard entry.process == "transferd", case .retry(let attempt, _, _) = entry.hold else { return false }
+            return attempt >= 9
+        } != nil,
                      "the dead tasks were not retried")
         let cpuBefore = Self.cpuSeconds(of: daemon.pid), wallBefore = Date()
         let running = try (0..<10).map { _ in try timeDownload(in: other, delegate: delegate) }

@@ -72,7 +72,9 @@ struct ConnectionShareTests {
             _ = (idle.isClosedByDaemon ? busy : idle).reply(to: 0, timeout: 0.5)
         }
         #expect(idle.isClosedByDaemon || idle.waitUntilClosed(timeout: 10), "the idle connection was not closed")
-        let told = TransferLog.entries(layout: container.layout).first { $0.message.contains("held no session, watch or reply for 4 s") }
+        let told = TransferLog.entries(layout: container.layout).first {
+            $0.event?.kind == .idleConnectionClosed && $0.event?.seconds == 4
+        }
         #expect(told != nil, "the log says why")
         if let told {
             let after = told.time.timeIntervalSince(pinged)

@@ -169,7 +169,7 @@ struct RedeliveryTests {
         server.serve("/plain.bin", data: payload, options: options)
         let daemon = try DaemonUnderTest.start(container)
         #expect(try Executable.fetchExtension.run(["download", server.url(for: "/plain.bin").absoluteString], in: container).status == 0)
-        try killDaemon(daemon, in: container, onceTask1Has: 1 << 20)
+        try killDaemon(daemon, in: container, onceTask1Has: 1 << 20, resourceHasValidator: false)
         options.bytesPerSecond = nil
         server.serve("/plain.bin", data: payload, options: options)
         _ = try DaemonUnderTest.start(container)

@@ -185,7 +185,8 @@ final class ClientServer {
         for connection in connections.values where connection.holdsNothing(since: idleSince) {
             let message = "\(connection.label) held no session, watch or reply for \(Int(idleTimeout)) s; "
                 + "connection closed"
-            refuse(connection, TransferFailure(code: TransferFailure.timedOut, message: message))
+            let closed = LogEvent(.idleConnectionClosed, pid: connection.pid, seconds: Int(idleTimeout))
+            refuse(connection, TransferFailure(code: TransferFailure.timedOut, message: message), event: closed)
         }
         let deadline = ClientConnection.frameDeadline
         for connection in connections.values {
@@ -195,8 +196,8 @@ final class ClientServer {
     }
 
     /// Tells the peer why it is cut off (a failure with reply number 0, sent at once) and disconnects it.
-    private func refuse(_ connection: ClientConnection, _ failure: TransferFailure) {
-        log.error("ipc", "\(connection.label): \(failure.message)")
+    private func refuse(_ connection: ClientConnection, _ failure: TransferFailure, event: LogEvent? = nil) {
+        log.error("ipc", "\(connection.label): \(failure.message)", event: event)
         connection.send(.reply(id: 0, .failure(failure)), overtaking: true)
         connection.flush()
         disconnect(connection)

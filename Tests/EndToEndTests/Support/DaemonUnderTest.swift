@@ -67,15 +67,18 @@ func fetchTask1PartialFile(in container: TestContainer) -> URL {
         "Library/Caches/BackgroundTransfer/com.example.host.fetch.background/task-1.partial")
 }
 
-/// SIGKILLs the daemon once the fetch extension's task 1 has more than `bytes` on disk and its
-/// journal holds the response's validator (without which a restart cannot resume, and starts
-/// over); returns that task's partial file.
+/// SIGKILLs the daemon once the fetch extension's task 1 has more than `bytes` on disk and, for
+/// a resource with a validator, once its journal holds it (without it a restart cannot resume,
+/// and starts over); returns that task's partial file.
 @discardableResult
-func killDaemon(_ daemon: DaemonUnderTest, in container: TestContainer, onceTask1Has bytes: Int) throws -> URL {
+func killDaemon(_ daemon: DaemonUnderTest, in container: TestContainer, onceTask1Has bytes: Int,
+                resourceHasValidator: Bool = true) throws -> URL {
     let partial = fetchTask1PartialFile(in: container)
     let size = { ((try? FileManager.default.attributesOfItem(atPath: partial.path)[.size]) as? NSNumber)?.intValue ?? 0 }
     try #require(waitUntil { size() > bytes }, "the download did not start")
-    try #require(waitForJournaledValidator(ofTask1In: container), "the response's validator was never journaled")
+    if resourceHasValidator {
+        try #require(waitForJournaledValidator(ofTask1In: container), "the response's validator was never journaled")
+    }
     daemon.process.kill(signal: SIGKILL)
     _ = daemon.process.wait(timeout: 10)
     return partial
