@@ -39,6 +39,9 @@ public struct LogEvent: Codable, Sendable, Equatable {
         /// A session with no delegate acknowledged its events undelivered, from the line's task
         /// on (S1.2); said once a session.
         case eventsWithoutDelegate
+        /// A file of root certificates every app would trust installed none (`rootsRefusal`
+        /// says why), read at the daemon's start or when the device's conditions changed.
+        case deviceRootsRefused
     }
 
     public var kind: Kind
@@ -49,12 +52,16 @@ public struct LogEvent: Codable, Sendable, Equatable {
     public var code: Int?
     /// The session's events still undelivered, for `launchedAppExited`.
     public var pending: Int?
+    /// Why a file of roots was refused and what it was, for `deviceRootsRefused`.
+    public var rootsRefusal: RootsRefusal?
 
-    public init(_ kind: Kind, app: String? = nil, pid: Int32? = nil, code: Int? = nil, pending: Int? = nil) {
+    public init(_ kind: Kind, app: String? = nil, pid: Int32? = nil, code: Int? = nil, pending: Int? = nil,
+                rootsRefusal: RootsRefusal? = nil) {
         self.kind = kind
         self.app = app
         self.pid = pid
         self.code = code
         self.pending = pending
+        self.rootsRefusal = rootsRefusal
     }
 }

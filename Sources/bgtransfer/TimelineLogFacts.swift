@@ -90,7 +90,7 @@ enum TimelineFact: Equatable {
         case .sessionOpened: return .sessionOpened
         case .launchedForEvents: return .launchedForEvents
         case .launchFailed, .relaunchGivenUp, .relaunchLeftToUser, .reattached, .requestFailed,
-             .finishedFileNamedAtLoad, .finishedFileGone, .crashMarkNotCounted, .eventsWithoutDelegate:
+             .finishedFileNamedAtLoad, .finishedFileGone, .crashMarkNotCounted, .eventsWithoutDelegate, .deviceRootsRefused:
             return nil
         }
     }
