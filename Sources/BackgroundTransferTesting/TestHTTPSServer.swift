@@ -84,7 +84,9 @@ extension SimulatedDevice {
             let ca = try Data(contentsOf: TestHTTPSServer.certificateAuthority)
             try? FileManager.default.removeItem(at: staged)
             // 0644: the daemon refuses a file its group or others may write.
-            guard FileManager.default.createFile(atPath: staged.path, contents: ca, attributes: [.posixPermissions: 0o644]) else {
+            let made = FileManager.default.createFile(atPath: staged.path, contents: ca,
+                                                      attributes: [.posixPermissions: 0o644])
+            guard made else {
                 throw Errno.current("create", path: staged.path)
             }
             guard rename(staged.path, target.path) == 0 else { throw Errno.current("rename", path: staged.path) }

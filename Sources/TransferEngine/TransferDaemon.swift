@@ -113,7 +113,8 @@ public final class TransferDaemon {
     private(set) lazy var listing = TaskListing(transfers: transfers)
     private(set) lazy var watchers = Watchers(surroundings: self, scheduler: scheduler, log: log, clock: clock)
     private(set) lazy var sessionRecovery = SessionRecovery(surroundings: self, layout: layout, log: log, root: root, clock: clock, registry: registry)
-    private(set) lazy var serverTrust = ServerTrustChallenges(surroundings: self, layout: layout, root: root, log: log, waker: loop.multi.waker,
+    private(set) lazy var serverTrust = ServerTrustChallenges(surroundings: self, layout: layout, root: root, log: log,
+                                                              waker: loop.multi.waker,
                                                               trustedRootsFile: options.trustedRootsFile)
     private(set) lazy var service = ServiceReports(notifier: options.notifier, log: log) { [unowned self] in sessions }
 

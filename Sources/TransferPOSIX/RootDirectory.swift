@@ -225,7 +225,9 @@ extension FileDescriptor {
     public func readRegularFile(limit: Int, path: String) throws(Errno) -> (bytes: Data, status: stat) {
         let st = try status()
         guard st.st_mode & S_IFMT == S_IFREG else { throw Errno(EINVAL, "read (not a regular file)", path: path) }
-        guard st.st_size <= limit else { throw Errno(EFBIG, "read (\(st.st_size) bytes, more than \(limit))", path: path) }
+        guard st.st_size <= limit else {
+            throw Errno(EFBIG, "read (\(st.st_size) bytes, more than \(limit))", path: path)
+        }
         do { return (try readToEnd(limit: limit), st) } catch { throw Errno(error.code, error.operation, path: path) }
     }
 

@@ -90,7 +90,8 @@ enum TimelineFact: Equatable {
         case .sessionOpened: return .sessionOpened
         case .launchedForEvents: return .launchedForEvents
         case .launchFailed, .relaunchGivenUp, .relaunchLeftToUser, .reattached, .requestFailed,
-             .finishedFileNamedAtLoad, .finishedFileGone, .crashMarkNotCounted, .eventsWithoutDelegate, .deviceRootsRefused:
+             .finishedFileNamedAtLoad, .finishedFileGone, .crashMarkNotCounted, .eventsWithoutDelegate,
+             .deviceRootsRefused:
             return nil
         }
     }

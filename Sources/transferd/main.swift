@@ -14,7 +14,12 @@ import TransferLogging
 // (Environment=): a daemon started on demand by a client gets a minimal environment
 // (DaemonEndpoint.daemonEnvironment), so no client's setting reaches it.
 
-let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--max-tasks-per-app N] [--max-bytes-per-app N] [--free-space-reserve MIB] [--idle-connection-timeout SECONDS] [--trusted-roots FILE] [--log-level LEVEL] [--quiet]"], details: """
+let usage = CommandLineUsage(program: "transferd", forms: [
+    "[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] "
+    + "[--background-budget SECONDS] [--max-transfers N] [--max-tasks-per-app N] [--max-bytes-per-app N] "
+    + "[--free-space-reserve MIB] [--idle-connection-timeout SECONDS] [--trusted-roots FILE] [--log-level LEVEL] "
+    + "[--quiet]"],
+    details: """
     The transfer daemon of one container, in the foreground until SIGTERM or SIGINT (clients
     start it on demand with --exit-when-idle).
       --exit-when-idle SECONDS      exit after this long with nothing to do
@@ -32,7 +37,7 @@ let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [
                                     at start and on `bgtransfer conditions`, at most 1 MiB, a regular file and
                                     not a symlink, owned by root or by the user transferd runs as, and writable
                                     by no group or other; else no roots are taken from it (the log says why).
-                                    A daemon started on demand by a client never has it
+                                    A daemon started on demand by a client never has it.
       --log-level LEVEL             the quietest level logged: debug, info, notice, error or fault (default:
                                     $BGTRANSFER_LOG_LEVEL of whoever ran transferd, else notice)
       --quiet                       log nothing to stderr

@@ -61,8 +61,10 @@ final class ServerTrustDisagreementTests: InProcessSuite, @unchecked Sendable {
         #expect(connections <= 20, "\(connections) connections in \(String(format: "%.1f", Date().timeIntervalSince(started))) s")
     }
 
-    @Test("The bound on disagreements holds across a daemon restart: killed after four, the restarted daemon fails the task with -1202 after one more",
-          .enabled(if: getuid() == 0, "the library restarts the killed daemon on demand, which trusts only a root-owned Daemon/trusted-roots.pem"))
+    @Test("""
+        The bound on disagreements holds across a daemon restart: killed after four, the restarted daemon \
+        fails the task with -1202 after one more
+        """, .enabled(if: getuid() == 0, "the library restarts the daemon on demand: it trusts a root-owned file only"))
     func disagreementsSurviveRestart() throws {
         let (session, delegate, task, _) = try downloadThroughBalancer(session: "trust.disagreement.restart")
         defer { session.invalidateAndCancel() }

@@ -11,8 +11,11 @@ import TransferContainer
 /// refused for what it is, not for its owner.
 @Suite(.timeLimit(.minutes(20)))
 struct TrustedRootsAttackTests {
-    @Test("A 64 MiB trusted-roots.pem (the CA, then padding), garbage, and a symlink to the CA elsewhere: each is not installed (-1202 for the CA's server), the daemon keeps running, and a download accepted before finishes whole",
-          .enabled(if: getuid() == 0, "the honest trusted-roots.pem must be root-owned: the tests run as root in CI"))
+    @Test("""
+        A 64 MiB trusted-roots.pem (the CA, then padding), garbage, and a symlink to the CA elsewhere: each \
+        is not installed (-1202 for the CA's server), the daemon keeps running, and a download accepted \
+        before finishes whole
+        """, .enabled(if: getuid() == 0, "the honest trusted-roots.pem must be root-owned (CI runs as root)"))
     func hostileTrustedRoots() async throws {
         try await onOwnThread {
             let certificates = try TestCertificates.shared.get()

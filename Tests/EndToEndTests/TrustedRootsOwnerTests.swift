@@ -14,7 +14,7 @@ import TransferPOSIX
 /// when the CA is not installed) and by the log's typed fact (`deviceRootsRefused`).
 @Suite(.timeLimit(.minutes(20)))
 struct TrustedRootsOwnerTests {
-    static let needsRoot: Comment = "a root-owned file, and one given to another user, need the tests to run as root (CI does)"
+    static let needsRoot: Comment = "a root-owned file, and one given to another user, need the tests to run as root"
 
     /// nginx with the test CA's site, a small file and a slow one, and a container.
     struct Stage {
@@ -27,8 +27,9 @@ struct TrustedRootsOwnerTests {
         init() throws {
             let certificates = try TestCertificates.shared.get()
             ca = try Data(contentsOf: certificates.caFile)
-            nginx = try Nginx.start(sites: [Nginx.Site(name: "private", certificate: certificates.certificateFile(.trusted),
-                                                       key: certificates.keyFile(.trusted), directives: "limit_rate 256k;")])
+            let site = Nginx.Site(name: "private", certificate: certificates.certificateFile(.trusted),
+                                  key: certificates.keyFile(.trusted), directives: "limit_rate 256k;")
+            nginx = try Nginx.start(sites: [site])
             _ = try nginx.serve("small.bin", bytes: 10_000)
             slow = try nginx.serve("slow.bin", bytes: 3 << 20, seed: 5)
             container = try TestContainer()
@@ -49,13 +50,15 @@ struct TrustedRootsOwnerTests {
 
         /// `fetch-extension download small.bin --wait`: whether it arrived, and what it said.
         func fetchSmall() throws -> (arrived: Bool, said: String) {
-            let outcome = try Executable.fetchExtension.run(["download", nginx.url("private", "small.bin"), "--wait"], in: container, timeout: 60)
+            let outcome = try Executable.fetchExtension.run(["download", nginx.url("private", "small.bin"), "--wait"],
+                                                            in: container, timeout: 60)
             return (outcome.status == 0, outcome.stdout + outcome.stderr)
         }
 
         /// `bgtransfer conditions`: the daemon reads the roots again.
         func conditionsChanged() throws {
-            let conditions = try Executable.bgtransfer.run(["conditions", "--network", "wifi"], in: container, timeout: 30)
+            let conditions = try Executable.bgtransfer.run(["conditions", "--network", "wifi"], in: container,
+                                                           timeout: 30)
             #expect(conditions.status == 0, "\(conditions.stderr)")
         }
 
@@ -67,8 +70,11 @@ struct TrustedRootsOwnerTests {
         }
     }
 
-    @Test("Daemon/trusted-roots.pem with the CA owned by uid 65534, mode 0666, 0664 or 0646, or with a second hard link, installs nothing: -1202 for the CA's server and a typed refusal naming the owner, mode or links; transferd keeps running and a download accepted before finishes whole",
-          .enabled(if: getuid() == 0, needsRoot))
+    @Test("""
+        Daemon/trusted-roots.pem with the CA owned by uid 65534, mode 0666, 0664 or 0646, or with a second \
+        hard link, installs nothing: -1202 for the CA's server and a typed refusal naming the owner, mode \
+        or links; transferd keeps running and a download accepted before finishes whole
+        """, .enabled(if: getuid() == 0, needsRoot))
     func refusedByOwnerModeOrLinks() async throws {
         try await onOwnThread {
             let stage = try Stage()
@@ -76,9 +82,11 @@ struct TrustedRootsOwnerTests {
             // The CA installed as an administrator does first, so the accepted download is an HTTPS one.
             try stage.plantCA(at: stage.roots)
             let daemon = try DaemonUnderTest.start(stage.container)
-            #expect(try Executable.hostApp.run(["download", stage.nginx.url("private", "slow.bin")], in: stage.container, timeout: 60).status == 0)
+            let accepted = try Executable.hostApp.run(["download", stage.nginx.url("private", "slow.bin")],
+                                                      in: stage.container, timeout: 60)
+            #expect(accepted.status == 0, "\(accepted.stderr)")
             let path = stage.roots.path
-            let secondName = URL(fileURLWithPath: stage.container.root).deletingLastPathComponent().appendingPathComponent("second-name.pem")
+            let secondName = stage.container.parent.appendingPathComponent("second-name.pem")
             let plantings: [(name: String, plant: () throws -> Void, expected: LogEvent.RootsRefusal)] = [
                 ("owner 65534", { try stage.plantCA(at: stage.roots, owner: 65534) },
                  LogEvent.RootsRefusal(.owner, path: path, owner: 65534, mode: 0o644, links: 1)),
@@ -100,7 +108,8 @@ struct TrustedRootsOwnerTests {
                 try stage.conditionsChanged()
                 #expect(kill(daemon.pid, 0) == 0, "\(planting.name): transferd is still running")
                 let fetched = try stage.fetchSmall()
-                #expect(!fetched.arrived && fetched.said.contains("-1202"), "\(planting.name): the CA was installed: \(fetched.said)")
+                #expect(!fetched.arrived && fetched.said.contains("-1202"),
+                        "\(planting.name): the CA was installed: \(fetched.said)")
                 #expect(waitUntil(timeout: 10) { stage.refusals.dropFirst(before).contains(planting.expected) },
                         "\(planting.name): refused as \(planting.expected); logged \(stage.refusals.dropFirst(before))")
             }
@@ -117,8 +126,10 @@ struct TrustedRootsOwnerTests {
         }
     }
 
-    @Test("Daemon/trusted-roots.pem with the CA, owned by root, mode 0644, one link: installed, the CA's server's file arrives without a challenge",
-          .enabled(if: getuid() == 0, needsRoot))
+    @Test("""
+        Daemon/trusted-roots.pem with the CA, owned by root, mode 0644, one link: installed, the CA's \
+        server's file arrives without a challenge
+        """, .enabled(if: getuid() == 0, needsRoot))
     func rootOwnedFileInstalls() async throws {
         try await onOwnThread {
             let stage = try Stage()
@@ -131,7 +142,10 @@ struct TrustedRootsOwnerTests {
         }
     }
 
-    @Test("transferd --trusted-roots FILE (the test's own, 0644) installs the CA for that daemon; a daemon a client then starts on demand does not have it: -1202")
+    @Test("""
+        transferd --trusted-roots FILE (the test's own, 0644) installs the CA for that daemon; a daemon a \
+        client then starts on demand does not have it: -1202
+        """)
     func optionInstallsForItsDaemonOnly() async throws {
         try await onOwnThread {
             let stage = try Stage()
@@ -144,7 +158,8 @@ struct TrustedRootsOwnerTests {
 
             daemon.process.kill()
             _ = daemon.process.wait(timeout: 10)
-            try #require(waitUntil(timeout: 10) { !FileLock.isHeld(stage.container.layout.daemonLock.path) }, "the daemon is gone")
+            let lock = stage.container.layout.daemonLock.path
+            try #require(waitUntil(timeout: 10) { !FileLock.isHeld(lock) }, "the daemon is gone")
             let onDemand = try stage.fetchSmall()
             #expect(!onDemand.arrived && onDemand.said.contains("-1202"), "\(onDemand.said)")
             let daemons = stage.container.processesNamingContainer(executable: "transferd")
@@ -152,7 +167,10 @@ struct TrustedRootsOwnerTests {
         }
     }
 
-    @Test("transferd --trusted-roots FILE that its group or others may write (0664, 0646) installs nothing, with a typed refusal; 0644 installs it; as root, one owned by uid 65534 installs nothing")
+    @Test("""
+        transferd --trusted-roots FILE that its group or others may write (0664, 0646) installs nothing, \
+        with a typed refusal; 0644 installs it; as root, one owned by uid 65534 installs nothing
+        """)
     func optionFileRefusals() async throws {
         try await onOwnThread {
             let stage = try Stage()
@@ -172,7 +190,8 @@ struct TrustedRootsOwnerTests {
                     try stage.plantCA(at: file, mode: planting.mode, owner: planting.owner)
                     try stage.conditionsChanged()
                 }
-                let label = "mode \(String(planting.mode, radix: 8)), owner \(planting.owner.map(String.init) ?? "the test's")"
+                let owner = planting.owner.map(String.init) ?? "the test's"
+                let label = "mode \(String(planting.mode, radix: 8)), owner \(owner)"
                 let fetched = try stage.fetchSmall()
                 guard let reason = planting.reason else {
                     #expect(fetched.arrived, "\(label): \(fetched.said)")
@@ -180,7 +199,9 @@ struct TrustedRootsOwnerTests {
                 }
                 #expect(!fetched.arrived && fetched.said.contains("-1202"), "\(label): \(fetched.said)")
                 #expect(waitUntil(timeout: 10) {
-                    stage.refusals.dropFirst(before).contains { $0.reason == reason && $0.path == file.path && $0.mode == UInt32(planting.mode) }
+                    stage.refusals.dropFirst(before).contains {
+                        $0.reason == reason && $0.path == file.path && $0.mode == UInt32(planting.mode)
+                    }
                 }, "\(label): refused as \(reason); logged \(stage.refusals.dropFirst(before))")
             }
             #expect(kill(daemon.pid, 0) == 0, "transferd is still running")

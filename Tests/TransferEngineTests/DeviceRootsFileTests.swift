@@ -19,10 +19,14 @@ import TransferPOSIX
 
     /// The container's file, judged on a status only: nothing is read.
     private static func containerFile() throws -> DeviceRootsFile {
-        .container(ContainerLayout(root: URL(fileURLWithPath: "/nonexistent-container")), root: try RootDirectory.open("/"))
+        let layout = ContainerLayout(root: URL(fileURLWithPath: "/nonexistent-container"))
+        return .container(layout, root: try RootDirectory.open("/"))
     }
 
-    @Test("The container's file: owner root installs, uid 1 does not; mode 0644 and 0600 install, 0664 and 0646 do not; one link installs, two do not")
+    @Test("""
+        The container's file: owner root installs, uid 1 does not; mode 0644 and 0600 install, 0664 and \
+        0646 do not; one link installs, two do not
+        """)
     func containerRule() throws {
         let file = try Self.containerFile()
         #expect(file.refusal(of: Self.status()) == nil)
@@ -34,7 +38,10 @@ import TransferPOSIX
         #expect(file.refusal(of: Self.status(links: 2)) == .links)
     }
 
-    @Test("The --trusted-roots file: owner root or the daemon's user installs, another uid does not; 0664 and 0646 do not; a second name does not matter")
+    @Test("""
+        The --trusted-roots file: owner root or the daemon's user installs, another uid does not; 0664 \
+        and 0646 do not; a second name does not matter
+        """)
     func optionRule() {
         let file = DeviceRootsFile.option("/roots.pem")
         #expect(file.refusal(of: Self.status()) == nil)
@@ -45,14 +52,18 @@ import TransferPOSIX
         #expect(file.refusal(of: Self.status(links: 2)) == nil)
     }
 
-    @Test("A --trusted-roots file of 1 MiB is read, one of 1 MiB and a byte is not (EFBIG); a symlink to a good file is not (ELOOP); a missing one is no roots")
+    @Test("""
+        A --trusted-roots file of 1 MiB is read, one of 1 MiB and a byte is not (EFBIG); a symlink to a \
+        good file is not (ELOOP); a missing one is no roots
+        """)
     func optionReads() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("roots-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         func file(_ name: String, bytes: Int) -> String {
             let path = folder.appendingPathComponent(name).path
-            #expect(FileManager.default.createFile(atPath: path, contents: Data(count: bytes), attributes: [.posixPermissions: 0o644]))
+            #expect(FileManager.default.createFile(atPath: path, contents: Data(count: bytes),
+                                                   attributes: [.posixPermissions: 0o644]))
             return path
         }
         let atBound = file("bound.pem", bytes: StateFileLimits.trustedRoots)
