@@ -206,12 +206,6 @@ public struct RootDirectory: Sendable {
     /// The contents of the regular file at `absolute`, refused (`EFBIG`) past `limit` bytes
     /// before any is read, and `EINVAL` when it is not a regular file (a FIFO would block).
     public func read(_ absolute: String, limit: Int) throws(Errno) -> Data {
-        try readWithStatus(absolute, limit: limit).bytes
-    }
-
-    /// As `read`, with what the file read is (`fstat` on the descriptor it was read from, so
-    /// that whoever judges its owner or mode judges the very file whose bytes it got).
-    public func readWithStatus(_ absolute: String, limit: Int) throws(Errno) -> (bytes: Data, status: stat) {
         let fd = try open(absolute, O_RDONLY | O_NONBLOCK)
         defer { fd.close() }
         return try fd.readRegularFile(limit: limit, path: absolute)
@@ -219,16 +213,15 @@ public struct RootDirectory: Sendable {
 }
 
 extension FileDescriptor {
-    /// The whole regular file open here and its status, refused (`EFBIG`) past `limit` bytes
-    /// before any is read, and `EINVAL` when it is not a regular file (a FIFO would block);
-    /// errors name `path`.
-    public func readRegularFile(limit: Int, path: String) throws(Errno) -> (bytes: Data, status: stat) {
+    /// The whole regular file open here, refused (`EFBIG`) past `limit` bytes before any is
+    /// read, and `EINVAL` when it is not a regular file (a FIFO would block); errors name `path`.
+    public func readRegularFile(limit: Int, path: String) throws(Errno) -> Data {
         let st = try status()
         guard st.st_mode & S_IFMT == S_IFREG else { throw Errno(EINVAL, "read (not a regular file)", path: path) }
         guard st.st_size <= limit else {
             throw Errno(EFBIG, "read (\(st.st_size) bytes, more than \(limit))", path: path)
         }
-        do { return (try readToEnd(limit: limit), st) } catch { throw Errno(error.code, error.operation, path: path) }
+        do { return try readToEnd(limit: limit) } catch { throw Errno(error.code, error.operation, path: path) }
     }
 
     /// Writes every byte of this file, from its start, to `other` at its current offset.

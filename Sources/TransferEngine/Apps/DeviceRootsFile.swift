@@ -35,23 +35,28 @@ struct DeviceRootsFile {
     /// Whether the file came from the command line (its absence is then worth a word).
     var isOption: Bool { root == nil }
 
-    /// The file's bytes when they may install roots; nil when there is no file there.
+    /// The file's bytes when they may install roots; nil when there is no file there. Who
+    /// made it is judged before any byte is read.
     func read() throws(DeviceRootsRefusal) -> Data? {
-        let bytes: Data, status: stat
-        do {
+        let fd: FileDescriptor, status: stat
+        do throws(Errno) {
             if let root {
-                (bytes, status) = try root.readWithStatus(path, limit: StateFileLimits.trustedRoots)
+                fd = try root.open(path, O_RDONLY | O_NONBLOCK)
             } else {
-                let fd = try FileDescriptor.open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW)
-                defer { fd.close() }
-                (bytes, status) = try fd.readRegularFile(limit: StateFileLimits.trustedRoots, path: path)
+                fd = try FileDescriptor.open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW)
             }
         } catch {
             if error.code == ENOENT { return nil }
             throw DeviceRootsRefusal(path: path, reason: .unreadable(error), status: nil)
         }
+        defer { fd.close() }
+        do { status = try fd.status() } catch {
+            throw DeviceRootsRefusal(path: path, reason: .unreadable(error), status: nil)
+        }
         if let reason = refusal(of: status) { throw DeviceRootsRefusal(path: path, reason: reason, status: status) }
-        return bytes
+        do { return try fd.readRegularFile(limit: StateFileLimits.trustedRoots, path: path) } catch {
+            throw DeviceRootsRefusal(path: path, reason: .unreadable(error), status: status)
+        }
     }
 
     /// Why a file that is `status` may not install roots; nil when it may.
