@@ -86,9 +86,7 @@ extension SimulatedDevice {
             // 0644: the daemon refuses a file its group or others may write.
             let made = FileManager.default.createFile(atPath: staged.path, contents: ca,
                                                       attributes: [.posixPermissions: 0o644])
-            guard made else {
-                throw Errno.current("create", path: staged.path)
-            }
+            guard made else { throw Errno(EIO, "create", path: staged.path) }
             guard rename(staged.path, target.path) == 0 else { throw Errno.current("rename", path: staged.path) }
         } catch {
             throw TestingFailure(expected: "the test CA installed at \(target.path)", happened: "\(error)")

@@ -18,7 +18,7 @@ struct DeviceRootsRefusal: Error, CustomStringConvertible {
 
     let path: String
     let reason: Reason
-    /// What the file was, when it was opened and read.
+    /// What the open file was (`fstat`); nil when it was not opened.
     let status: stat?
 
     var description: String {
