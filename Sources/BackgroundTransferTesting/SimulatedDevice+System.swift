@@ -28,9 +28,9 @@ extension SimulatedDevice {
     public var daemon: LaunchedProcess? { daemonProcess.withLock { $0 } }
 
     /// Starts `transferd` (the one built beside the tests) on this container and waits until
-    /// its socket answers.
+    /// its socket answers. It takes the roots of `trustTestCertificateAuthority()`.
     public func startDaemon(within timeout: TimeInterval = 20) async throws {
-        var arguments = ["--container", root.path, "--quiet"]
+        var arguments = ["--container", root.path, "--quiet", "--trusted-roots", trustedRootsFile.path]
         if let relaunchDelay { arguments += ["--relaunch-delay", "\(relaunchDelay)"] }
         let daemon = try start(ProductsFolder.executable(named: "transferd"), arguments: arguments, newSession: false)
         daemonProcess.withLock { $0 = daemon }

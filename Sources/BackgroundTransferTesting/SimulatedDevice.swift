@@ -13,6 +13,9 @@ public final class SimulatedDevice: @unchecked Sendable {
     let layout: ContainerLayout
     let relaunchDelay: TimeInterval?
     let daemonProcess = Locked<LaunchedProcess?>(nil)
+    /// The roots the device's daemon trusts (`transferd --trusted-roots`), outside the
+    /// container; there once `trustTestCertificateAuthority()` made it.
+    var trustedRootsFile: URL { parent.appendingPathComponent("trusted-roots.pem") }
 
     /// Makes the container and starts `transferd` on it.
     /// - Parameter relaunchDelay: the resume rate limiter's first delay (S6.5): how long after

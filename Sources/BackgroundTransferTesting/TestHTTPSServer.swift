@@ -72,12 +72,22 @@ public final class TestHTTPSServer: Sendable {
 
 extension SimulatedDevice {
     /// Installs the test CA (`TestHTTPSServer.certificateAuthority`) as a root every app on
-    /// this device trusts, as a profile installs one on iOS; a running daemon takes it at once.
+    /// this device trusts, as a profile installs one on iOS. The device's daemon takes it at
+    /// once if it runs, and at every start: the device starts it with `--trusted-roots` naming
+    /// the device's copy of the CA (`trustedRootsFile`), which any user may give the daemon
+    /// they start. A daemon a client starts on demand never has that option, so it does not
+    /// trust the CA (only an administrator's root-owned `Daemon/trusted-roots.pem` reaches it).
     public func trustTestCertificateAuthority() throws {
-        let target = layout.deviceTrustedRoots
+        let target = trustedRootsFile
+        let staged = parent.appendingPathComponent("trusted-roots.pem.new")
         do {
-            try? FileManager.default.removeItem(at: target)
-            try FileManager.default.copyItem(at: TestHTTPSServer.certificateAuthority, to: target)
+            let ca = try Data(contentsOf: TestHTTPSServer.certificateAuthority)
+            try? FileManager.default.removeItem(at: staged)
+            // 0644: the daemon refuses a file its group or others may write.
+            let made = FileManager.default.createFile(atPath: staged.path, contents: ca,
+                                                      attributes: [.posixPermissions: 0o644])
+            guard made else { throw Errno(EIO, "create", path: staged.path) }
+            guard rename(staged.path, target.path) == 0 else { throw Errno.current("rename", path: staged.path) }
         } catch {
             throw TestingFailure(expected: "the test CA installed at \(target.path)", happened: "\(error)")
         }

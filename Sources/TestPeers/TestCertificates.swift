@@ -125,6 +125,10 @@ package final class TestCertificates: Sendable {
         try sign(.notYetValidOtherCA, ca: "other-ca", dates: future)
         try PeerProcess.run(openssl, ["req", "-x509"] + ec + ["-keyout", "self.key", "-out", "selfSigned.pem", "-days", "3", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], in: directory)
         let caFile = directory.appendingPathComponent("ca.pem")
+        // A daemon takes roots only from a file no group or other may write, whatever the umask.
+        guard chmod(caFile.path, 0o644) == 0 else {
+            throw PeerProcess.Failure(description: "chmod \(caFile.path): errno \(errno)")
+        }
         let pem = try String(contentsOf: caFile, encoding: .utf8)
         guard let der = Self.certificates(inPEM: pem).first else { throw PeerProcess.Failure(description: "no certificate in \(caFile.path)") }
         var ders: [Kind: Data] = [:]

@@ -46,6 +46,12 @@ public final class TransferDaemon {
         /// so that a test can cut the power at the instant a client has acknowledged events
         /// that the daemon's journal still holds.
         public var freezeOnAcknowledgement = false
+        /// A file of root certificates every app trusts, besides the container's
+        /// `Daemon/trusted-roots.pem` (`transferd --trusted-roots`, an absolute path): a
+        /// developer's or test's setting, given by whoever starts the daemon; read at start and
+        /// when the device's conditions change, only if root or the daemon's user owns it and
+        /// no group or other may write it (`DeviceRootsFile`). Nil: none.
+        public var trustedRootsFile: String?
         /// The quietest log level written (`--log-level`); nil: the daemon's own
         /// `BGTRANSFER_LOG_LEVEL`, else notice.
         public var logLevel: LogLevel?
@@ -107,7 +113,9 @@ public final class TransferDaemon {
     private(set) lazy var listing = TaskListing(transfers: transfers)
     private(set) lazy var watchers = Watchers(surroundings: self, scheduler: scheduler, log: log, clock: clock)
     private(set) lazy var sessionRecovery = SessionRecovery(surroundings: self, layout: layout, log: log, root: root, clock: clock, registry: registry)
-    private(set) lazy var serverTrust = ServerTrustChallenges(surroundings: self, layout: layout, root: root, log: log, waker: loop.multi.waker)
+    private(set) lazy var serverTrust = ServerTrustChallenges(surroundings: self, layout: layout, root: root, log: log,
+                                                              waker: loop.multi.waker,
+                                                              trustedRootsFile: options.trustedRootsFile)
     private(set) lazy var service = ServiceReports(notifier: options.notifier, log: log) { [unowned self] in sessions }
 
     public init(options: Options) throws {

@@ -42,6 +42,9 @@ public struct LogEvent: Codable, Sendable, Equatable {
         /// The daemon closed the connection of process `pid`, which had held no session, watch
         /// or reply on its way for the idle deadline, `seconds` (after telling it -1001).
         case idleConnectionClosed
+        /// A file of root certificates every app would trust installed none (`rootsRefusal`
+        /// says why), read at the daemon's start or when the device's conditions changed.
+        case deviceRootsRefused
     }
 
     public var kind: Kind
@@ -54,14 +57,17 @@ public struct LogEvent: Codable, Sendable, Equatable {
     public var pending: Int?
     /// The deadline that ran out, for `idleConnectionClosed`.
     public var seconds: Int?
+    /// Why a file of roots was refused and what it was, for `deviceRootsRefused`.
+    public var rootsRefusal: RootsRefusal?
 
     public init(_ kind: Kind, app: String? = nil, pid: Int32? = nil, code: Int? = nil, pending: Int? = nil,
-                seconds: Int? = nil) {
+                seconds: Int? = nil, rootsRefusal: RootsRefusal? = nil) {
         self.kind = kind
         self.app = app
         self.pid = pid
         self.code = code
         self.pending = pending
         self.seconds = seconds
+        self.rootsRefusal = rootsRefusal
     }
 }

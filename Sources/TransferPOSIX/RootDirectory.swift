@@ -208,14 +208,22 @@ public struct RootDirectory: Sendable {
     public func read(_ absolute: String, limit: Int) throws(Errno) -> Data {
         let fd = try open(absolute, O_RDONLY | O_NONBLOCK)
         defer { fd.close() }
-        let st = try fd.status()
-        guard st.st_mode & S_IFMT == S_IFREG else { throw Errno(EINVAL, "read (not a regular file)", path: absolute) }
-        guard st.st_size <= limit else { throw Errno(EFBIG, "read (\(st.st_size) bytes, more than \(limit))", path: absolute) }
-        do { return try fd.readToEnd(limit: limit) } catch { throw Errno(error.code, error.operation, path: absolute) }
+        return try fd.readRegularFile(limit: limit, path: absolute)
     }
 }
 
 extension FileDescriptor {
+    /// The whole regular file open here, refused (`EFBIG`) past `limit` bytes before any is
+    /// read, and `EINVAL` when it is not a regular file (a FIFO would block); errors name `path`.
+    public func readRegularFile(limit: Int, path: String) throws(Errno) -> Data {
+        let st = try status()
+        guard st.st_mode & S_IFMT == S_IFREG else { throw Errno(EINVAL, "read (not a regular file)", path: path) }
+        guard st.st_size <= limit else {
+            throw Errno(EFBIG, "read (\(st.st_size) bytes, more than \(limit))", path: path)
+        }
+        do { return try readToEnd(limit: limit) } catch { throw Errno(error.code, error.operation, path: path) }
+    }
+
     /// Writes every byte of this file, from its start, to `other` at its current offset.
     public func copyAll(to other: FileDescriptor) throws(Errno) {
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)

@@ -91,7 +91,7 @@ enum TimelineFact: Equatable {
         case .launchedForEvents: return .launchedForEvents
         case .launchFailed, .relaunchGivenUp, .relaunchLeftToUser, .reattached, .requestFailed,
              .finishedFileNamedAtLoad, .finishedFileGone, .crashMarkNotCounted, .eventsWithoutDelegate,
-             .idleConnectionClosed:
+             .idleConnectionClosed, .deviceRootsRefused:
             return nil
         }
     }

@@ -36,7 +36,7 @@ struct BenchNginx {
         self.plainPort = plainPort
     }
 
-    /// The test CA, for `curl --cacert` and the device's trusted roots.
+    /// The test CA, for `curl --cacert` and the daemon's `--trusted-roots`.
     var caFile: String { certificates.caFile.path }
 
     /// https://127.0.0.1:PORT/path (TLS, HTTP/2 offered by ALPN).
@@ -48,24 +48,16 @@ struct BenchNginx {
     /// Where a served file goes.
     func path(of name: String) -> String { nginx.files.appendingPathComponent(name).path }
 
-    /// Installs the test CA as a root every app on the device trusts; call before the
-    /// container's daemon starts (it reads the roots at start).
-    func trustCA(in layout: ContainerLayout) throws {
-        let target = layout.deviceTrustedRoots
-        try? FileManager.default.removeItem(at: target)
-        try FileManager.default.copyItem(at: certificates.caFile, to: target)
-    }
-
-    /// Runs `body` with a scratch container whose daemon trusts the test CA (started after
-    /// the CA is installed; its pid), nginx, and the benchmark's app in that container.
-    /// nginx and the container's processes are ended by pid afterwards, whatever `body` does.
+    /// Runs `body` with a scratch container whose daemon trusts the test CA (started with
+    /// `--trusted-roots` naming it, which works for any user; its pid), nginx, and the
+    /// benchmark's app in that container. nginx and the container's processes are ended by pid
+    /// afterwards, whatever `body` does.
     static func withTrustingDaemon(entitlements: String, _ body: (BenchContainer, BenchNginx, Int32, BenchApp) throws -> Void) throws {
         var container = try BenchContainer()
         defer { container.tearDown() }
         let nginx = try BenchNginx()
         defer { nginx.stop() }
-        try nginx.trustCA(in: container.layout)
-        let daemon = try container.startDaemon()
+        let daemon = try container.startDaemon(options: ["--trusted-roots", nginx.caFile])
         try body(container, nginx, daemon, try BenchApp(entitlements: entitlements, container: container))
     }
 

@@ -6,14 +6,20 @@ import TransferLogging
 
 // transferd: the transfer daemon. `transferd [--container PATH] [--exit-when-idle SECONDS]
 // [--relaunch-delay SECONDS] [--max-tasks-per-app N] [--max-bytes-per-app N]
-// [--free-space-reserve MIB] [--idle-connection-timeout SECONDS] [--log-level LEVEL] [--quiet]`.
+// [--free-space-reserve MIB] [--idle-connection-timeout SECONDS] [--trusted-roots FILE] [--log-level LEVEL]
+// [--quiet]`.
 // Runs in the foreground until SIGTERM/SIGINT. Its settings come from this command line;
 // from the environment only what a service manager sets (systemd's LISTEN_*, NOTIFY_SOCKET,
 // JOURNAL_STREAM) and BGTRANSFER_LOG_LEVEL when --log-level is not given, which a unit may set
 // (Environment=): a daemon started on demand by a client gets a minimal environment
 // (DaemonEndpoint.daemonEnvironment), so no client's setting reaches it.
 
-let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] [--background-budget SECONDS] [--max-transfers N] [--max-tasks-per-app N] [--max-bytes-per-app N] [--free-space-reserve MIB] [--idle-connection-timeout SECONDS] [--log-level LEVEL] [--quiet]"], details: """
+let usage = CommandLineUsage(program: "transferd", forms: [
+    "[--container PATH] [--exit-when-idle SECONDS] [--relaunch-delay SECONDS] "
+    + "[--background-budget SECONDS] [--max-transfers N] [--max-tasks-per-app N] [--max-bytes-per-app N] "
+    + "[--free-space-reserve MIB] [--idle-connection-timeout SECONDS] [--trusted-roots FILE] [--log-level LEVEL] "
+    + "[--quiet]"],
+    details: """
     The transfer daemon of one container, in the foreground until SIGTERM or SIGINT (clients
     start it on demand with --exit-when-idle).
       --exit-when-idle SECONDS      exit after this long with nothing to do
@@ -26,6 +32,12 @@ let usage = CommandLineUsage(program: "transferd", forms: ["[--container PATH] [
       --free-space-reserve MIB      what downloads and new tasks leave free on the container's file system (default 64)
       --idle-connection-timeout SECONDS
                                     how long an app's connection may hold no session, watch or reply (default 60)
+      --trusted-roots FILE          root certificates (PEM) every app trusts, besides the container's
+                                    Daemon/trusted-roots.pem: for development and tests. An absolute path, read
+                                    at start and on `bgtransfer conditions`, at most 1 MiB, a regular file and
+                                    not a symlink, owned by root or by the user transferd runs as, and writable
+                                    by no group or other; else no roots are taken from it (the log says why).
+                                    A daemon started on demand by a client never has it.
       --log-level LEVEL             the quietest level logged: debug, info, notice, error or fault (default:
                                     $BGTRANSFER_LOG_LEVEL of whoever ran transferd, else notice)
       --quiet                       log nothing to stderr
@@ -84,6 +96,14 @@ if let index = arguments.firstIndex(of: "--free-space-reserve") {
         usage.usageError("--free-space-reserve needs a number of MiB (0 to 1099511627776)")
     }
     options.freeSpaceReserve = mebibytes << 20
+    arguments.removeSubrange(index...(index + 1))
+}
+if let index = arguments.firstIndex(of: "--trusted-roots") {
+    // Whoever can give transferd options can run a daemon of their own anyway: no privilege is granted here.
+    guard index + 1 < arguments.count, arguments[index + 1].hasPrefix("/") else {
+        usage.usageError("--trusted-roots needs an absolute path")
+    }
+    options.trustedRootsFile = arguments[index + 1]
     arguments.removeSubrange(index...(index + 1))
 }
 if let index = arguments.firstIndex(of: "--quiet") {

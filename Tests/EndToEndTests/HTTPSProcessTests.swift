@@ -15,6 +15,8 @@ struct HTTPSProcessTests {
         let nginx: Nginx
         let container: TestContainer
         let payload: Data
+        /// Whether the daemon takes the test CA as a root for every app (`--trusted-roots`).
+        let deviceTrustsCA: Bool
         var url: String { nginx.url("private", "report.bin") }
 
         init(bytes: Int = 100_000, directives: String = "", deviceTrustsCA: Bool = false) throws {
@@ -22,8 +24,12 @@ struct HTTPSProcessTests {
             nginx = try Nginx.start(sites: [Nginx.Site(name: "private", certificate: certificates.certificateFile(.trusted), key: certificates.keyFile(.trusted), directives: directives)])
             payload = try nginx.serve("report.bin", bytes: bytes)
             container = try TestContainer()
-            if deviceTrustsCA { try FileManager.default.copyItem(at: certificates.caFile, to: container.layout.deviceTrustedRoots) }
-            _ = try DaemonUnderTest.start(container)
+            self.deviceTrustsCA = deviceTrustsCA
+            try startDaemon()
+        }
+
+        func startDaemon() throws {
+            _ = try DaemonUnderTest.start(container, trustedRoots: deviceTrustsCA ? certificates.caFile : nil)
         }
 
         func stop() {
@@ -114,7 +120,7 @@ struct HTTPSProcessTests {
             let pids = stage.container.processesNamingContainer(executable: "transferd")
             for pid in pids { kill(pid, SIGKILL) }
             #expect(waitUntil(timeout: 10) { !FileLock.isHeld(stage.container.layout.daemonLock.path) })
-            _ = try DaemonUnderTest.start(stage.container)
+            try stage.startDaemon()
             #expect(waitUntil(timeout: 60) {
                 _ = try? Executable.hostApp.run([], in: stage.container, timeout: 30)
                 return stage.delivered == stage.payload

@@ -9,7 +9,7 @@ import Digests
 /// in a `CONNECT` tunnel, http URLs through the HTTP proxy as forwarded requests; a `407` to
 /// the `CONNECT` asks the app for the proxy's credential (S3.1); and the handshake-only probe
 /// that learns an untrusted chain goes through the same proxy. nginx holds a chain from the
-/// test CA, which the device trusts (its root in `deviceTrustedRoots` before the daemon starts).
+/// test CA, which the device trusts (the daemon is started with `--trusted-roots` naming it).
 extension InProcess {
 @Suite(.serialized, .timeLimit(.minutes(20)))
 final class ProxyTests: InProcessSuite, @unchecked Sendable {
@@ -24,8 +24,7 @@ final class ProxyTests: InProcessSuite, @unchecked Sendable {
         })
         payload = try nginx.serve("file.bin", bytes: 300_000)
         try super.init()
-        try FileManager.default.copyItem(at: certificates.caFile, to: container.layout.deviceTrustedRoots)
-        _ = try DaemonUnderTest.start(container)
+        _ = try DaemonUnderTest.start(container, trustedRoots: certificates.caFile)
     }
 
     deinit { nginx.stop() }

@@ -24,8 +24,7 @@ final class ServerTrustScopeTests: InProcessSuite, @unchecked Sendable {
         nginx = try Nginx.start(sites: certificates.sites([.otherCA, .expired, .trusted]))
         payload = try nginx.serve("file.bin", bytes: 200_000)
         try super.init()
-        try FileManager.default.copyItem(at: certificates.caFile, to: container.layout.deviceTrustedRoots)
-        _ = try DaemonUnderTest.start(container)
+        _ = try DaemonUnderTest.start(container, trustedRoots: certificates.caFile)
     }
 
     deinit { nginx.stop() }

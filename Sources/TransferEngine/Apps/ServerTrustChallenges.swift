@@ -38,14 +38,15 @@ protocol ServerTrustSurroundings: AnyObject {
 /// one per server, on a thread of its own, with a deadline). Owned by the daemon's loop thread.
 final class ServerTrustChallenges {
     private unowned let surroundings: any ServerTrustSurroundings
-    private let layout: ContainerLayout
-    private let root: RootDirectory
     private let log: TransferLog
     /// Wakes the loop when a probe ends (probes run on threads of their own).
     private let waker: CurlMulti.Waker
-    /// Root certificates installed on the simulated device (`Daemon/trusted-roots.pem`),
-    /// trusted besides the system store for every app, as a profile's CA is on iOS.
+    /// Root certificates installed on the simulated device (`Daemon/trusted-roots.pem`, and
+    /// the file of `transferd --trusted-roots`), trusted besides the system store for every
+    /// app, as a profile's CA is on iOS; each file only if its maker may install roots.
     private(set) var deviceRoots: [Data] = []
+    /// Where they are read from: the container's file, and the command line's.
+    private let rootFiles: [DeviceRootsFile]
     /// The tasks waiting for a probe of their server's chain, by server: one probe per server
     /// at a time, however many tasks (of any session) failed together.
     private var probing: [TrustProbes.Target: Set<TaskKey>] = [:]
@@ -64,27 +65,37 @@ final class ServerTrustChallenges {
         var port: Int
     }
 
-    init(surroundings: any ServerTrustSurroundings, layout: ContainerLayout, root: RootDirectory, log: TransferLog, waker: CurlMulti.Waker) {
+    /// - Parameter trustedRootsFile: the file `transferd --trusted-roots` names, read besides
+    ///   the container's `Daemon/trusted-roots.pem`.
+    init(surroundings: any ServerTrustSurroundings, layout: ContainerLayout, root: RootDirectory, log: TransferLog,
+         waker: CurlMulti.Waker, trustedRootsFile: String? = nil) {
         self.surroundings = surroundings
-        self.layout = layout
-        self.root = root
         self.log = log
         self.waker = waker
+        rootFiles = [.container(layout, root: root)] + (trustedRootsFile.map { [.option($0)] } ?? [])
     }
 
     /// Reads the device's installed roots (at start, and when `bgtransfer` says the device changed).
     func loadDeviceRoots() {
-        let path = layout.deviceTrustedRoots.path
-        let bytes: Data
-        do { bytes = try root.read(path, limit: StateFileLimits.trustedRoots) } catch {
-            deviceRoots = []
-            // Not there is the usual case; anything else (too big, a symlink, not a file) is said.
-            if error.code != ENOENT { log.error("trust", "no root certificates installed on the device: \(error)") }
-            return
+        deviceRoots = rootFiles.flatMap(roots(in:))
+    }
+
+    /// The roots `file` installs: none when it is not there, or when it is refused (said in the log).
+    private func roots(in file: DeviceRootsFile) -> [Data] {
+        let bytes: Data?
+        do { bytes = try file.read() } catch {
+            log.error("trust", "no root certificates installed: \(error)", event: error.event)
+            return []
         }
-        deviceRoots = CertificatePEM.certificates(in: String(decoding: bytes, as: UTF8.self))
-        // At notice: any program of the user can write the file, so the user should see what it holds.
-        log.notice("trust", "\(deviceRoots.count) root certificates installed on the device (\(path))")
+        guard let bytes else {
+            // Not there is the usual case for the container's file; one named on the command line is missed.
+            if file.isOption { log.notice("trust", "--trusted-roots \(file.path) is not there: no roots from it") }
+            return []
+        }
+        let roots = CertificatePEM.certificates(in: String(decoding: bytes, as: UTF8.self))
+        // At notice: a root every app trusts is worth the user's sight.
+        log.notice("trust", "\(roots.count) root certificates installed on the device (\(file.path))")
+        return roots
     }
 
     /// How a transfer of `task` judges its server: the system store and the device's roots,

@@ -10,7 +10,12 @@ struct DaemonUnderTest {
     /// - Parameter fileSizeLimit: run under `prlimit --fsize` (writes past it fail: a full disk).
     /// - Parameter openFileLimit: run under `prlimit --nofile=N:N` (soft and hard: the daemon cannot raise it).
     /// - Parameter readyWithin: how long it may take to answer (it loads every session first).
-    static func start(_ container: TestContainer, extraArguments: [String] = ["--relaunch-delay", "0.1"], environment: [String: String] = [:], fileSizeLimit: Int? = nil, openFileLimit: Int? = nil, readyWithin: TimeInterval = 20) throws -> DaemonUnderTest {
+    /// - Parameter trustedRoots: a PEM file of roots every app trusts (`--trusted-roots`): the
+    ///   test's own file works whoever runs the tests, where `Daemon/trusted-roots.pem` needs root.
+    static func start(_ container: TestContainer, extraArguments: [String] = ["--relaunch-delay", "0.1"],
+                      environment: [String: String] = [:], fileSizeLimit: Int? = nil, openFileLimit: Int? = nil,
+                      readyWithin: TimeInterval = 20, trustedRoots: URL? = nil) throws -> DaemonUnderTest {
+        let extraArguments = extraArguments + (trustedRoots.map { ["--trusted-roots", $0.path] } ?? [])
         let process: RunningProcess
         let limits = (fileSizeLimit.map { ["--fsize=\($0)"] } ?? []) + (openFileLimit.map { ["--nofile=\($0):\($0)"] } ?? [])
         if !limits.isEmpty {
