@@ -64,7 +64,7 @@ final class TrustProbeBoundTests: InProcessSuite, @unchecked Sendable {
         return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
 
-    @Test("With 40 servers stalling their trust probes, an honest server's untrusted chain reaches the app as a challenge within 5 s")
+    @Test("With 40 servers stalling their trust probes, an honest server's untrusted chain reaches the app as a challenge within 15 s, half the 30 s a stalled probe waits")
     func stalledProbesDoNotDelayOthers() throws {
         let stalledDelegate = ChallengeClock()
         let stalled = session("probes.stalled", stalledDelegate)
@@ -85,7 +85,9 @@ final class TrustProbeBoundTests: InProcessSuite, @unchecked Sendable {
         let seconds = arrival.map { $0.timeIntervalSince(started) }
         print("honest server's challenge after \(seconds.map { String(format: "%.2f", $0) } ?? "more than 60") s; \(silent.accepted) probes stalled by then")
         #expect(seconds != nil, "the honest server's challenge did not reach the app in 60 s")
-        #expect((seconds ?? .infinity) < 5, "the honest server's challenge took \(seconds ?? .infinity) s")
+        // Behind a stalled probe it would wait out that probe's 30 s deadline; on a quiet machine it
+        // takes under a second, on a loaded one a few (5.9 s beside two CPU hogs and two builds).
+        #expect((seconds ?? .infinity) < 15, "the honest server's challenge took \(seconds ?? .infinity) s")
     }
 }
 }
