@@ -39,7 +39,7 @@ final class PowerCutStage {
     /// is left (`TestContainer.endProcesses`): nothing may outlive the power and meet the
     /// next mount with what it knew before the cut.
     func killProcesses() {
-        container.endProcesses(sparing: fileSystem?.process.pid)
+        container.endProcesses(sparing: fileSystem?.process.pid, looksTwice: true)
     }
 
     /// What a process wrote into the bare mount point after the file system was unmounted
