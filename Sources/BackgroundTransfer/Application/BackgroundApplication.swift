@@ -188,8 +188,8 @@ public final class BackgroundApplication: @unchecked Sendable {
     /// `handleEventsForBackgroundURLSession`. A relaunched app exits once it has called the
     /// completion handler (and the daemon has the acknowledgement), or with status 1 when
     /// `backgroundTimeLimit` runs out first; events that came after its
-    /// `urlSessionDidFinishEvents` wait for its next launch. On a user launch the app runs on the main queue
-    /// until it exits by itself. Either way, as it starts, a transfer daemon is made sure of
+    /// `urlSessionDidFinishEvents` wait for its next launch. On a user launch the app runs on
+    /// the main queue until it exits by itself. Either way, as it starts, a transfer daemon is made sure of
     /// when the container holds unfinished work (see `init(identity:arguments:defaultContainer:)`).
     /// - Parameters:
     ///   - entitlements: the executable's declaration literal; nil for a plain program, whose
