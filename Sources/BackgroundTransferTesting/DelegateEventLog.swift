@@ -47,8 +47,11 @@ public struct DelegateEventLog: Sendable {
 
     /// Checks Apple's order (S3.2) in each process's calls for each session: a task's
     /// `didFinishDownloadingTo` comes before its `didCompleteWithError`, nothing of a task
-    /// after its `didCompleteWithError`, and `urlSessionDidFinishEvents` at most once and after
-    /// every completion delivered before it, with no completion after it. Throws naming the first event out of place.
+    /// after its `didCompleteWithError`, and `urlSessionDidFinishEvents` at most once a batch,
+    /// after every completion of it, with no completion after it. A batch is a process's
+    /// launch, or a wake of the same process (a recorded `handleEventsForBackgroundURLSession`):
+    /// events that come after a batch's `urlSessionDidFinishEvents` reach the app only in a
+    /// new one. Throws naming the first event out of place.
     public func checkAppleOrder() throws {
         var byProcessSession: [String: [DelegateEvent]] = [:]
         for event in all where event.session != nil {
@@ -59,11 +62,16 @@ public struct DelegateEventLog: Sendable {
             for event in events {
                 let expected: String?
                 switch event.kind {
+                case .handleEventsForBackgroundURLSession:
+                    expected = nil
+                    finishedEvents = false // a wake: a new batch
                 case .didFinishEvents:
-                    expected = finishedEvents ? "urlSessionDidFinishEvents once" : nil
+                    expected = finishedEvents ? "urlSessionDidFinishEvents once a batch" : nil
                     finishedEvents = true
                 case .didCompleteWithError:
-                    expected = finishedEvents ? "no completion after urlSessionDidFinishEvents" : (event.task.map { completed.contains($0) } == true ? "one completion a task" : nil)
+                    let again = event.task.map { completed.contains($0) } == true
+                    expected = finishedEvents ? "no completion after urlSessionDidFinishEvents but in a new wake"
+                        : again ? "one completion a task" : nil
                     if let task = event.task { completed.insert(task) }
                 case .didFinishDownloadingTo:
                     expected = finishedEvents ? "no finished download after urlSessionDidFinishEvents"

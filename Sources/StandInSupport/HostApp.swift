@@ -8,6 +8,8 @@ import TransferPOSIX
 public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
     private let application: BackgroundApplication
     private var sessions: [URLSession] = []
+    /// The delegates of the sessions rebuilt for background events, by identifier (main queue).
+    private var eventDelegates: [String: StandInDelegate] = [:]
 
     /// How long a background launch may take before giving up: iOS's background time, the
     /// daemon's default budget. It matters when the daemon that launched us died (and its
@@ -78,22 +80,38 @@ public final class HostApp: BackgroundApplicationDelegate, @unchecked Sendable {
     // MARK: Relaunch for events (S3.2)
 
     public func application(_ application: BackgroundApplication, handleEventsForBackgroundURLSession identifier: String, completionHandler: @escaping @Sendable () -> Void) {
+        DelegateEventRecorder.application(application, handleEventsForBackgroundURLSession: identifier)
+        // Woken again in this process (it stayed): the session and its delegate are the launch's.
+        if let delegate = eventDelegates[identifier] {
+            delegate.onFinishEvents = finishingEvents(completionHandler, delegate: delegate)
+            return
+        }
         // Store the handler, rebuild the session through the coordinator, wait for the events.
         let delegate = StandInDelegate(echo: true)
-        delegate.onFinishEvents = {
-            DispatchQueue.main.async {
-                Self.misbehaveOnceIfAsked()
-                self.startQueuedDownload(delegate: delegate)
-                completionHandler()
-                exit(0)
-            }
-        }
+        eventDelegates[identifier] = delegate
+        delegate.onFinishEvents = finishingEvents(completionHandler, delegate: delegate)
         let session = URLSession(configuration: StandInProgram.configuration(identifier: identifier), delegate: delegate, delegateQueue: nil)
         if let error = session.invalidationError {
             StandInProgram.complain("cannot rebuild session \(identifier): \(error.localizedDescription)")
             exit(2)
         }
         sessions.append(session)
+    }
+
+    /// What the app does after `urlSessionDidFinishEvents`: on the main queue, calls the
+    /// completion handler and exits, as iOS suspends it. For tests of an app woken again in
+    /// the same process: with `HOST_APP_STAYS_AFTER_EVENTS=1` in the environment it stays.
+    private func finishingEvents(_ completionHandler: @escaping @Sendable () -> Void,
+                                 delegate: StandInDelegate) -> @Sendable () -> Void {
+        let stays = ProcessInfo.processInfo.environment["HOST_APP_STAYS_AFTER_EVENTS"] == "1"
+        return {
+            DispatchQueue.main.async {
+                Self.misbehaveOnceIfAsked()
+                self.startQueuedDownload(delegate: delegate)
+                completionHandler()
+                if !stays { exit(0) }
+            }
+        }
     }
 
     /// Launched in the background: starts the next download of the queue (`host-app enqueue`).

@@ -10,8 +10,13 @@ public final class StandInDelegate: URLSessionDownloadDelegate, URLSessionDataDe
     private let lock = NSLock()
     private var completed: [Int: Error?] = [:]
     private let completedCondition = NSCondition()
-    /// Called after `urlSessionDidFinishEvents` (the app then calls its completion handler).
-    public var onFinishEvents: (@Sendable () -> Void)?
+    /// Called after `urlSessionDidFinishEvents` (the app then calls its completion handler);
+    /// set again when the app is woken with a new one.
+    public var onFinishEvents: (@Sendable () -> Void)? {
+        get { finishEvents.withLock { $0 } }
+        set { finishEvents.withLock { $0 = newValue } }
+    }
+    private let finishEvents = Locked<(@Sendable () -> Void)?>(nil)
     public let echo: Bool
     /// The bar of the task waited for (`--wait`), and that task: other tasks of the session
     /// report progress too, and must not move its bar or its rate.

@@ -23,6 +23,9 @@ public struct LogEvent: Codable, Sendable, Equatable {
         case sessionOpened
         /// The library found its process launched for the line's session's events.
         case launchedForEvents
+        /// The library woke its app again, in the same process, for the line's session's
+        /// events that came after the app called its completion handler (S3.2).
+        case wokenForEvents
         /// The library reopened the line's session in a daemon that had restarted.
         case reattached
         /// A request to the daemon failed with `code` (a `TransferFailure` code): logged by the

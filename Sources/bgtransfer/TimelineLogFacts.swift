@@ -52,6 +52,8 @@ enum TimelineFact: Equatable {
     case userLaunchAllowsRelaunch
     /// an app (application): launched for events (`LogEvent.launchedForEvents`)
     case launchedForEvents
+    /// an app (application): woken again, in the same process, for later events (`LogEvent.wokenForEvents`)
+    case wokenForEvents
     /// an app (application): "completion handler called; events acknowledged"
     case completionHandlerCalled
     /// transferd (events, info): "events through N acknowledged"
@@ -89,6 +91,7 @@ enum TimelineFact: Equatable {
         case .budgetExpired: return .backgroundBudgetExceeded(pid: event.pid ?? 0)
         case .sessionOpened: return .sessionOpened
         case .launchedForEvents: return .launchedForEvents
+        case .wokenForEvents: return .wokenForEvents
         case .launchFailed, .relaunchGivenUp, .relaunchLeftToUser, .reattached, .requestFailed,
              .finishedFileNamedAtLoad, .finishedFileGone, .crashMarkNotCounted, .eventsWithoutDelegate,
              .idleConnectionClosed, .deviceRootsRefused:

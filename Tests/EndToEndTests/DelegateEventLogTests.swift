@@ -41,6 +41,20 @@ struct DelegateEventLogTests {
         }
     }
 
+    @Test("A wake of the same process (handleEventsForBackgroundURLSession recorded) starts a new batch with its own urlSessionDidFinishEvents; without it, an event after urlSessionDidFinishEvents is caught")
+    func wakeStartsABatch() throws {
+        let woken: [(DelegateEvent.Kind, Int?)] = [(.handleEventsForBackgroundURLSession, nil), (.didFinishEvents, nil),
+                                                   (.handleEventsForBackgroundURLSession, nil), (.didFinishDownloadingTo, 1), (.didCompleteWithError, 1), (.didFinishEvents, nil)]
+        let (log, folder) = try record([1: woken])
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try log.checkAppleOrder()
+
+        let unannounced: [(DelegateEvent.Kind, Int?)] = [(.handleEventsForBackgroundURLSession, nil), (.didFinishEvents, nil), (.didFinishDownloadingTo, 1), (.didCompleteWithError, 1), (.didFinishEvents, nil)]
+        let (bad, badFolder) = try record([1: unannounced])
+        defer { try? FileManager.default.removeItem(at: badFolder) }
+        #expect(throws: TestingFailure.self) { try bad.checkAppleOrder() }
+    }
+
     @Test("A completion delivered in two processes is caught, unless the first was killed before it acknowledged; a torn last line is no event")
     func deliveredTwice() throws {
         let (log, folder) = try record([1: [(.didCompleteWithError, 1)], 2: [(.didCompleteWithError, 1), (.didFinishEvents, nil)]], torn: true)

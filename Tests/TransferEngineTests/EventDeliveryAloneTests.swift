@@ -122,6 +122,34 @@ import TransferTransport
         #expect(try received() == [.backlogDelivered(through: 1)])
     }
 
+    @Test("A holder launched for events hears, after its word, each later batch end with a word of its own once no challenge waits (S3.2); one the user launched hears no word a push (above)")
+    func laterBatchesOfALaunchedHolder() throws {
+        var challenged = try endTask(challenged: true)
+        session.holder = holder
+        session.holderLaunchedForEvents = true
+        delivery.deliverBacklog(of: session)
+        #expect(try received().isEmpty, "the word waits for the answer")
+        challenged.pendingChallenge = nil // accepted: the transfer goes on, and ends after the word
+        session.update(challenged)
+        delivery.sayBacklogDeliveredIfSettled(session)
+        #expect(try received() == [.backlogDelivered(through: 0)])
+
+        try endTask()
+        try endTask()
+        delivery.pushPendingEvents(session)
+        #expect(try received() == [.event(1), .event(2), .backlogDelivered(through: 2)], "a new batch, and its word")
+        var asking = try endTask(challenged: true)
+        try endTask()
+        delivery.pushPendingEvents(session)
+        #expect(try received() == [.event(3)], "a challenge waits: the word waits for its answer")
+        asking.pendingChallenge = nil
+        session.update(asking)
+        delivery.sayBacklogDeliveredIfSettled(session)
+        #expect(try received() == [.backlogDelivered(through: 3)])
+        delivery.sayBacklogDeliveredIfSettled(session)
+        #expect(try received().isEmpty, "once a batch")
+    }
+
     @Test("A holder too far behind in reading is cut off, and the event it was not sent waits for the next holder")
     func holderNotReadingIsCutOff() throws {
         session.holder = holder

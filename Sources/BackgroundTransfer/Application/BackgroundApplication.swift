@@ -28,8 +28,11 @@ public protocol BackgroundApplicationDelegate: AnyObject {
 
     /// The system launched the app because the session `identifier` has events. Store the
     /// completion handler, open the session with that identifier (and the same shared
-    /// container), and call the handler after `urlSessionDidFinishEvents` (S3.2). Default:
-    /// calls the handler at once (the events wait for the next launch).
+    /// container), and call the handler after `urlSessionDidFinishEvents` (S3.2). A process
+    /// that keeps running after it called the handler is woken again for events that come
+    /// later: called again, with a new handler, before them (asking for the session again
+    /// gives the one already open). Default: calls the handler at once (the events wait for
+    /// the next launch).
     func application(_ application: BackgroundApplication, handleEventsForBackgroundURLSession identifier: String, completionHandler: @escaping @Sendable () -> Void)
 }
 
@@ -94,7 +97,8 @@ public final class BackgroundApplication: @unchecked Sendable {
     }
     private let delegateBox = Locked<BackgroundApplicationDelegate?>(nil)
     private let completed = DispatchSemaphore(value: 0)
-    private let handlerCalled = Locked(false)
+    /// The delegate the background launch was handed to: woken again for later events (S3.2).
+    private let launchDelegate = Locked<BackgroundApplicationDelegate?>(nil)
     /// Set by `main`: the process exits once the background launch's completion handler has
     /// been called (iOS suspends the app then).
     private let exitsWhenEventsHandled = Locked(false)
@@ -183,8 +187,9 @@ public final class BackgroundApplication: @unchecked Sendable {
     /// calls `didFinishLaunchingWithOptions` and, for a relaunch,
     /// `handleEventsForBackgroundURLSession`. A relaunched app exits once it has called the
     /// completion handler (and the daemon has the acknowledgement), or with status 1 when
-    /// `backgroundTimeLimit` runs out first. On a user launch the app runs on the main queue
-    /// until it exits by itself. Either way, as it starts, a transfer daemon is made sure of
+    /// `backgroundTimeLimit` runs out first; events that came after its
+    /// `urlSessionDidFinishEvents` wait for its next launch. On a user launch the app runs on
+    /// the main queue until it exits by itself. Either way, as it starts, a transfer daemon is made sure of
     /// when the container holds unfinished work (see `init(identity:arguments:defaultContainer:)`).
     /// - Parameters:
     ///   - entitlements: the executable's declaration literal; nil for a plain program, whose
@@ -266,18 +271,45 @@ public final class BackgroundApplication: @unchecked Sendable {
     public func deliverBackgroundLaunch(to delegate: BackgroundApplicationDelegate) {
         guard let name = backgroundSessionIdentifier, let identifier = try? SessionIdentifier(name) else { return }
         BackgroundLaunch.markLaunched(for: identifier)
+        launchDelegate.withLock { $0 = delegate }
         AppEnvironment.log.notice("application", "launched to handle events for background session \(name)", session: name, event: LogEvent(.launchedForEvents))
+        handEvents(of: identifier, generation: 0, to: delegate)
+    }
+
+    /// Calls the delegate's `handleEventsForBackgroundURLSession` for launch or wake
+    /// `generation`, with a completion handler of its own that acknowledges that batch.
+    private func handEvents(of identifier: SessionIdentifier, generation: Int,
+                            to delegate: BackgroundApplicationDelegate) {
+        let name = identifier.rawValue
+        let called = Locked(false)
         delegate.application(self, handleEventsForBackgroundURLSession: name) { [self] in
-            guard !handlerCalled.withLock({ let was = $0; $0 = true; return was }) else { return }
-            let core = SessionCoordinator.shared.cachedSession(layout: AppEnvironment.layout, family: AppEnvironment.identity.family, identifier: identifier) as SessionCore?
-            core?.completionHandlerCalled()
+            guard !called.withLock({ let was = $0; $0 = true; return was }) else { return }
+            let exits = exitsWhenEventsHandled.withLock { $0 }
+            let core = SessionCoordinator.shared.cachedSession(layout: AppEnvironment.layout, family: AppEnvironment.identity.family,
+                                                               identifier: identifier) as SessionCore?
+            core?.completionHandlerCalled(generation: generation, staying: !exits)
             AppEnvironment.log.notice("application", "completion handler called; events acknowledged", session: name)
             completed.signal()
-            if exitsWhenEventsHandled.withLock({ $0 }) {
+            if exits {
                 // As iOS suspends the app: once the daemon has the acknowledgement.
                 _ = core?.waitForAnswers(timeout: DaemonConnection.requestTimeout)
                 DispatchQueue.main.async { exit(0) }
             }
+        }
+    }
+
+    /// Wakes the app again in this process (one that stayed after it called its completion
+    /// handler) for session `identifier`'s events that came later, as iOS wakes a suspended app
+    /// (S3.2): on the main queue, the launch's delegate gets `handleEventsForBackgroundURLSession`
+    /// with a new completion handler; `deliver` then hands the session the events.
+    static func wake(for identifier: SessionIdentifier, generation: Int, then deliver: @escaping @Sendable () -> Void) {
+        guard let application = current.withLock({ $0 }) else { return }
+        DispatchQueue.main.async {
+            guard let delegate = application.launchDelegate.withLock({ $0 }) else { return }
+            AppEnvironment.log.notice("application", "woken again to handle events for background session "
+                                      + identifier.rawValue, session: identifier.rawValue, event: LogEvent(.wokenForEvents))
+            application.handEvents(of: identifier, generation: generation, to: delegate)
+            deliver()
         }
     }
 

@@ -10,7 +10,7 @@ extension SessionCore {
     func received(_ push: DaemonPush) {
         switch push {
         case .event(_, let event):
-            deliveryQueue.async { self.deliver(event) }
+            deliveryQueue.async { self.receive(event) }
         case .progress(_, let progress):
             guard let task = state.withLock({ $0.tasks[progress.taskIdentifier] }) else { return }
             task.update(progress)
@@ -61,7 +61,7 @@ extension SessionCore {
     }
 
     /// Hands one event to the delegate, unless it already saw it (S3.4), then records and acknowledges it.
-    private func deliver(_ event: EventRecord) {
+    func deliver(_ event: EventRecord) {
         let alreadySeen = state.withLock { state -> Bool in
             state.receivedThrough = max(state.receivedThrough, event.number)
             return event.number <= state.deliveredThrough
@@ -173,38 +173,8 @@ extension SessionCore {
         }
     }
 
-    /// Every event waiting at open was sent: if the app was launched for them, tell it (once).
-    private func backlogDelivered() {
-        acknowledgeDue() // before whoever waits for the backlog goes on, and perhaps exits
-        defer {
-            backlogCondition.lock()
-            backlogHandled = true
-            backlogCondition.broadcast()
-            backlogCondition.unlock()
-        }
-        let shouldTell = state.withLock { state -> Bool in
-            guard state.acknowledgesOnCompletionHandler, !state.finishEventsDelivered else { return false }
-            state.finishEventsDelivered = true
-            return true
-        }
-        guard shouldTell else { return }
-        onDelegateQueue { session in self.delegate?.urlSessionDidFinishEvents(forBackgroundURLSession: session) }
-    }
-
-    /// The app called the completion handler it was given at launch: every event it has
-    /// received counts as delivered.
-    func completionHandlerCalled() {
-        deliveryQueue.sync {
-            let through = state.withLock { state -> UInt64 in
-                state.acknowledgesOnCompletionHandler = false
-                return state.receivedThrough
-            }
-            acknowledge(through: through)
-        }
-    }
-
     /// Tells the daemon, without waiting, that the events through `number` were handled.
-    private func acknowledge(through number: UInt64) {
+    func acknowledge(through number: UInt64) {
         let isNew = state.withLock { state -> Bool in
             guard number > state.acknowledgedThrough else { return false }
             state.acknowledgedThrough = number

@@ -38,10 +38,12 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         var acknowledgedThrough: UInt64 = 0
         /// An acknowledgement waiting for the deliveries queued behind it (`acknowledgeSoon`).
         var acknowledgementDue: UInt64?
+        /// The batch of events this process was launched (or woken) for; nil when it was not
+        /// launched for this session's events (S3.2).
+        var launch: LaunchBatch?
         /// True while the app, launched for this session's events, has not called the
         /// completion handler: events are then acknowledged only by that call (S3.2, S3.4).
-        var acknowledgesOnCompletionHandler = false
-        var finishEventsDelivered = false
+        var acknowledgesOnCompletionHandler: Bool { launch?.acknowledgesOnCompletionHandler ?? false }
         var invalidated = false
         var invalidating = false
         /// An event whose delivery a previous holder did not finish, and the call it was in.
@@ -117,7 +119,7 @@ final class SessionCore: SessionBackend, @unchecked Sendable {
         state.withLock {
             $0.deliveredThrough = record?.deliveredThrough ?? 0
             if let number = record?.inProgress, let phase = record?.phase { $0.interrupted = (number, phase) }
-            $0.acknowledgesOnCompletionHandler = launchedForEvents
+            if launchedForEvents { $0.launch = LaunchBatch() }
         }
     }
 

@@ -18,6 +18,10 @@ public struct DelegateEvent: Codable, Sendable, Equatable {
         case didFinishEvents
         /// `urlSession(_:didBecomeInvalidWithError:)`.
         case didBecomeInvalid
+        /// The app delegate's `application(_:handleEventsForBackgroundURLSession:completionHandler:)`:
+        /// a launch, or a wake of the same process, for the session's events, whose batch
+        /// ends with its own `urlSessionDidFinishEvents` (S3.2).
+        case handleEventsForBackgroundURLSession
     }
 
     /// The executable's file name (`reader-app`).

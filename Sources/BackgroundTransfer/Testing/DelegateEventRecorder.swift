@@ -47,14 +47,26 @@ public enum DelegateEventRecorder {
         record(.didBecomeInvalid, session: session, error: error)
     }
 
+    /// Records the app delegate's `application(_:handleEventsForBackgroundURLSession:completionHandler:)`
+    /// for session `identifier`: a launch or a wake, which starts a batch of events.
+    public static func application(_ application: BackgroundApplication,
+                                   handleEventsForBackgroundURLSession identifier: String) {
+        record(.handleEventsForBackgroundURLSession, sessionIdentifier: identifier)
+    }
+
     private static func record(_ kind: DelegateEvent.Kind, session: URLSession, task: URLSessionTask? = nil, error: Error? = nil, bytes: Int64? = nil) {
+        record(kind, sessionIdentifier: session.configuration.identifier, task: task, error: error, bytes: bytes)
+    }
+
+    private static func record(_ kind: DelegateEvent.Kind, sessionIdentifier: String?, task: URLSessionTask? = nil,
+                               error: Error? = nil, bytes: Int64? = nil) {
         let folder = AppEnvironment.layout.root.appendingPathComponent(folder, isDirectory: true)
         guard FileManager.default.fileExists(atPath: folder.path) else { return } // not under test
         let info = (error as NSError?)?.userInfo ?? [:]
         let process = (ProcessSpawner.currentExecutable as NSString).lastPathComponent
         let event = DelegateEvent(
             process: process, pid: getpid(), sequence: sequence.withLock { $0 += 1; return $0 }, time: Date(), kind: kind,
-            session: session.configuration.identifier, task: task?.taskIdentifier, taskDescription: task?.taskDescription,
+            session: sessionIdentifier, task: task?.taskIdentifier, taskDescription: task?.taskDescription,
             url: task?.originalRequest?.url?.absoluteString, statusCode: (task?.response as? HTTPURLResponse)?.statusCode,
             errorCode: (error as NSError?)?.code, cancelledReason: info[NSURLErrorBackgroundTaskCancelledReasonKey] as? Int,
             hasResumeData: info[NSURLSessionDownloadTaskResumeData] != nil || info[NSURLSessionUploadTaskResumeData] != nil, bytes: bytes)

@@ -45,14 +45,16 @@ final class EventDelivery {
         sayBacklogDeliveredIfSettled(session)
     }
 
-    /// The one place S3.2's rule is kept: `urlSessionDidFinishEvents` comes once, after every
-    /// event waiting for the session. Answers to held challenges end tasks (-999, -1202…), so
-    /// the word waits until no task is held on a challenge, and follows the events those
-    /// answers made. Called after each push of events and each answer.
+    /// The one place S3.2's rule is kept: `urlSessionDidFinishEvents` comes once a batch, after
+    /// every event of it. Answers to held challenges end tasks (-999, -1202…), so the word
+    /// waits until no task is held on a challenge, and follows the events those answers made.
+    /// Transfers an answer let go on end after the word: their events form a new batch
+    /// (`pushPendingEvents`). Called after each push of events and each answer.
     func sayBacklogDeliveredIfSettled(_ session: DaemonSession) {
         guard session.owesBacklogWord, session.holder != nil,
               !session.tasks.values.contains(where: { $0.pendingChallenge != nil }) else { return }
         session.owesBacklogWord = false
+        session.holderHeardBacklogWord = true
         push(.backlogDelivered(session: session.key.identifier, through: session.pushedThrough), to: session)
     }
 
@@ -83,7 +85,13 @@ final class EventDelivery {
             surroundings.requestHousekeeping()
             return
         }
-        for event in session.events(after: session.pushedThrough) {
+        let pending = session.events(after: session.pushedThrough)
+        // After its word, a holder launched for events takes them as a new batch, with a word of
+        // its own (S3.2); a process the user launched hears no word a push (one a small file).
+        if !pending.isEmpty && session.holderLaunchedForEvents && session.holderHeardBacklogWord {
+            session.owesBacklogWord = true
+        }
+        for event in pending {
             if let encoded = session.takeEncodedEvent(event.number), let frame = try? encoded.pushFrame(session: session.key.identifier) {
                 guard holder.send(frame: frame) else {
                     log.error("ipc", "\(holder.label) is not reading; disconnecting it", session: session.key.identifier.rawValue)

@@ -57,6 +57,8 @@ extension RequestHandler {
         session.holder = connection
         session.pushedThrough = 0
         session.owesBacklogWord = false // owed once the backlog is sent (`deliverBacklog`)
+        session.holderLaunchedForEvents = launchedForEvents
+        session.holderHeardBacklogWord = false
         session.invalidateWhenDone = false
         connection.attachedSessions.insert(key)
         if launchedForEvents, let launch = relauncher.launches[key.family], launch.identifier == identifier {

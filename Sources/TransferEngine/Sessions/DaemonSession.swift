@@ -32,6 +32,11 @@ final class DaemonSession {
     var pushedThrough: UInt64 = 0
     /// The current holder has not yet been told that its backlog is through (`EventDelivery`).
     var owesBacklogWord = false
+    /// The current holder was launched for the session's events: events pushed to it after
+    /// its backlog word form a new batch, which ends with a word of its own (S3.2).
+    var holderLaunchedForEvents = false
+    /// The current holder has been told once that its backlog is through.
+    var holderHeardBacklogWord = false
     private let layout: ContainerLayout
     private let log: TransferLog
     /// The container's root, through which `session.json` is read and written (nil in unit tests).

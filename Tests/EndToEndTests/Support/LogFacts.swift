@@ -25,6 +25,8 @@ extension LogEntry {
     var isBudgetExpired: Bool { event?.kind == .budgetExpired }
     /// The library in an app found it was launched for the line's session's events.
     var isLaunchedForEvents: Bool { event?.kind == .launchedForEvents }
+    /// The library woke its app again, in the same process, for the line's session's later events.
+    var isWokenForEvents: Bool { event?.kind == .wokenForEvents }
     /// The daemon opened the line's session for the process `pid`.
     func isSessionOpened(by pid: Int32) -> Bool { event?.kind == .sessionOpened && event?.pid == pid }
     /// The library reopened its session in a restarted daemon.
