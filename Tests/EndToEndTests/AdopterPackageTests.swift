@@ -67,6 +67,14 @@ struct AdopterPackageTests {
         let log = { TransferLog.entries(layout: container.layout).map(\.message).suffix(20) }
         #expect(waitUntil(timeout: 60) { (try? SHA256.hexDigest(ofFile: saved.path)) == SHA256.hexDigest(of: payload) },
                 "\(configuration): the relaunched example did not file the served bytes: \(log())")
+        // It calls its completion handler inside urlSessionDidFinishEvents, on the main queue:
+        // the relaunch ends with its event acknowledged, not stuck until its background time.
+        let acknowledged = waitUntil(timeout: 60) {
+            TransferLog.entries(layout: container.layout).contains {
+                $0.event?.kind == .launchedAppExited && $0.event?.pending == 0
+            }
+        }
+        #expect(acknowledged, "\(configuration): the relaunched example never exited with its event acknowledged: \(log())")
     }
 
     /// This working tree as it is (tracked and new files, not ignored ones), committed in a

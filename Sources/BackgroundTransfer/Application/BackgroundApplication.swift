@@ -287,14 +287,19 @@ public final class BackgroundApplication: @unchecked Sendable {
             let exits = exitsWhenEventsHandled.withLock { $0 }
             let core = SessionCoordinator.shared.cachedSession(layout: AppEnvironment.layout, family: AppEnvironment.identity.family,
                                                                identifier: identifier) as SessionCore?
-            core?.completionHandlerCalled(generation: generation, staying: !exits)
-            AppEnvironment.log.notice("application", "completion handler called; events acknowledged", session: name)
-            completed.signal()
-            if exits {
+            let acknowledge: @Sendable () -> Void = { [self] in
+                core?.completionHandlerCalled(generation: generation, staying: !exits)
+                AppEnvironment.log.notice("application", "completion handler called; events acknowledged", session: name)
+                completed.signal()
+                guard exits else { return }
                 // As iOS suspends the app: once the daemon has the acknowledgement.
                 _ = core?.waitForAnswers(timeout: DaemonConnection.requestTimeout)
                 DispatchQueue.main.async { exit(0) }
             }
+            // Called inside urlSessionDidFinishEvents, which the session's delivery waits on, it
+            // is taken once that call returns; called elsewhere, before the handler returns (an
+            // app may exit right after it).
+            if SessionCore.isInDelegateCall { DispatchQueue.global().async(execute: acknowledge) } else { acknowledge() }
         }
     }
 

@@ -193,10 +193,18 @@ extension SessionCore {
         guard let session = primary else { return }
         let operation = BlockOperation { [self] in
             if let mark { markDelivery(of: mark.number, phase: mark.phase) }
+            Thread.current.threadDictionary[Self.delegateCallKey] = true
+            defer { Thread.current.threadDictionary.removeObject(forKey: Self.delegateCallKey) }
             call(session)
         }
         delegateQueue.addOperations([operation], waitUntilFinished: true)
     }
+
+    private static let delegateCallKey = "BackgroundTransfer.inDelegateCall"
+
+    /// Whether this thread is inside a delegate call, which a session's delivery waits on: what
+    /// the app does from there (call its completion handler) must not wait for that delivery.
+    static var isInDelegateCall: Bool { Thread.current.threadDictionary[delegateCallKey] != nil }
 
     /// Waits until the events that were waiting when the session was opened have been handed
     /// to the delegate; false on timeout.
