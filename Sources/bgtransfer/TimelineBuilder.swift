@@ -71,8 +71,8 @@ struct TimelineBuilder {
                 timeline.marks.append(TimelineMark(time: entry.time, kind: .note, lane: lane, label: "", detail: "\(where_): \(entry.message)"))
             case .launchedForEvents: timeline.marks.append(TimelineMark(time: entry.time, kind: .launched, lane: lane, label: "launched for events", detail: "\(where_): \(entry.message)"))
             case .wokenForEvents:
-                timeline.marks.append(TimelineMark(time: entry.time, kind: .launched, lane: lane, label: "woken for events",
-                                                   detail: "\(where_): \(entry.message)"))
+                timeline.marks.append(TimelineMark(time: entry.time, kind: .launched, lane: lane,
+                                                   label: "woken for events", detail: "\(where_): \(entry.message)"))
             case .completionHandlerCalled: timeline.marks.append(TimelineMark(time: entry.time, kind: .acknowledged, lane: lane, label: "completion handler", detail: "\(where_): \(entry.message)"))
             case .acknowledged: timeline.marks.append(TimelineMark(time: entry.time, kind: .acknowledged, lane: lane, label: "ack", detail: "\(where_): \(entry.message) [\(entry.session ?? "")]"))
             case .delegate(let call) where entry.task == nil: timeline.marks.append(TimelineMark(time: entry.time, kind: .delegate, lane: lane, label: Self.shortCall(call), detail: "\(where_): \(entry.message)"))

@@ -74,7 +74,8 @@ struct AdopterPackageTests {
                 $0.event?.kind == .launchedAppExited && $0.event?.pending == 0
             }
         }
-        #expect(acknowledged, "\(configuration): the relaunched example never exited with its event acknowledged: \(log())")
+        #expect(acknowledged,
+                "\(configuration): the relaunched example never exited with its event acknowledged: \(log())")
     }
 
     /// This working tree as it is (tracked and new files, not ignored ones), committed in a

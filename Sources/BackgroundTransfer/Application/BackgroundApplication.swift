@@ -285,11 +285,13 @@ public final class BackgroundApplication: @unchecked Sendable {
         delegate.application(self, handleEventsForBackgroundURLSession: name) { [self] in
             guard !called.withLock({ let was = $0; $0 = true; return was }) else { return }
             let exits = exitsWhenEventsHandled.withLock { $0 }
-            let core = SessionCoordinator.shared.cachedSession(layout: AppEnvironment.layout, family: AppEnvironment.identity.family,
-                                                               identifier: identifier) as SessionCore?
+            let core = SessionCoordinator.shared.cachedSession(
+                layout: AppEnvironment.layout, family: AppEnvironment.identity.family, identifier: identifier
+            ) as SessionCore?
             let acknowledge: @Sendable () -> Void = { [self] in
                 core?.completionHandlerCalled(generation: generation, staying: !exits)
-                AppEnvironment.log.notice("application", "completion handler called; events acknowledged", session: name)
+                AppEnvironment.log.notice("application", "completion handler called; events acknowledged",
+                                          session: name)
                 completed.signal()
                 guard exits else { return }
                 // As iOS suspends the app: once the daemon has the acknowledgement.
@@ -299,7 +301,11 @@ public final class BackgroundApplication: @unchecked Sendable {
             // Called inside urlSessionDidFinishEvents, which the session's delivery waits on, it
             // is taken once that call returns; called elsewhere, before the handler returns (an
             // app may exit right after it).
-            if SessionCore.isInDelegateCall { DispatchQueue.global().async(execute: acknowledge) } else { acknowledge() }
+            if SessionCore.isInDelegateCall {
+                DispatchQueue.global().async(execute: acknowledge)
+            } else {
+                acknowledge()
+            }
         }
     }
 
@@ -312,7 +318,8 @@ public final class BackgroundApplication: @unchecked Sendable {
         DispatchQueue.main.async {
             guard let delegate = application.launchDelegate.withLock({ $0 }) else { return }
             AppEnvironment.log.notice("application", "woken again to handle events for background session "
-                                      + identifier.rawValue, session: identifier.rawValue, event: LogEvent(.wokenForEvents))
+                                      + identifier.rawValue, session: identifier.rawValue,
+                                      event: LogEvent(.wokenForEvents))
             application.handEvents(of: identifier, generation: generation, to: delegate)
             deliver()
         }
