@@ -70,8 +70,7 @@ struct AdopterPackageTests {
                 "\(configuration): the relaunched example did not file the served bytes: \(log())")
         // It calls its completion handler inside urlSessionDidFinishEvents, on the main queue:
         // the relaunch acknowledges its event, not stuck until its background time runs out.
-        let session = container.layout.sessionDirectory(family: try BundleIdentifier("program.consumer"),
-                                                        identifier: try SessionIdentifier("downloads"))
+        let session = container.sessionDirectory("downloads", family: "program.consumer")
         let acknowledged = waitUntil(timeout: 60) {
             (try? JournalContents.read(session: session))?.events.isEmpty == true
         }

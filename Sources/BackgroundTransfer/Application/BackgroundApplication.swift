@@ -313,7 +313,8 @@ public final class BackgroundApplication: @unchecked Sendable {
     /// handler) for session `identifier`'s events that came later, as iOS wakes a suspended app
     /// (S3.2): on the main queue, the launch's delegate gets `handleEventsForBackgroundURLSession`
     /// with a new completion handler; `deliver` then hands the session the events.
-    static func wake(for identifier: SessionIdentifier, generation: Int, then deliver: @escaping @Sendable () -> Void) {
+    static func wake(for identifier: SessionIdentifier, generation: Int,
+                     then deliver: @escaping @Sendable () -> Void) {
         guard let application = current.withLock({ $0 }) else { return }
         DispatchQueue.main.async {
             guard let delegate = application.launchDelegate.withLock({ $0 }) else { return }

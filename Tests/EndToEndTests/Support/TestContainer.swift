@@ -97,8 +97,8 @@ final class TestContainer: @unchecked Sendable {
     var appGroup: URL { layout.appGroup(try! BundleIdentifier("group.com.example.transfers")) }
     var downloads: URL { appGroup.appendingPathComponent("Downloads") }
 
-    func sessionDirectory(_ identifier: String) -> URL {
-        layout.sessionDirectory(family: try! BundleIdentifier("com.example.host"), identifier: try! SessionIdentifier(identifier))
+    func sessionDirectory(_ identifier: String, family: String = "com.example.host") -> URL {
+        layout.sessionDirectory(family: try! BundleIdentifier(family), identifier: try! SessionIdentifier(identifier))
     }
 
     /// Waits until no process holds the session (its lock file, which a process keeps until
